@@ -1,0 +1,32 @@
+-- commit.lua: take one unit, record the order and leave the critical section, in one
+-- round trip. Used by every variant that decides in the application (all but lua).
+--
+-- KEYS[1]  stock   (string: units left)
+-- KEYS[2]  inside  (sorted set of holders in the critical section)
+-- KEYS[3]  orders  (hash: order id -> "instance variant")
+-- KEYS[4]  audit   (hash of counters)
+-- ARGV[1]  holder id
+-- ARGV[2]  order id
+-- ARGV[3]  instance id
+-- ARGV[4]  variant name
+-- ARGV[5]  'decr' to take the unit in Redis, or 'set' to write ARGV[6], a value the
+--          application computed from the stock it read earlier (naive's lost update)
+-- ARGV[6]  the value for 'set'
+--
+-- Returns: the units left; -2 when the stock key is gone (a reset, or Redis lost it):
+--          then nothing is recorded.
+redis.call('ZREM', KEYS[2], ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return -2
+end
+local remaining
+if ARGV[5] == 'set' then
+  redis.call('SET', KEYS[1], ARGV[6])
+  remaining = tonumber(ARGV[6])
+else
+  remaining = redis.call('DECR', KEYS[1])
+end
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[3] .. ' ' .. ARGV[4])
+redis.call('HINCRBY', KEYS[4], 'instance:' .. ARGV[3], 1)
+redis.call('HINCRBY', KEYS[4], 'variant:' .. ARGV[4], 1)
+return remaining

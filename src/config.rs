@@ -1,0 +1,151 @@
+//! What one instance is told at start: flags, each with an environment variable.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{bail, ensure};
+use clap::Args;
+
+use crate::variants::Variant;
+
+/// Flags of `seckill serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the bound address is printed).
+    #[arg(long, env = "SECKILL_LISTEN", default_value = "127.0.0.1:8081")]
+    pub listen: SocketAddr,
+
+    /// Redis to share with the other instances: `redis://[[user]:password@]host:port[/db]`,
+    /// or `rediss://…` for TLS.
+    #[arg(
+        long,
+        env = "SECKILL_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    pub redis_url: String,
+
+    /// Name of this instance in orders, `/stats` and responses, `[A-Za-z0-9_.:-]{1,64}`
+    /// [default: the bound listen address].
+    #[arg(long, env = "SECKILL_INSTANCE_ID")]
+    pub instance_id: Option<String>,
+
+    /// Bearer token for `/admin`. Without one, `/admin` answers loopback peers only.
+    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+
+    /// Enable fault injection (`fault=abandon`, `fault=pause_before_release`). When off, a
+    /// request that asks for a fault is refused with 400.
+    #[arg(long, env = "SECKILL_FAULTS")]
+    pub faults: bool,
+
+    /// Variant served at `/deduct_stock` when the path names none.
+    #[arg(long, env = "SECKILL_DEFAULT_VARIANT", value_enum, default_value_t = Variant::Lua)]
+    pub default_variant: Variant,
+
+    #[command(flatten)]
+    pub limits: Limits,
+}
+
+/// Bounds on the teaching knobs and on what one request may cost.
+#[derive(Debug, Clone, Args)]
+pub struct Limits {
+    /// Largest `work_ms` (business time inside the critical section) a request may ask for.
+    #[arg(long, env = "SECKILL_MAX_WORK_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub max_work_ms: u64,
+
+    /// Largest `ttl_ms` / `lease_ms` a request may ask for.
+    #[arg(long, env = "SECKILL_MAX_TTL_MS", default_value_t = 60_000,
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub max_ttl_ms: u64,
+
+    /// Largest `wait_ms` (time to wait for a held lock) a request may ask for.
+    #[arg(long, env = "SECKILL_MAX_WAIT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub max_wait_ms: u64,
+
+    /// Largest `pause_ms` (the fault `pause_before_release`) a request may ask for.
+    #[arg(long, env = "SECKILL_MAX_PAUSE_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub max_pause_ms: u64,
+
+    /// Time after which a request is answered 408. Must exceed the largest work, wait and
+    /// pause together; a deduction already under way still finishes and is recorded.
+    #[arg(long, env = "SECKILL_REQUEST_TIMEOUT_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub request_timeout_ms: u64,
+
+    /// Time one Redis command (or connection attempt) may take before the request is
+    /// answered 503.
+    #[arg(long, env = "SECKILL_REDIS_TIMEOUT_MS", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub redis_timeout_ms: u64,
+
+    /// Requests served at once; past this the instance sheds load with 503 and Retry-After.
+    #[arg(long, env = "SECKILL_MAX_IN_FLIGHT", default_value_t = 4_096,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_in_flight: u64,
+
+    /// Largest request body accepted, in bytes (413 past it).
+    #[arg(long, env = "SECKILL_MAX_BODY_BYTES", default_value_t = 4_096,
+          value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
+    pub max_body_bytes: u64,
+}
+
+impl Limits {
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub fn redis_timeout(&self) -> Duration {
+        Duration::from_millis(self.redis_timeout_ms)
+    }
+
+    /// A request that uses every knob to its bound must still finish inside the request
+    /// timeout, or the timeout would cut deductions short for no visible reason.
+    fn check(&self) -> anyhow::Result<()> {
+        let longest = self.max_work_ms + self.max_wait_ms + self.max_pause_ms;
+        let redis_round_trips = 6 * self.redis_timeout_ms;
+        ensure!(
+            self.request_timeout_ms > longest + redis_round_trips,
+            "--request-timeout-ms ({}) must exceed max work + wait + pause ({longest} ms) plus \
+             six Redis timeouts ({redis_round_trips} ms)",
+            self.request_timeout_ms
+        );
+        Ok(())
+    }
+}
+
+/// An instance id goes into Redis hash fields and responses, so it is kept plain.
+pub fn check_instance_id(id: &str) -> anyhow::Result<()> {
+    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-');
+    if id.is_empty() || id.len() > 64 || !id.chars().all(valid) {
+        bail!("--instance-id must match [A-Za-z0-9_.:-]{{1,64}}, got {id:?}");
+    }
+    Ok(())
+}
+
+/// The default instance id: the bound address, with IPv6 brackets dropped.
+pub fn instance_id_from(addr: SocketAddr) -> String {
+    addr.to_string()
+        .chars()
+        .filter(|c| !matches!(c, '[' | ']'))
+        .collect()
+}
+
+impl ServeArgs {
+    /// Checks what clap cannot check alone.
+    pub fn check(&self) -> anyhow::Result<()> {
+        self.limits.check()?;
+        if let Some(id) = &self.instance_id {
+            check_instance_id(id)?;
+        }
+        if let Some(token) = &self.admin_token {
+            ensure!(
+                token.len() >= 8,
+                "--admin-token must be at least 8 characters"
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,134 @@
+//! The one error type handlers return, and the status each variant maps to.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+use serde_json::json;
+
+use crate::lock::LockError;
+use crate::variants::Variant;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// 400: a parameter or body the service will not act on. The text says which and why.
+    #[error("{0}")]
+    BadRequest(String),
+
+    /// 404: the path names no variant; the body lists the ones there are.
+    #[error("unknown variant {0:?}")]
+    UnknownVariant(String),
+
+    /// 404: no stock was ever set for the product (or Redis lost it). Never sold as stock.
+    #[error("product {0} has no stock: POST /admin/reset sets it")]
+    UnknownProduct(String),
+
+    /// 401: admin with a token configured, and the request did not carry it.
+    #[error("admin needs Authorization: Bearer <token>")]
+    Unauthorized,
+
+    /// 403: admin without a configured token, asked from a non-loopback peer.
+    #[error("admin answers loopback peers only (or start the instance with --admin-token)")]
+    Forbidden,
+
+    /// 503: Redis did not answer in time, refused, or dropped the connection.
+    #[error("redis unavailable")]
+    RedisUnavailable(#[source] RedisError),
+
+    /// 500: anything else. Logged here, answered with a generic message.
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl AppError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::UnknownVariant(_) | Self::UnknownProduct(_) => StatusCode::NOT_FOUND,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::RedisUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The outcome label used in responses and metrics.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Self::BadRequest(_) => "bad_request",
+            Self::UnknownVariant(_) => "unknown_variant",
+            Self::UnknownProduct(_) => "unknown_product",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::RedisUnavailable(_) => "redis_unavailable",
+            Self::Internal(_) => "error",
+        }
+    }
+}
+
+impl From<RedisError> for AppError {
+    fn from(err: RedisError) -> Self {
+        if is_unavailable(&err) {
+            Self::RedisUnavailable(err)
+        } else {
+            Self::Internal(err.into())
+        }
+    }
+}
+
+impl From<LockError> for AppError {
+    fn from(err: LockError) -> Self {
+        match err {
+            LockError::Redis(err) => err.into(),
+        }
+    }
+}
+
+/// Errors that mean "Redis is not there right now" rather than "we sent it something wrong".
+fn is_unavailable(err: &RedisError) -> bool {
+    err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+        || err.is_unrecoverable_error()
+        || err.is_cluster_error()
+        || matches!(
+            err.kind(),
+            ErrorKind::AuthenticationFailed
+                | ErrorKind::ClusterConnectionNotFound
+                | ErrorKind::Server(
+                    ServerErrorKind::BusyLoading
+                        | ServerErrorKind::MasterDown
+                        | ServerErrorKind::ReadOnly
+                )
+        )
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let body = match &self {
+            Self::UnknownVariant(_) => json!({
+                "outcome": self.outcome(),
+                "error": self.to_string(),
+                "variants": Variant::ALL.map(Variant::name),
+            }),
+            Self::RedisUnavailable(err) => {
+                tracing::warn!(error = %err, "redis unavailable");
+                json!({ "outcome": self.outcome(), "error": self.to_string() })
+            }
+            Self::Internal(err) => {
+                tracing::error!(error = ?err, "internal error");
+                json!({ "outcome": self.outcome(), "error": self.to_string() })
+            }
+            _ => json!({ "outcome": self.outcome(), "error": self.to_string() }),
+        };
+        let mut response = (status, Json(body)).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert("retry-after", axum::http::HeaderValue::from_static("1"));
+        }
+        response
+    }
+}

@@ -1,0 +1,41 @@
+//! seckill — a flash-sale stock service that makes distributed locking on Redis visible.
+//!
+//! Two or more instances share one Redis. Each variant of `/deduct_stock` is one step of
+//! the classic progression (naive → setnx → token → watchdog → segmented, and lua as the
+//! lock-free ceiling), and every deduction leaves evidence in Redis so that `/stats` can
+//! say how many units were sold, oversold or lost, and whether two lock holders ever
+//! overlapped.
+//!
+//! # Layout
+//!
+//! - [`cli`] — the command line: `seckill serve` and its flags.
+//! - [`config`] — what one instance is told at start, and the bounds on every knob.
+//! - [`startup`] — [`startup::Application`]: binds, builds the router, runs until a signal.
+//! - [`state`] — [`state::AppState`], shared by every handler: Redis handles, metrics, config.
+//! - [`routes`] — one module per resource: `deduct`, `stock` (and `/stats`), `admin`, `health`.
+//! - [`knobs`] — the per-request teaching knobs (`work_ms`, `ttl_ms`, `fault`, …), parsed
+//!   and bounded before anything touches Redis.
+//! - [`variants`] — one file per variant of `/deduct_stock`, all the same shape, and the
+//!   critical section they share.
+//! - [`lock`] — the locks themselves (`SetnxLock`, `TokenLock`), usable without HTTP.
+//! - [`product`] — product-level operations: reset, and the audit behind `/stats`.
+//! - [`keys`] — every Redis key, built in one place; product ids that cannot smuggle keys.
+//! - [`scripts`] — the Lua scripts from `lua/`, each loaded once.
+//! - [`metrics`] — the Prometheus registry behind `/metrics`.
+//! - [`error`] — [`error::AppError`], the one error type handlers return, and its statuses.
+//! - [`telemetry`] — tracing set-up.
+
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod keys;
+pub mod knobs;
+pub mod lock;
+pub mod metrics;
+pub mod product;
+pub mod routes;
+pub mod scripts;
+pub mod startup;
+pub mod state;
+pub mod telemetry;
+pub mod variants;

@@ -1,0 +1,65 @@
+//! Distributed locks on Redis, usable without HTTP.
+//!
+//! Each lock is one step of the progression and keeps that step's flaws on purpose:
+//!
+//! - [`SetnxLock`] — `SETNX` with no TTL, released by a plain `DEL`. A holder that dies
+//!   leaves it held forever, and `DEL` removes whoever holds it.
+//! - [`TokenLock`] — `SET key <uuid> NX PX ttl`, released by compare-and-delete. Correct
+//!   while the work fits in the TTL; when it does not, a second holder gets in.
+//!
+//! All of them take a lock with `try_lock` and give it back with `unlock`. Release is async,
+//! so it cannot run in `Drop`: a caller that forgets it leaves the lock to its TTL (or, for
+//! `SetnxLock`, forever), which is exactly what the setnx lesson shows.
+
+mod setnx;
+mod token;
+
+pub use setnx::SetnxLock;
+pub use token::TokenLock;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis::RedisError;
+use uuid::Uuid;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("redis: {0}")]
+    Redis(#[from] RedisError),
+}
+
+/// Who holds a lock: one UUID per process plus a sequence number per acquisition, so two
+/// tasks on the same thread never share an identity (as Redisson's thread ids would).
+#[derive(Debug)]
+pub struct OwnerIds {
+    process: Uuid,
+    next: AtomicU64,
+}
+
+impl OwnerIds {
+    pub fn new() -> Self {
+        Self {
+            process: Uuid::new_v4(),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// A fresh owner id, `"<process uuid>:<n>"`.
+    pub fn next(&self) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        format!("{}:{n}", self.process)
+    }
+}
+
+impl Default for OwnerIds {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Sleep between two tries of a spinning lock: a few milliseconds with jitter, so that
+/// waiters on two instances do not retry in lock-step, and never past the deadline.
+pub(crate) fn retry_delay(left: Duration) -> Duration {
+    Duration::from_millis(fastrand::u64(2..=10)).min(left)
+}

@@ -1,0 +1,92 @@
+//! `POST /admin/reset`. Admin needs the bearer token when one is configured, and answers
+//! loopback peers only when none is.
+
+use std::net::SocketAddr;
+
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::post;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+
+use crate::error::AppError;
+use crate::keys::ProductId;
+use crate::product::{self, MAX_SHARDS, MAX_STOCK};
+use crate::state::AppState;
+
+pub fn router(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/reset", post(reset))
+        .route_layer(middleware::from_fn_with_state(state, require_admin))
+}
+
+async fn require_admin(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+    next: Next,
+) -> Result<Response, AppError> {
+    match &state.settings.admin_token {
+        Some(token) => {
+            let given = request
+                .headers()
+                .get(AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .unwrap_or_default();
+            // Constant time, so the answer's timing says nothing about the token.
+            if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+                return Err(AppError::Unauthorized);
+            }
+        }
+        None if !peer.ip().is_loopback() => return Err(AppError::Forbidden),
+        None => {}
+    }
+    Ok(next.run(request).await)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResetRequest {
+    product: String,
+    stock: i64,
+    #[serde(default = "one_shard")]
+    shards: u32,
+}
+
+fn one_shard() -> u32 {
+    1
+}
+
+async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, AppError> {
+    let request: ResetRequest = serde_json::from_slice(&body).map_err(|err| {
+        AppError::BadRequest(format!(
+            "body must be JSON {{\"product\": \"101\", \"stock\": 100, \"shards\": 1}}: {}",
+            err.to_string().chars().take(120).collect::<String>()
+        ))
+    })?;
+    let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
+    if !(0..=MAX_STOCK).contains(&request.stock) {
+        return Err(AppError::BadRequest(format!(
+            "stock must be from 0 to {MAX_STOCK}"
+        )));
+    }
+    if !(1..=MAX_SHARDS).contains(&request.shards) {
+        return Err(AppError::BadRequest(format!(
+            "shards must be from 1 to {MAX_SHARDS}"
+        )));
+    }
+    product::reset(&state.pool, &product, request.stock, request.shards).await?;
+    tracing::info!(%product, stock = request.stock, shards = request.shards, "stock reset");
+    Ok(Json(json!({
+        "outcome": "reset",
+        "product": product.as_str(),
+        "stock": request.stock,
+        "shards": request.shards,
+    })))
+}

@@ -1,0 +1,143 @@
+//! `POST|GET /deduct_stock/{variant}` and `/deduct_stock` (the instance's default variant).
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::params;
+use crate::error::AppError;
+use crate::keys::ProductKeys;
+use crate::knobs::Knobs;
+use crate::state::AppState;
+use crate::variants::{Deduction, Outcome, Variant};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/deduct_stock", get(deduct_default).post(deduct_default))
+        .route(
+            "/deduct_stock/{variant}",
+            get(deduct_named).post(deduct_named),
+        )
+}
+
+async fn deduct_default(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let variant = state.settings.default_variant;
+    deduct(state, variant, query, headers, body).await
+}
+
+async fn deduct_named(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match Variant::parse(&name) {
+        Some(variant) => deduct(state, variant, query, headers, body).await,
+        None => AppError::UnknownVariant(name.chars().take(40).collect()).into_response(),
+    }
+}
+
+/// The body of every answer that got as far as a variant.
+#[derive(Debug, Serialize)]
+struct Answer {
+    outcome: &'static str,
+    variant: Variant,
+    product: String,
+    instance: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remaining: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    order: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shard: Option<u32>,
+}
+
+async fn deduct(
+    state: AppState,
+    variant: Variant,
+    query: Option<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let started = Instant::now();
+    let result = run(&state, variant, query.as_deref(), &headers, &body).await;
+    let outcome = match &result {
+        Ok((_, outcome)) => outcome.name(),
+        Err(err) => err.outcome(),
+    };
+    state.metrics.deduction(variant, outcome, started.elapsed());
+    result.map_or_else(IntoResponse::into_response, |(product, outcome)| {
+        answer(&state, variant, product, outcome)
+    })
+}
+
+async fn run(
+    state: &AppState,
+    variant: Variant,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(String, Outcome), AppError> {
+    let params = params(query, headers, body)?;
+    let settings = &state.settings;
+    let knobs = Knobs::parse(variant, &params, &settings.limits, settings.faults)?;
+    let product = knobs.product.to_string();
+    let deduction = Deduction {
+        redis: state.redis.clone(),
+        product: ProductKeys::new(&knobs.product),
+        knobs,
+        variant,
+        instance: settings.instance.clone(),
+        holder: state.owners.next(),
+        metrics: state.metrics.clone(),
+    };
+    // Spawned, so that a client hanging up (or the request timeout) cannot cut a
+    // deduction short between taking a lock and giving it back.
+    let outcome = tokio::spawn(async move { deduction.run().await })
+        .await
+        .map_err(|err| AppError::Internal(err.into()))??;
+    Ok((product, outcome))
+}
+
+fn answer(state: &AppState, variant: Variant, product: String, outcome: Outcome) -> Response {
+    let status = match outcome {
+        Outcome::Deducted { .. } => StatusCode::OK,
+        Outcome::SoldOut { .. } => StatusCode::CONFLICT,
+        Outcome::LockBusy => StatusCode::TOO_MANY_REQUESTS,
+        Outcome::Abandoned => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let mut answer = Answer {
+        outcome: outcome.name(),
+        variant,
+        product,
+        instance: state.settings.instance.to_string(),
+        remaining: None,
+        order: None,
+        shard: None,
+    };
+    match outcome {
+        Outcome::Deducted {
+            remaining,
+            order,
+            shard,
+        } => {
+            answer.remaining = Some(remaining);
+            answer.order = Some(order);
+            answer.shard = Some(shard);
+        }
+        Outcome::SoldOut { remaining } => answer.remaining = Some(remaining),
+        Outcome::LockBusy | Outcome::Abandoned => {}
+    }
+    (status, Json(answer)).into_response()
+}

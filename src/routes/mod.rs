@@ -1,0 +1,52 @@
+//! The HTTP surface: one module per resource, each with its own `router()`, merged here.
+
+mod admin;
+mod deduct;
+mod health;
+mod stock;
+
+use axum::Router;
+use axum::http::HeaderMap;
+use axum::http::header::CONTENT_TYPE;
+
+use crate::error::AppError;
+use crate::state::AppState;
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .merge(deduct::router())
+        .merge(stock::router())
+        .merge(health::router())
+        .nest("/admin", admin::router(state.clone()))
+        .with_state(state)
+}
+
+/// The request's parameters: the query string, plus a form-encoded body when there is one
+/// (JMeter sends POST parameters in the body). Anything else in a body is refused.
+fn params(
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Vec<(String, String)>, AppError> {
+    let mut params: Vec<(String, String)> = match query {
+        Some(query) => serde_urlencoded::from_str(query).map_err(|_| {
+            AppError::BadRequest("the query string is not valid form encoding".into())
+        })?,
+        None => Vec::new(),
+    };
+    if !body.is_empty() {
+        let form = headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+        if !form {
+            return Err(AppError::BadRequest(
+                "a body must be application/x-www-form-urlencoded parameters (or empty)".into(),
+            ));
+        }
+        let from_body: Vec<(String, String)> = serde_urlencoded::from_bytes(body)
+            .map_err(|_| AppError::BadRequest("the body is not valid form encoding".into()))?;
+        params.extend(from_body);
+    }
+    Ok(params)
+}

@@ -1,0 +1,57 @@
+//! `GET /stock` and `GET /stats` (the audit).
+
+use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use super::params;
+use crate::error::AppError;
+use crate::keys::ProductId;
+use crate::knobs::DEFAULT_PRODUCT;
+use crate::product::{self, Stats};
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/stock", get(stock))
+        .route("/stats", get(stats))
+}
+
+async fn stock(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Json<Value>, AppError> {
+    let product = product_param(query.as_deref(), &headers)?;
+    let (remaining, per_shard) = product::remaining(&state.redis, &product).await?;
+    Ok(Json(json!({
+        "product": product.as_str(),
+        "remaining": remaining,
+        "shard_remaining": per_shard,
+    })))
+}
+
+async fn stats(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Json<Stats>, AppError> {
+    let product = product_param(query.as_deref(), &headers)?;
+    Ok(Json(product::stats(&state.redis, &product).await?))
+}
+
+/// `product` is the only parameter these take.
+fn product_param(query: Option<&str>, headers: &HeaderMap) -> Result<ProductId, AppError> {
+    let params = params(query, headers, &[])?;
+    match params.as_slice() {
+        [] => Ok(ProductId::parse(DEFAULT_PRODUCT).expect("the default product id is valid")),
+        [(name, value)] if name == "product" => {
+            ProductId::parse(value).map_err(AppError::BadRequest)
+        }
+        _ => Err(AppError::BadRequest(
+            "the only parameter is product, once".into(),
+        )),
+    }
+}

@@ -1,0 +1,24 @@
+//! The Lua scripts in `lua/`, each built once.
+//!
+//! [`redis::Script`] sends `EVALSHA` and falls back to `EVAL` (loading the script) when
+//! Redis does not know it yet, for instance after a restart.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// The lock-free variant: check, decrement and record in one step.
+pub static DEDUCT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/deduct.lua")));
+
+/// A lock holder enters its critical section (overlap audit) and reads the stock.
+pub static ENTER: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/enter.lua")));
+
+/// Take one unit, record the order and leave the critical section.
+pub static COMMIT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/commit.lua")));
+
+/// Compare-and-delete release of a token lock.
+pub static TOKEN_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/token_release.lua")));
