@@ -1,0 +1,328 @@
+//! Test helpers: a real `redis-server` and real `seckill serve` processes on free loopback
+//! ports, each test with its own. Their logs are printed when a test fails.
+
+#![allow(dead_code)] // each test binary uses a different part of the helpers
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use serde_json::{Value, json};
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+fn scratch_dir(what: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "seckill-test-{}-{what}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
+fn print_log(name: &str, path: &PathBuf) {
+    let log = std::fs::read_to_string(path).unwrap_or_default();
+    let tail: Vec<&str> = log.lines().rev().take(60).collect();
+    eprintln!("----- {name} log ({}) -----", path.display());
+    for line in tail.into_iter().rev() {
+        eprintln!("{line}");
+    }
+}
+
+/// A real `redis-server` on a free loopback port, with no persistence.
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+    dir: PathBuf,
+}
+
+impl RedisServer {
+    pub fn start() -> Self {
+        let mut server = Self {
+            child: None,
+            port: free_port(),
+            dir: scratch_dir("redis"),
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--logfile")
+            .arg(self.dir.join("redis.log"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (scripts/test.sh installs it)");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A direct connection, to look at what the service left in Redis.
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("a connection to the test redis")
+    }
+
+    /// Kills the server (SIGKILL): everything in it is lost.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again, empty, on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            print_log("redis-server", &self.dir.join("redis.log"));
+        }
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A real `seckill serve` process on a free loopback port.
+pub struct Instance {
+    child: Child,
+    pub addr: SocketAddr,
+    log: PathBuf,
+}
+
+impl Instance {
+    pub fn start(redis_url: &str, extra_args: &[&str]) -> Self {
+        let dir = scratch_dir("instance");
+        let log = dir.join("seckill.log");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_seckill"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--redis-url", redis_url])
+            .args(extra_args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).expect("a log file"))
+            .spawn()
+            .expect("the seckill binary");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped stdout"))
+            .read_line(&mut line)
+            .expect("reading the bound address");
+        let Some(addr) = line.trim().strip_prefix("listening on ") else {
+            print_log("seckill", &log);
+            panic!("seckill did not start: {line:?}");
+        };
+        Self {
+            addr: addr.parse().expect("a socket address"),
+            child,
+            log,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// SIGKILL: the process dies wherever it is, without releasing anything.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            print_log("seckill", &self.log);
+        }
+        self.kill();
+    }
+}
+
+/// One Redis and N instances sharing it.
+pub struct Cluster {
+    pub redis: RedisServer,
+    pub instances: Vec<Instance>,
+    pub http: reqwest::Client,
+}
+
+/// What a load run saw.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    /// Responses by status code.
+    pub statuses: BTreeMap<u16, usize>,
+    /// The order id of every 200.
+    pub orders: Vec<String>,
+    /// Requests that got no HTTP answer at all.
+    pub transport_errors: usize,
+}
+
+impl LoadReport {
+    pub fn count(&self, status: u16) -> usize {
+        self.statuses.get(&status).copied().unwrap_or(0)
+    }
+}
+
+impl Cluster {
+    pub fn start(instances: usize, extra_args: &[&str]) -> Self {
+        let redis = RedisServer::start();
+        let instances = (0..instances)
+            .map(|_| Instance::start(&redis.url(), extra_args))
+            .collect();
+        Self {
+            redis,
+            instances,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
+        }
+    }
+
+    pub async fn reset(&self, product: &str, stock: i64, shards: u32) {
+        let response = self
+            .http
+            .post(self.instances[0].url("/admin/reset"))
+            .json(&json!({ "product": product, "stock": stock, "shards": shards }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "reset: {}", response.text().await.unwrap());
+    }
+
+    /// POSTs `path_and_query` to instance `i`; returns the status and the JSON body.
+    pub async fn post(&self, i: usize, path_and_query: &str) -> (u16, Value) {
+        let response = self
+            .http
+            .post(self.instances[i].url(path_and_query))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, i: usize, path_and_query: &str) -> (u16, Value) {
+        let response = self
+            .http
+            .get(self.instances[i].url(path_and_query))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn stats(&self, product: &str) -> Value {
+        let (status, stats) = self.get(0, &format!("/stats?product={product}")).await;
+        assert_eq!(status, 200, "stats: {stats}");
+        stats
+    }
+
+    /// Sends `requests` POSTs to `path_and_query`, alternating between instances, from
+    /// `concurrency` workers. With `stop_when_sold_out`, a worker stops at its first 409.
+    pub async fn load(
+        &self,
+        path_and_query: &str,
+        requests: usize,
+        concurrency: usize,
+        stop_when_sold_out: bool,
+    ) -> LoadReport {
+        let next = Arc::new(AtomicUsize::new(0));
+        let urls: Arc<Vec<String>> = Arc::new(
+            self.instances
+                .iter()
+                .map(|i| i.url(path_and_query))
+                .collect(),
+        );
+        let workers: Vec<_> = (0..concurrency)
+            .map(|_| {
+                let (next, urls, http) = (next.clone(), urls.clone(), self.http.clone());
+                tokio::spawn(async move {
+                    let mut report = LoadReport::default();
+                    loop {
+                        let n = next.fetch_add(1, Ordering::Relaxed);
+                        if n >= requests {
+                            break;
+                        }
+                        let Ok(response) = http.post(&urls[n % urls.len()]).send().await else {
+                            report.transport_errors += 1;
+                            continue;
+                        };
+                        let status = response.status().as_u16();
+                        *report.statuses.entry(status).or_default() += 1;
+                        let body: Value = response.json().await.unwrap_or(Value::Null);
+                        if status == 200 {
+                            let order = body["order"].as_str().expect("a 200 names its order");
+                            report.orders.push(order.to_owned());
+                        }
+                        if status == 409 && stop_when_sold_out {
+                            break;
+                        }
+                    }
+                    report
+                })
+            })
+            .collect();
+        let mut total = LoadReport::default();
+        for worker in workers {
+            let report = worker.await.unwrap();
+            for (status, count) in report.statuses {
+                *total.statuses.entry(status).or_default() += count;
+            }
+            total.orders.extend(report.orders);
+            total.transport_errors += report.transport_errors;
+        }
+        total
+    }
+
+    /// Every order id recorded in Redis for an unsplit product.
+    pub async fn recorded_orders(&self, product: &str) -> BTreeMap<String, String> {
+        self.redis
+            .conn()
+            .await
+            .hgetall(format!("seckill:{{{product}}}:orders"))
+            .await
+            .unwrap()
+    }
+}
+
+/// A field of `/stats` as an integer.
+pub fn int(stats: &Value, field: &str) -> i64 {
+    stats[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("stats has no integer {field}: {stats}"))
+}

@@ -1,0 +1,91 @@
+//! The progression under concurrent load from two instances sharing one real Redis:
+//! naive loses stock; setnx, token and lua sell exactly the stock.
+
+mod common;
+
+use common::{Cluster, LoadReport, int};
+use serde_json::Value;
+
+/// Checks that the audit adds up with itself and with what the clients saw.
+async fn assert_audit_consistent(cluster: &Cluster, product: &str, report: &LoadReport) -> Value {
+    let stats = cluster.stats(product).await;
+    let (initial, remaining, sold) = (int(&stats, "initial"), int(&stats, "remaining"), int(&stats, "sold"));
+    assert_eq!(report.transport_errors, 0, "requests without an answer");
+    assert_eq!(sold as usize, report.count(200), "every 200 is one order: {stats}");
+    let recorded = cluster.recorded_orders(product).await;
+    for order in &report.orders {
+        assert!(recorded.contains_key(order), "200 with order {order} not recorded");
+    }
+    let by_instance: i64 = stats["by_instance"].as_object().unwrap().values().map(|v| v.as_i64().unwrap()).sum();
+    let by_variant: i64 = stats["by_variant"].as_object().unwrap().values().map(|v| v.as_i64().unwrap()).sum();
+    assert_eq!(by_instance, sold, "per-instance counts add up to sold: {stats}");
+    assert_eq!(by_variant, sold, "per-variant counts add up to sold: {stats}");
+    assert_eq!(stats["by_instance"].as_object().unwrap().len(), 2, "both instances sold: {stats}");
+    assert_eq!(int(&stats, "oversold"), (sold - initial).max(0));
+    assert_eq!(int(&stats, "lost_updates"), (sold - (initial - remaining)).max(0));
+    stats
+}
+
+async fn assert_sells_exactly(variant_query: &str, stock: i64) {
+    let cluster = Cluster::start(2, &[]);
+    cluster.reset("101", stock, 1).await;
+    let report = cluster
+        .load(&format!("/deduct_stock/{variant_query}"), 20_000, 40, true)
+        .await;
+    let stats = assert_audit_consistent(&cluster, "101", &report).await;
+    assert_eq!(report.count(200) as i64, stock, "one 200 per unit: {report:?}");
+    assert_eq!(int(&stats, "sold"), stock, "{stats}");
+    assert_eq!(int(&stats, "remaining"), 0, "{stats}");
+    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
+    assert_eq!(int(&stats, "lost_updates"), 0, "{stats}");
+    assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
+    let statuses: Vec<u16> = report.statuses.keys().copied().collect();
+    assert!(
+        statuses.iter().all(|s| [200, 409, 429].contains(s)),
+        "only 200, 409 and 429 under load: {report:?}"
+    );
+}
+
+/// naive: GET-then-SET from two instances loses updates (and so sells more than it has).
+#[tokio::test]
+async fn naive_loses_updates_under_concurrent_load_from_two_instances() {
+    let cluster = Cluster::start(2, &[]);
+    cluster.reset("101", 100, 1).await;
+    let report = cluster
+        .load("/deduct_stock/naive?work_ms=10", 400, 40, false)
+        .await;
+    let stats = assert_audit_consistent(&cluster, "101", &report).await;
+    assert!(
+        int(&stats, "lost_updates") > 0 || int(&stats, "oversold") > 0,
+        "naive should lose stock under concurrent load: {stats}"
+    );
+    assert!(int(&stats, "sold") > int(&stats, "initial") - int(&stats, "remaining"), "{stats}");
+}
+
+/// naive loses updates even without a widened race window, at 40 concurrent clients.
+#[tokio::test]
+async fn naive_loses_updates_without_added_work() {
+    let cluster = Cluster::start(2, &[]);
+    cluster.reset("101", 200, 1).await;
+    let report = cluster.load("/deduct_stock/naive", 400, 40, false).await;
+    let stats = assert_audit_consistent(&cluster, "101", &report).await;
+    assert!(int(&stats, "lost_updates") > 0, "{stats}");
+}
+
+/// setnx: the lock serialises the check and the decrement; losers fail fast with 429.
+#[tokio::test]
+async fn setnx_sells_exactly_the_stock() {
+    assert_sells_exactly("setnx?work_ms=2", 50).await;
+}
+
+/// token: same, with waiters retrying for up to wait_ms.
+#[tokio::test]
+async fn token_sells_exactly_the_stock() {
+    assert_sells_exactly("token?work_ms=2&wait_ms=2000&ttl_ms=5000", 50).await;
+}
+
+/// lua: one atomic script, no lock, no 429.
+#[tokio::test]
+async fn lua_sells_exactly_the_stock() {
+    assert_sells_exactly("lua", 300).await;
+}
