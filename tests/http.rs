@@ -20,10 +20,15 @@ async fn deducts_then_answers_sold_out() {
     assert_eq!(body["variant"], "token");
     assert_eq!(body["product"], "7");
     assert_eq!(body["remaining"], 0);
-    assert!(body["order"].as_str().is_some_and(|o| !o.is_empty()), "{body}");
+    assert!(
+        body["order"].as_str().is_some_and(|o| !o.is_empty()),
+        "{body}"
+    );
     assert!(body["instance"].as_str().is_some(), "{body}");
     for variant in ["naive", "setnx", "token", "lua"] {
-        let (status, body) = cluster.post(0, &format!("/deduct_stock/{variant}?product=7")).await;
+        let (status, body) = cluster
+            .post(0, &format!("/deduct_stock/{variant}?product=7"))
+            .await;
         assert_eq!(status, 409, "{variant}: {body}");
         assert_eq!(body["outcome"], "sold_out");
     }
@@ -35,14 +40,20 @@ async fn held_lock_answers_429_and_counts_lock_busy() {
     let cluster = Cluster::start(1, &[]);
     cluster.reset("101", 10, 1).await;
     let mut redis = cluster.redis.conn().await;
-    let _: () = redis.set("seckill:{101}:lock", "someone-else").await.unwrap();
+    let _: () = redis
+        .set("seckill:{101}:lock", "someone-else")
+        .await
+        .unwrap();
     let (status, body) = cluster.post(0, "/deduct_stock/setnx").await;
     assert_eq!(status, 429, "{body}");
     assert_eq!(body["outcome"], "lock_busy");
     let started = Instant::now();
     let (status, _) = cluster.post(0, "/deduct_stock/token?wait_ms=200").await;
     assert_eq!(status, 429);
-    assert!(started.elapsed() >= Duration::from_millis(200), "token waited wait_ms first");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "token waited wait_ms first"
+    );
     let stats = cluster.stats("101").await;
     assert_eq!(int(&stats, "lock_busy"), 2, "{stats}");
     assert_eq!(int(&stats, "remaining"), 10, "{stats}");
@@ -55,13 +66,23 @@ async fn unknown_variant_and_unknown_product_are_404() {
     let cluster = Cluster::start(1, &[]);
     let (status, body) = cluster.post(0, "/deduct_stock/optimistic").await;
     assert_eq!(status, 404);
-    let listed: Vec<&str> = body["variants"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let listed: Vec<&str> = body["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
     for variant in ["naive", "setnx", "token", "lua"] {
         assert!(listed.contains(&variant), "{body}");
     }
     for variant in ["naive", "setnx", "token", "lua"] {
-        let (status, body) = cluster.post(0, &format!("/deduct_stock/{variant}?product=never")).await;
-        assert_eq!(status, 404, "{variant} must not sell a product with no stock key: {body}");
+        let (status, body) = cluster
+            .post(0, &format!("/deduct_stock/{variant}?product=never"))
+            .await;
+        assert_eq!(
+            status, 404,
+            "{variant} must not sell a product with no stock key: {body}"
+        );
         assert_eq!(body["outcome"], "unknown_product");
     }
     let mut redis = cluster.redis.conn().await;
@@ -82,7 +103,10 @@ async fn redis_away_is_503_then_recovers() {
         let (status, body) = cluster.post(0, &format!("/deduct_stock/{variant}")).await;
         assert_eq!(status, 503, "{variant}: {body}");
         assert_eq!(body["outcome"], "redis_unavailable");
-        assert!(started.elapsed() < Duration::from_secs(5), "{variant} hung while Redis was away");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{variant} hung while Redis was away"
+        );
     }
     let (status, _) = cluster.get(0, "/readyz").await;
     assert_eq!(status, 503);
@@ -112,7 +136,11 @@ async fn redis_away_is_503_then_recovers() {
 async fn instance_without_redis_starts_and_answers_503() {
     let instance = Instance::start(&format!("redis://127.0.0.1:{}", free_port()), &[]);
     let http = reqwest::Client::new();
-    let response = http.post(instance.url("/deduct_stock/lua")).send().await.unwrap();
+    let response = http
+        .post(instance.url("/deduct_stock/lua"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 503);
     assert!(response.headers().contains_key("retry-after"));
 }
@@ -123,7 +151,12 @@ async fn admin_token_is_required_when_configured() {
     let cluster = Cluster::start(1, &["--admin-token", "s3cret-token"]);
     let url = cluster.instances[0].url("/admin/reset");
     let body = serde_json::json!({ "product": "101", "stock": 3 });
-    for auth in [None, Some("Bearer wrong-token"), Some("s3cret-token"), Some("Basic s3cret-token")] {
+    for auth in [
+        None,
+        Some("Bearer wrong-token"),
+        Some("s3cret-token"),
+        Some("Basic s3cret-token"),
+    ] {
         let mut request = cluster.http.post(&url).json(&body);
         if let Some(auth) = auth {
             request = request.header("authorization", auth);
@@ -161,9 +194,15 @@ async fn reset_clears_orders_audit_and_locks() {
     let held: bool = redis.exists("seckill:{101}:lock").await.unwrap();
     assert!(!held, "reset frees a stuck lock");
     let (status, body) = cluster.post(0, "/deduct_stock/token").await;
-    assert_eq!(status, 400, "a split product is for the segmented variant: {body}");
+    assert_eq!(
+        status, 400,
+        "a split product is for the segmented variant: {body}"
+    );
     cluster.reset("101", 10, 1).await;
-    assert_eq!(cluster.stats("101").await["shard_remaining"], serde_json::json!([10]));
+    assert_eq!(
+        cluster.stats("101").await["shard_remaining"],
+        serde_json::json!([10])
+    );
 }
 
 /// Bad input of every kind is a 400 (or 413) with a message, and changes nothing in Redis.
@@ -208,12 +247,31 @@ async fn bad_input_is_refused_and_leaves_stock_and_audit_untouched() {
         };
         assert_eq!(status, 400, "{path}: {body}");
         assert_eq!(body["outcome"], "bad_request", "{path}");
-        assert!(body["error"].as_str().is_some_and(|e| !e.is_empty() && e.len() < 300), "{path}: {body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|e| !e.is_empty() && e.len() < 300),
+            "{path}: {body}"
+        );
     }
     let url = cluster.instances[0].url("/deduct_stock/lua");
-    let json_body = cluster.http.post(&url).header("content-type", "application/json").body("{}").send().await.unwrap();
+    let json_body = cluster
+        .http
+        .post(&url)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(json_body.status(), 400, "a non-form body");
-    let oversized = cluster.http.post(&url).header("content-type", "application/x-www-form-urlencoded").body("a".repeat(100_000)).send().await.unwrap();
+    let oversized = cluster
+        .http
+        .post(&url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("a".repeat(100_000))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(oversized.status(), 413, "an oversized body");
 
     let reset = cluster.instances[0].url("/admin/reset");
@@ -264,7 +322,11 @@ async fn form_body_parameters_are_read() {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), 400, "the same parameter in query and body is a duplicate");
+    assert_eq!(
+        response.status(),
+        400,
+        "the same parameter in query and body is a duplicate"
+    );
 }
 
 /// `/deduct_stock` serves the configured default variant; GET works as POST does.

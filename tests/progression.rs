@@ -9,20 +9,54 @@ use serde_json::Value;
 /// Checks that the audit adds up with itself and with what the clients saw.
 async fn assert_audit_consistent(cluster: &Cluster, product: &str, report: &LoadReport) -> Value {
     let stats = cluster.stats(product).await;
-    let (initial, remaining, sold) = (int(&stats, "initial"), int(&stats, "remaining"), int(&stats, "sold"));
+    let (initial, remaining, sold) = (
+        int(&stats, "initial"),
+        int(&stats, "remaining"),
+        int(&stats, "sold"),
+    );
     assert_eq!(report.transport_errors, 0, "requests without an answer");
-    assert_eq!(sold as usize, report.count(200), "every 200 is one order: {stats}");
+    assert_eq!(
+        sold as usize,
+        report.count(200),
+        "every 200 is one order: {stats}"
+    );
     let recorded = cluster.recorded_orders(product).await;
     for order in &report.orders {
-        assert!(recorded.contains_key(order), "200 with order {order} not recorded");
+        assert!(
+            recorded.contains_key(order),
+            "200 with order {order} not recorded"
+        );
     }
-    let by_instance: i64 = stats["by_instance"].as_object().unwrap().values().map(|v| v.as_i64().unwrap()).sum();
-    let by_variant: i64 = stats["by_variant"].as_object().unwrap().values().map(|v| v.as_i64().unwrap()).sum();
-    assert_eq!(by_instance, sold, "per-instance counts add up to sold: {stats}");
-    assert_eq!(by_variant, sold, "per-variant counts add up to sold: {stats}");
-    assert_eq!(stats["by_instance"].as_object().unwrap().len(), 2, "both instances sold: {stats}");
+    let by_instance: i64 = stats["by_instance"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_i64().unwrap())
+        .sum();
+    let by_variant: i64 = stats["by_variant"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_i64().unwrap())
+        .sum();
+    assert_eq!(
+        by_instance, sold,
+        "per-instance counts add up to sold: {stats}"
+    );
+    assert_eq!(
+        by_variant, sold,
+        "per-variant counts add up to sold: {stats}"
+    );
+    assert_eq!(
+        stats["by_instance"].as_object().unwrap().len(),
+        2,
+        "both instances sold: {stats}"
+    );
     assert_eq!(int(&stats, "oversold"), (sold - initial).max(0));
-    assert_eq!(int(&stats, "lost_updates"), (sold - (initial - remaining)).max(0));
+    assert_eq!(
+        int(&stats, "lost_updates"),
+        (sold - (initial - remaining)).max(0)
+    );
     stats
 }
 
@@ -33,7 +67,11 @@ async fn assert_sells_exactly(variant_query: &str, stock: i64) {
         .load(&format!("/deduct_stock/{variant_query}"), 20_000, 40, true)
         .await;
     let stats = assert_audit_consistent(&cluster, "101", &report).await;
-    assert_eq!(report.count(200) as i64, stock, "one 200 per unit: {report:?}");
+    assert_eq!(
+        report.count(200) as i64,
+        stock,
+        "one 200 per unit: {report:?}"
+    );
     assert_eq!(int(&stats, "sold"), stock, "{stats}");
     assert_eq!(int(&stats, "remaining"), 0, "{stats}");
     assert_eq!(int(&stats, "oversold"), 0, "{stats}");
@@ -59,7 +97,10 @@ async fn naive_loses_updates_under_concurrent_load_from_two_instances() {
         int(&stats, "lost_updates") > 0 || int(&stats, "oversold") > 0,
         "naive should lose stock under concurrent load: {stats}"
     );
-    assert!(int(&stats, "sold") > int(&stats, "initial") - int(&stats, "remaining"), "{stats}");
+    assert!(
+        int(&stats, "sold") > int(&stats, "initial") - int(&stats, "remaining"),
+        "{stats}"
+    );
 }
 
 /// naive loses updates even without a widened race window, at 40 concurrent clients.

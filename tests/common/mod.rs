@@ -220,7 +220,12 @@ impl Cluster {
             .send()
             .await
             .unwrap();
-        assert_eq!(response.status(), 200, "reset: {}", response.text().await.unwrap());
+        assert_eq!(
+            response.status(),
+            200,
+            "reset: {}",
+            response.text().await.unwrap()
+        );
     }
 
     /// POSTs `path_and_query` to instance `i`; returns the status and the JSON body.
