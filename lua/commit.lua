@@ -5,6 +5,7 @@
 -- KEYS[2]  inside  (sorted set of holders in the critical section)
 -- KEYS[3]  orders  (hash: order id -> "instance variant")
 -- KEYS[4]  audit   (hash of counters)
+-- KEYS[5]  lock    (the watchdog lock hash, checked when ARGV[7] is set)
 -- ARGV[1]  holder id
 -- ARGV[2]  order id
 -- ARGV[3]  instance id
@@ -12,12 +13,18 @@
 -- ARGV[5]  'decr' to take the unit in Redis, or 'set' to write ARGV[6], a value the
 --          application computed from the stock it read earlier (naive's lost update)
 -- ARGV[6]  the value for 'set'
+-- ARGV[7]  a fence: the owner that must still hold KEYS[5], or '' for none
 --
--- Returns: the units left; -2 when the stock key is gone (a reset, or Redis lost it):
---          then nothing is recorded.
+-- Returns: the units left; -2 when the stock key is gone (a reset, or Redis lost it);
+--          -3 when the fence's owner no longer holds the lock (counted as lock_lost).
+--          On -2 and -3 nothing is recorded.
 redis.call('ZREM', KEYS[2], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -2
+end
+if ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[5], ARGV[7]) == 0 then
+  redis.call('HINCRBY', KEYS[4], 'lock_lost', 1)
+  return -3
 end
 local remaining
 if ARGV[5] == 'set' then

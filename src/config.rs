@@ -54,10 +54,16 @@ pub struct Limits {
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub max_work_ms: u64,
 
-    /// Largest `ttl_ms` / `lease_ms` a request may ask for.
+    /// Largest `ttl_ms` / `lease_ms` a request may ask for (and the smallest is 10).
     #[arg(long, env = "SECKILL_MAX_TTL_MS", default_value_t = 60_000,
           value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub max_ttl_ms: u64,
+
+    /// The watchdog lock's lease when a request names no `lease_ms` (Redisson's
+    /// `lockWatchdogTimeout`); the watchdog renews it every third of it.
+    #[arg(long, env = "SECKILL_LOCK_LEASE_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub lock_lease_ms: u64,
 
     /// Largest `wait_ms` (time to wait for a held lock) a request may ask for.
     #[arg(long, env = "SECKILL_MAX_WAIT_MS", default_value_t = 10_000,

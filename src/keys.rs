@@ -6,6 +6,9 @@
 
 use std::fmt;
 
+/// Matches every lock's release channel: one subscription per instance serves them all.
+pub const LOCK_CHANNEL_PATTERN: &str = "seckill:*:lock:released";
+
 /// A product id that is safe to put inside a Redis key: `[A-Za-z0-9_-]{1,64}`.
 ///
 /// Braces, colons, slashes and whitespace are refused, so a product id can never open

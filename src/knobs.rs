@@ -14,6 +14,9 @@ use crate::variants::Variant;
 pub const DEFAULT_PRODUCT: &str = "101";
 /// The token lock's TTL when a request names none (the seed's 30 s).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// How long watchdog and segmented requests wait for a held lock when they name no
+/// `wait_ms`: users of these variants wait rather than fail.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// A fault a request asks for; only honoured on instances started with `--faults`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,8 +35,11 @@ pub struct Knobs {
     pub work: Duration,
     /// The token lock's TTL.
     pub ttl: Option<Duration>,
-    /// How long to wait for a held lock.
-    pub wait: Option<Duration>,
+    /// The watchdog lock's lease; when given, no watchdog renews it (as in Redisson).
+    pub lease: Option<Duration>,
+    /// How long to wait for a held lock: `wait_ms`, or the variant's default (none for
+    /// token, a few seconds for watchdog and segmented).
+    pub wait: Duration,
     pub fault: Option<Fault>,
 }
 
@@ -75,8 +81,16 @@ impl Knobs {
             Some(raw) => ProductId::parse(raw).map_err(bad)?,
         };
         let work = millis(get("work_ms"), "work_ms", 0, limits.max_work_ms)?.unwrap_or_default();
-        let ttl = millis(get("ttl_ms"), "ttl_ms", 1, limits.max_ttl_ms)?;
-        let wait = millis(get("wait_ms"), "wait_ms", 0, limits.max_wait_ms)?;
+        let ttl = millis(get("ttl_ms"), "ttl_ms", 10, limits.max_ttl_ms)?;
+        let lease = millis(get("lease_ms"), "lease_ms", 10, limits.max_ttl_ms)?;
+        let default_wait = match variant {
+            Variant::Watchdog | Variant::Segmented => {
+                DEFAULT_LOCK_WAIT.min(Duration::from_millis(limits.max_wait_ms))
+            }
+            _ => Duration::ZERO,
+        };
+        let wait =
+            millis(get("wait_ms"), "wait_ms", 0, limits.max_wait_ms)?.unwrap_or(default_wait);
         let pause = millis(get("pause_ms"), "pause_ms", 0, limits.max_pause_ms)?;
 
         let fault = match (get("fault"), pause) {
@@ -106,6 +120,7 @@ impl Knobs {
             product,
             work,
             ttl,
+            lease,
             wait,
             fault,
         })
@@ -186,6 +201,9 @@ mod tests {
         assert!(parse(Variant::Setnx, "ttl_ms=100", false).is_err());
         assert!(parse(Variant::Lua, "work_ms=1", false).is_err());
         assert!(parse(Variant::Token, "ttl_ms=100&wait_ms=5", false).is_ok());
+        assert!(parse(Variant::Token, "lease_ms=100", false).is_err());
+        assert!(parse(Variant::Watchdog, "lease_ms=100&wait_ms=5", false).is_ok());
+        assert!(parse(Variant::Segmented, "ttl_ms=100", false).is_err());
     }
 
     #[test]

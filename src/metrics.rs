@@ -11,6 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::lock::watchdog::WatchdogCounters;
 use crate::variants::Variant;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -46,7 +47,7 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new() -> Self {
+    pub fn new(watchdog: &WatchdogCounters) -> Self {
         let mut registry = Registry::with_prefix("seckill");
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily<VariantLabels> =
@@ -73,6 +74,21 @@ impl Metrics {
             "lock_wait_seconds",
             "Time spent acquiring (or failing to acquire) a lock, by variant",
             lock_wait.clone(),
+        );
+        registry.register(
+            "watchdog_renewals",
+            "Lock leases extended by a watchdog",
+            watchdog.renewals.clone(),
+        );
+        registry.register(
+            "watchdog_lost",
+            "Watchdog ticks that found their lock gone (the holder lost it)",
+            watchdog.lost.clone(),
+        );
+        registry.register(
+            "lock_wakeups",
+            "Waiters woken by an unlock message",
+            watchdog.wakeups.clone(),
         );
         Self {
             registry,
@@ -110,11 +126,5 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
-    }
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
     }
 }

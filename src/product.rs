@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::error::AppError;
 use crate::keys::{ProductId, ProductKeys};
+use crate::scripts;
 
 /// The most shards a product may be split into.
 pub const MAX_SHARDS: u32 = 64;
@@ -76,6 +77,25 @@ pub async fn reset(
     }
 }
 
+/// Deletes every lock of a product, whoever holds them, and wakes their waiters: the
+/// operator's way out of a setnx deadlock. Returns how many locks were held.
+pub async fn force_unlock(redis: &ConnectionManager, product: &ProductId) -> Result<u32, AppError> {
+    let shards = shard_count(redis, product).await?;
+    let keys = ProductKeys::new(product);
+    let mut freed = 0;
+    for index in 0..shards {
+        let shard = keys.shard(index, shards);
+        let deleted: u32 = scripts::FORCE_UNLOCK
+            .key(&shard.lock)
+            .key(&shard.lock_channel)
+            .arg("released")
+            .invoke_async(&mut redis.clone())
+            .await?;
+        freed += deleted;
+    }
+    Ok(freed)
+}
+
 /// The shard count of a product that was reset, or `UnknownProduct`.
 pub async fn shard_count(redis: &ConnectionManager, product: &ProductId) -> Result<u32, AppError> {
     let keys = ProductKeys::new(product);
@@ -124,6 +144,9 @@ pub struct Stats {
     pub lock_busy: i64,
     /// Times a holder entered a critical section another holder was still inside.
     pub lock_overlaps: i64,
+    /// Times a watchdog-lock holder found, at commit, that the lock was no longer its own
+    /// (and so sold nothing).
+    pub lock_lost: i64,
     pub by_instance: BTreeMap<String, i64>,
     pub by_variant: BTreeMap<String, i64>,
     pub shard_remaining: Vec<i64>,
@@ -171,6 +194,7 @@ pub async fn stats(redis: &ConnectionManager, product: &ProductId) -> Result<Sta
         lost_updates: 0,
         lock_busy: 0,
         lock_overlaps: 0,
+        lock_lost: 0,
         by_instance: BTreeMap::new(),
         by_variant: BTreeMap::new(),
         shard_remaining: Vec::with_capacity(rows.len()),
@@ -190,6 +214,8 @@ pub async fn stats(redis: &ConnectionManager, product: &ProductId) -> Result<Sta
                 stats.lock_busy += count;
             } else if field == "lock_overlaps" {
                 stats.lock_overlaps += count;
+            } else if field == "lock_lost" {
+                stats.lock_lost += count;
             }
         }
         // PTTL: -2 no key, -1 no expiry, otherwise milliseconds left.

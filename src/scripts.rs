@@ -22,3 +22,19 @@ pub static COMMIT: LazyLock<Script> =
 /// Compare-and-delete release of a token lock.
 pub static TOKEN_RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/token_release.lua")));
+
+/// Take or re-enter a watchdog (reentrant hash) lock.
+pub static WATCHDOG_LOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/watchdog_lock.lua")));
+
+/// Give back one hold of a watchdog lock; on the last, delete it and publish.
+pub static WATCHDOG_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/watchdog_unlock.lua")));
+
+/// The watchdog's tick: extend the lease if the owner still holds the lock.
+pub static WATCHDOG_RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/watchdog_renew.lua")));
+
+/// Delete any lock and wake its waiters.
+pub static FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/force_unlock.lua")));

@@ -18,7 +18,8 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::config::{ServeArgs, check_instance_id, instance_id_from};
-use crate::lock::OwnerIds;
+use crate::keys::LOCK_CHANNEL_PATTERN;
+use crate::lock::{OwnerIds, WatchdogLocks};
 use crate::metrics::Metrics;
 use crate::routes;
 use crate::state::{AppState, Settings};
@@ -46,16 +47,20 @@ impl Application {
 
         let redis_timeout = args.limits.redis_timeout();
         let client = redis::Client::open(args.redis_url.as_str()).context("--redis-url")?;
-        let redis = ConnectionManager::new_lazy_with_config(client, manager_config(redis_timeout))
-            .context("creating the redis connection")?;
+        let redis =
+            ConnectionManager::new_lazy_with_config(client.clone(), manager_config(redis_timeout))
+                .context("creating the redis connection")?;
+        let lease = Duration::from_millis(args.limits.lock_lease_ms);
+        let locks = WatchdogLocks::start(client, redis.clone(), lease, LOCK_CHANNEL_PATTERN);
         let pool = pool(&args.redis_url, redis_timeout)?;
 
         let state = AppState {
             redis,
             pool,
             settings: Arc::new(Settings::new(&args, instance.clone())),
-            metrics: Arc::new(Metrics::new()),
+            metrics: Arc::new(Metrics::new(locks.counters())),
             owners: Arc::new(OwnerIds::new()),
+            locks,
         };
         let router = app(state);
         tracing::info!(%local_addr, %instance, faults = args.faults, "seckill instance ready");

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use redis::aio::ConnectionManager;
 
 use crate::config::{Limits, ServeArgs};
-use crate::lock::OwnerIds;
+use crate::lock::{OwnerIds, WatchdogLocks};
 use crate::metrics::Metrics;
 use crate::variants::Variant;
 
@@ -20,6 +20,8 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     pub metrics: Arc<Metrics>,
     pub owners: Arc<OwnerIds>,
+    /// The watchdog locks' shared subscription and waiter queues.
+    pub locks: WatchdogLocks,
 }
 
 /// The parts of the configuration handlers read.

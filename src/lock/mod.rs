@@ -6,6 +6,9 @@
 //!   leaves it held forever, and `DEL` removes whoever holds it.
 //! - [`TokenLock`] — `SET key <uuid> NX PX ttl`, released by compare-and-delete. Correct
 //!   while the work fits in the TTL; when it does not, a second holder gets in.
+//! - [`WatchdogLock`] — Redisson's reentrant lock: a hash `owner -> hold count` with a
+//!   lease a watchdog renews, and waiters woken through one shared subscription
+//!   ([`WatchdogLocks`]). Correct even when the work outlasts the lease.
 //!
 //! All of them take a lock with `try_lock` and give it back with `unlock`. Release is async,
 //! so it cannot run in `Drop`: a caller that forgets it leaves the lock to its TTL (or, for
@@ -13,9 +16,11 @@
 
 mod setnx;
 mod token;
+pub mod watchdog;
 
 pub use setnx::SetnxLock;
 pub use token::TokenLock;
+pub use watchdog::{WatchdogLock, WatchdogLocks};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

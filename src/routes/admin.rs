@@ -1,4 +1,4 @@
-//! `POST /admin/reset`. Admin needs the bearer token when one is configured, and answers
+//! `POST /admin/reset` and `POST /admin/unlock`. Admin needs the bearer token when one is configured, and answers
 //! loopback peers only when none is.
 
 use std::net::SocketAddr;
@@ -22,6 +22,7 @@ use crate::state::AppState;
 pub fn router(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/reset", post(reset))
+        .route("/unlock", post(unlock))
         .route_layer(middleware::from_fn_with_state(state, require_admin))
 }
 
@@ -64,12 +65,8 @@ fn one_shard() -> u32 {
 }
 
 async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, AppError> {
-    let request: ResetRequest = serde_json::from_slice(&body).map_err(|err| {
-        AppError::BadRequest(format!(
-            "body must be JSON {{\"product\": \"101\", \"stock\": 100, \"shards\": 1}}: {}",
-            err.to_string().chars().take(120).collect::<String>()
-        ))
-    })?;
+    let request: ResetRequest =
+        json_body(&body, r#"{"product": "101", "stock": 100, "shards": 1}"#)?;
     let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
     if !(0..=MAX_STOCK).contains(&request.stock) {
         return Err(AppError::BadRequest(format!(
@@ -89,4 +86,31 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
         "stock": request.stock,
         "shards": request.shards,
     })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnlockRequest {
+    product: String,
+}
+
+/// Deletes the product's locks whoever holds them: the way out of the setnx deadlock, and
+/// (if done while the holder is still working) the way into setnx's other flaw.
+async fn unlock(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, AppError> {
+    let request: UnlockRequest = json_body(&body, r#"{"product": "101"}"#)?;
+    let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
+    let freed = product::force_unlock(&state.redis, &product).await?;
+    tracing::warn!(%product, freed, "locks deleted by an operator");
+    Ok(Json(
+        json!({ "outcome": "unlocked", "product": product.as_str(), "freed": freed }),
+    ))
+}
+
+/// Parses a JSON body, or says what one looks like. The parser's message is cut short: it
+/// can quote the client's input.
+fn json_body<T: serde::de::DeserializeOwned>(body: &[u8], example: &str) -> Result<T, AppError> {
+    serde_json::from_slice(body).map_err(|err| {
+        let reason: String = err.to_string().chars().take(120).collect();
+        AppError::BadRequest(format!("body must be JSON like {example}: {reason}"))
+    })
 }

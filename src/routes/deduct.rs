@@ -2,7 +2,7 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -101,6 +101,7 @@ async fn run(
         instance: settings.instance.clone(),
         holder: state.owners.next(),
         metrics: state.metrics.clone(),
+        locks: state.locks.clone(),
     };
     // Spawned, so that a client hanging up (or the request timeout) cannot cut a
     // deduction short between taking a lock and giving it back.
@@ -115,6 +116,7 @@ fn answer(state: &AppState, variant: Variant, product: String, outcome: Outcome)
         Outcome::Deducted { .. } => StatusCode::OK,
         Outcome::SoldOut { .. } => StatusCode::CONFLICT,
         Outcome::LockBusy => StatusCode::TOO_MANY_REQUESTS,
+        Outcome::LockLost => StatusCode::SERVICE_UNAVAILABLE,
         Outcome::Abandoned => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let mut answer = Answer {
@@ -137,7 +139,13 @@ fn answer(state: &AppState, variant: Variant, product: String, outcome: Outcome)
             answer.shard = Some(shard);
         }
         Outcome::SoldOut { remaining } => answer.remaining = Some(remaining),
-        Outcome::LockBusy | Outcome::Abandoned => {}
+        Outcome::LockBusy | Outcome::LockLost | Outcome::Abandoned => {}
     }
-    (status, Json(answer)).into_response()
+    let mut response = (status, Json(answer)).into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert("retry-after", HeaderValue::from_static("1"));
+    }
+    response
 }

@@ -7,8 +7,10 @@
 
 mod lua;
 mod naive;
+mod segmented;
 mod setnx;
 mod token;
+mod watchdog;
 
 use std::fmt;
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use uuid::Uuid;
 use crate::error::AppError;
 use crate::keys::{ProductKeys, ShardKeys};
 use crate::knobs::Knobs;
+use crate::lock::WatchdogLocks;
 use crate::metrics::Metrics;
 use crate::scripts;
 
@@ -37,18 +40,29 @@ pub enum Variant {
     Naive,
     Setnx,
     Token,
+    Watchdog,
+    Segmented,
     Lua,
 }
 
 impl Variant {
     /// Every variant, in the progression's order.
-    pub const ALL: [Variant; 4] = [Self::Naive, Self::Setnx, Self::Token, Self::Lua];
+    pub const ALL: [Variant; 6] = [
+        Self::Naive,
+        Self::Setnx,
+        Self::Token,
+        Self::Watchdog,
+        Self::Segmented,
+        Self::Lua,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Self::Naive => "naive",
             Self::Setnx => "setnx",
             Self::Token => "token",
+            Self::Watchdog => "watchdog",
+            Self::Segmented => "segmented",
             Self::Lua => "lua",
         }
     }
@@ -63,6 +77,9 @@ impl Variant {
             Self::Naive => &["work_ms"],
             Self::Setnx => &["work_ms", "fault", "pause_ms"],
             Self::Token => &["work_ms", "ttl_ms", "wait_ms", "fault", "pause_ms"],
+            Self::Watchdog | Self::Segmented => {
+                &["work_ms", "lease_ms", "wait_ms", "fault", "pause_ms"]
+            }
             Self::Lua => &[],
         }
     }
@@ -87,6 +104,9 @@ pub enum Outcome {
     SoldOut { remaining: i64 },
     /// 429: the lock was held for the whole wait.
     LockBusy,
+    /// 503: the lock was lost before the holder could commit (its lease ran out while
+    /// Redis was away, or an operator deleted it); nothing was sold, retrying is safe.
+    LockLost,
     /// 500 (fault injection only): the holder stopped without releasing its lock.
     Abandoned,
 }
@@ -97,6 +117,7 @@ impl Outcome {
             Self::Deducted { .. } => "deducted",
             Self::SoldOut { .. } => "sold_out",
             Self::LockBusy => "lock_busy",
+            Self::LockLost => "lock_lost",
             Self::Abandoned => "abandoned",
         }
     }
@@ -120,6 +141,7 @@ pub struct Deduction {
     /// Who this request is, in locks and in the audit.
     pub holder: String,
     pub metrics: Arc<Metrics>,
+    pub locks: WatchdogLocks,
 }
 
 impl Deduction {
@@ -129,6 +151,8 @@ impl Deduction {
             Variant::Naive => naive::deduct(self).await,
             Variant::Setnx => setnx::deduct(self).await,
             Variant::Token => token::deduct(self).await,
+            Variant::Watchdog => watchdog::deduct(self).await,
+            Variant::Segmented => segmented::deduct(self).await,
             Variant::Lua => lua::deduct(self).await,
         }
     }
@@ -140,7 +164,14 @@ impl Deduction {
 
     /// The seed's business logic, run while holding a lock: enter (the audit notes who
     /// else is inside), read the stock, check it, work, take one unit and leave.
-    async fn critical_section(&self, shard: &ShardKeys) -> Result<Outcome, AppError> {
+    ///
+    /// With a `fence` (the watchdog lock's owner), the unit is taken only if that owner
+    /// still holds the shard's lock at that moment, checked inside the same script.
+    async fn critical_section(
+        &self,
+        shard: &ShardKeys,
+        fence: Option<&str>,
+    ) -> Result<Outcome, AppError> {
         let mut conn = self.redis.clone();
         let stay = self.knobs.work + INSIDE_MARGIN;
         let (stock, _overlap): (Option<i64>, i64) = scripts::ENTER
@@ -159,11 +190,16 @@ impl Deduction {
             return Ok(Outcome::SoldOut { remaining: stock });
         }
         self.work().await;
-        self.commit(shard, Take::Decrement).await
+        self.commit(shard, Take::Decrement, fence).await
     }
 
     /// Takes one unit, records the order and leaves the critical section, in one round trip.
-    async fn commit(&self, shard: &ShardKeys, take: Take) -> Result<Outcome, AppError> {
+    async fn commit(
+        &self,
+        shard: &ShardKeys,
+        take: Take,
+        fence: Option<&str>,
+    ) -> Result<Outcome, AppError> {
         let order = Uuid::now_v7().to_string();
         let mut script = scripts::COMMIT.prepare_invoke();
         script
@@ -171,6 +207,7 @@ impl Deduction {
             .key(&shard.inside)
             .key(&shard.orders)
             .key(&shard.audit)
+            .key(&shard.lock)
             .arg(&self.holder)
             .arg(&order)
             .arg(&*self.instance)
@@ -179,9 +216,12 @@ impl Deduction {
             Take::Decrement => script.arg("decr").arg(0),
             Take::Set(value) => script.arg("set").arg(value),
         };
+        script.arg(fence.unwrap_or_default());
         let remaining: i64 = script.invoke_async(&mut self.redis.clone()).await?;
-        if remaining == -2 {
-            return Err(self.not_for_sale().await);
+        match remaining {
+            -2 => return Err(self.not_for_sale().await),
+            -3 => return Ok(Outcome::LockLost),
+            _ => {}
         }
         Ok(Outcome::Deducted {
             remaining,
@@ -197,14 +237,14 @@ impl Deduction {
         }
     }
 
-    /// Counts a request that could not get the lock, and answers 429.
-    async fn lock_busy(&self, shard: &ShardKeys) -> Result<Outcome, AppError> {
+    /// Counts a request that could not get the lock (it is answered 429).
+    async fn count_lock_busy(&self, shard: &ShardKeys) -> Result<(), AppError> {
         let _: i64 = self
             .redis
             .clone()
             .hincr(&shard.audit, "lock_busy", 1)
             .await?;
-        Ok(Outcome::LockBusy)
+        Ok(())
     }
 
     /// Times a lock acquisition for `/metrics`.

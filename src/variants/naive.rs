@@ -19,5 +19,5 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         return Ok(Outcome::SoldOut { remaining: stock });
     }
     d.work().await;
-    d.commit(&shard, Take::Set(stock - 1)).await
+    d.commit(&shard, Take::Set(stock - 1), None).await
 }

@@ -11,12 +11,13 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
     let mut lock = SetnxLock::new(d.redis.clone(), &shard.lock, &d.holder);
     if !d.acquire(lock.try_lock()).await? {
-        return d.lock_busy(&shard).await;
+        d.count_lock_busy(&shard).await?;
+        return Ok(Outcome::LockBusy);
     }
     if d.knobs.abandons() {
         return Ok(Outcome::Abandoned);
     }
-    let result = d.critical_section(&shard).await;
+    let result = d.critical_section(&shard, None).await;
     // The seed's `finally`: released whatever the critical section came to.
     if let Some(pause) = d.knobs.pause_before_release() {
         tokio::time::sleep(pause).await;

@@ -3,8 +3,6 @@
 //! Correct while the work fits in the TTL. With `work_ms` longer than `ttl_ms` the lock
 //! expires under its holder, a second holder gets in, and the audit counts the overlap.
 
-use std::time::Duration;
-
 use super::{Deduction, Outcome};
 use crate::error::AppError;
 use crate::knobs::DEFAULT_TTL;
@@ -14,14 +12,14 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
     let ttl = d.knobs.ttl.unwrap_or(DEFAULT_TTL);
     let mut lock = TokenLock::new(d.redis.clone(), &shard.lock, ttl);
-    let wait = d.knobs.wait.unwrap_or(Duration::ZERO);
-    if !d.acquire(lock.try_lock(wait)).await? {
-        return d.lock_busy(&shard).await;
+    if !d.acquire(lock.try_lock(d.knobs.wait)).await? {
+        d.count_lock_busy(&shard).await?;
+        return Ok(Outcome::LockBusy);
     }
     if d.knobs.abandons() {
         return Ok(Outcome::Abandoned);
     }
-    let result = d.critical_section(&shard).await;
+    let result = d.critical_section(&shard, None).await;
     let released = match d.knobs.pause_before_release() {
         Some(pause) => lock.unlock_check_then_delete(pause).await,
         None => lock.unlock().await,

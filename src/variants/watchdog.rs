@@ -1,0 +1,44 @@
+//! `watchdog` — deduction under a Redisson-style reentrant lock whose lease a watchdog
+//! renews until unlock; waiters sleep until an unlock message.
+//!
+//! Correct even when the work outlasts the lease: the watchdog keeps the lock, and the
+//! commit is fenced on still holding it. A holder that dies stops renewing, and its lock
+//! expires one lease later. With `lease_ms` no watchdog runs (as in Redisson).
+
+use std::time::Duration;
+
+use super::{Deduction, Outcome};
+use crate::error::AppError;
+use crate::keys::ShardKeys;
+
+pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
+    let shard = d.whole_stock();
+    let outcome = deduct_from(d, &shard, d.knobs.wait).await?;
+    if outcome == Outcome::LockBusy {
+        d.count_lock_busy(&shard).await?;
+    }
+    Ok(outcome)
+}
+
+/// One deduction from `shard` under its watchdog lock, waiting up to `wait` for it.
+/// `segmented` calls it shard by shard. A busy lock is reported, not counted.
+pub(super) async fn deduct_from(
+    d: &Deduction,
+    shard: &ShardKeys,
+    wait: Duration,
+) -> Result<Outcome, AppError> {
+    let mut lock = d.locks.lock(&shard.lock, &shard.lock_channel, &d.holder);
+    if !d.acquire(lock.try_lock(wait, d.knobs.lease)).await? {
+        return Ok(Outcome::LockBusy);
+    }
+    if d.knobs.abandons() {
+        lock.abandon();
+        return Ok(Outcome::Abandoned);
+    }
+    let result = d.critical_section(shard, Some(lock.owner())).await;
+    if let Some(pause) = d.knobs.pause_before_release() {
+        tokio::time::sleep(pause).await;
+    }
+    d.log_release(lock.unlock().await.map_err(Into::into));
+    result
+}
