@@ -1,5 +1,5 @@
 //! The progression under concurrent load from two instances sharing one real Redis:
-//! naive loses stock; setnx, token and lua sell exactly the stock.
+//! naive loses stock; setnx, token, watchdog, segmented and lua sell exactly the stock.
 
 mod common;
 
@@ -61,8 +61,12 @@ async fn assert_audit_consistent(cluster: &Cluster, product: &str, report: &Load
 }
 
 async fn assert_sells_exactly(variant_query: &str, stock: i64) {
+    assert_sells_exactly_over(variant_query, stock, 1).await;
+}
+
+async fn assert_sells_exactly_over(variant_query: &str, stock: i64, shards: u32) {
     let cluster = Cluster::start(2, &[]);
-    cluster.reset("101", stock, 1).await;
+    cluster.reset("101", stock, shards).await;
     let report = cluster
         .load(&format!("/deduct_stock/{variant_query}"), 20_000, 40, true)
         .await;
@@ -129,4 +133,16 @@ async fn token_sells_exactly_the_stock() {
 #[tokio::test]
 async fn lua_sells_exactly_the_stock() {
     assert_sells_exactly("lua", 300).await;
+}
+
+/// watchdog: waiters queue for the lock rather than fail; every unit sold once.
+#[tokio::test]
+async fn watchdog_sells_exactly_the_stock() {
+    assert_sells_exactly("watchdog?work_ms=2", 100).await;
+}
+
+/// segmented: 8 shards, each under its own watchdog lock, sold out exactly from two instances.
+#[tokio::test]
+async fn segmented_sells_exactly_its_stock_over_shards_from_two_instances() {
+    assert_sells_exactly_over("segmented?work_ms=2", 203, 8).await;
 }

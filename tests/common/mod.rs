@@ -314,14 +314,26 @@ impl Cluster {
         total
     }
 
-    /// Every order id recorded in Redis for an unsplit product.
+    /// Every order id recorded in Redis for a product, over all its shards.
     pub async fn recorded_orders(&self, product: &str) -> BTreeMap<String, String> {
-        self.redis
-            .conn()
+        let mut conn = self.redis.conn().await;
+        let shards: Option<u32> = conn
+            .hget(format!("seckill:{{{product}}}:meta"), "shards")
             .await
-            .hgetall(format!("seckill:{{{product}}}:orders"))
-            .await
-            .unwrap()
+            .unwrap();
+        let tags: Vec<String> = match shards.unwrap_or(1) {
+            1 => vec![product.to_owned()],
+            n => (0..n).map(|i| format!("{product}/{i}")).collect(),
+        };
+        let mut orders = BTreeMap::new();
+        for tag in tags {
+            let shard: BTreeMap<String, String> = conn
+                .hgetall(format!("seckill:{{{tag}}}:orders"))
+                .await
+                .unwrap();
+            orders.extend(shard);
+        }
+        orders
     }
 }
 
