@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+use crate::bench::BenchArgs;
 use crate::config::ServeArgs;
 
 /// A flash-sale stock service that makes distributed locking on Redis visible.
@@ -16,4 +17,6 @@ pub struct Cli {
 pub enum Command {
     /// Run one instance of the service.
     Serve(ServeArgs),
+    /// Drive the same load at each variant through Nginx and print the comparison.
+    Bench(BenchArgs),
 }

@@ -8,7 +8,8 @@
 //!
 //! # Layout
 //!
-//! - [`cli`] — the command line: `seckill serve` and its flags.
+//! - [`cli`] — the command line: `seckill serve`, `seckill bench`, and their flags.
+//! - [`bench`] — the side-by-side comparison driver behind `seckill bench`.
 //! - [`config`] — what one instance is told at start, and the bounds on every knob.
 //! - [`startup`] — [`startup::Application`]: binds, builds the router, runs until a signal.
 //! - [`state`] — [`state::AppState`], shared by every handler: Redis handles, metrics, config.
@@ -25,6 +26,7 @@
 //! - [`error`] — [`error::AppError`], the one error type handlers return, and its statuses.
 //! - [`telemetry`] — tracing set-up.
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod error;

@@ -13,6 +13,9 @@ async fn main() -> anyhow::Result<()> {
             println!("listening on {}", app.local_addr());
             app.run_until_stopped().await?;
         }
+        Command::Bench(args) => {
+            seckill::bench::run(args).await?;
+        }
     }
     Ok(())
 }

@@ -1,0 +1,97 @@
+//! The load driver: N workers sending POSTs until a request count is reached.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use indicatif::ProgressBar;
+use tokio::time::Instant;
+
+/// What the clients saw.
+pub struct LoadResult {
+    pub statuses: BTreeMap<u16, usize>,
+    /// Requests that got no HTTP answer.
+    pub transport_errors: usize,
+    /// Latency of answered requests, in microseconds.
+    pub latency: Histogram<u64>,
+    pub elapsed: Duration,
+    /// When the last 200 arrived, from the start.
+    pub last_ok: Option<Duration>,
+}
+
+fn histogram() -> Histogram<u64> {
+    // 1 µs to 10 min, 3 significant figures: enough for any request the knobs allow.
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Sends `requests` POSTs to `url` from `concurrency` workers, each on its own kept-alive
+/// connection, as oha does.
+pub async fn drive(
+    http: &reqwest::Client,
+    url: &str,
+    requests: usize,
+    concurrency: usize,
+    progress: &ProgressBar,
+) -> LoadResult {
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency.max(1))
+        .map(|_| {
+            let (http, url, next, progress) =
+                (http.clone(), url.to_owned(), next.clone(), progress.clone());
+            tokio::spawn(async move {
+                let mut result = LoadResult {
+                    statuses: BTreeMap::new(),
+                    transport_errors: 0,
+                    latency: histogram(),
+                    elapsed: Duration::ZERO,
+                    last_ok: None,
+                };
+                while next.fetch_add(1, Ordering::Relaxed) < requests {
+                    let sent = Instant::now();
+                    let answer = match http.post(&url).send().await {
+                        // Read the body, so the connection can be reused.
+                        Ok(response) => {
+                            let status = response.status().as_u16();
+                            response.bytes().await.ok().map(|_| status)
+                        }
+                        Err(_) => None,
+                    };
+                    progress.inc(1);
+                    let Some(status) = answer else {
+                        result.transport_errors += 1;
+                        continue;
+                    };
+                    let took = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    result.latency.saturating_record(took.max(1));
+                    *result.statuses.entry(status).or_default() += 1;
+                    if status == 200 {
+                        result.last_ok = Some(started.elapsed());
+                    }
+                }
+                result
+            })
+        })
+        .collect();
+
+    let mut total = LoadResult {
+        statuses: BTreeMap::new(),
+        transport_errors: 0,
+        latency: histogram(),
+        elapsed: Duration::ZERO,
+        last_ok: None,
+    };
+    for worker in workers {
+        let Ok(part) = worker.await else { continue };
+        for (status, count) in part.statuses {
+            *total.statuses.entry(status).or_default() += count;
+        }
+        total.transport_errors += part.transport_errors;
+        let _ = total.latency.add(&part.latency);
+        total.last_ok = total.last_ok.max(part.last_ok);
+    }
+    total.elapsed = started.elapsed();
+    total
+}

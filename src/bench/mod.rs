@@ -1,0 +1,418 @@
+//! `seckill bench`: the side-by-side comparison.
+//!
+//! For each scenario — by default every variant in the progression's order, all under the
+//! same load — it resets the stock, drives the load through Nginx, reads `/stats` and
+//! Redis's `INFO`, and prints one table. `--lessons` adds the rows that show the failure
+//! modes; `--json` and `--chart` write the results and an SVG chart.
+
+mod chart;
+mod load;
+mod table;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::variants::Variant;
+
+/// Flags of `seckill bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Where the load goes: Nginx in front of the instances (or one instance).
+    #[arg(
+        long,
+        env = "SECKILL_BENCH_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub url: String,
+
+    /// Where resets go [default: --url]. Nginx serves /admin to loopback clients only.
+    #[arg(long)]
+    pub admin_url: Option<String>,
+
+    /// Bearer token for /admin, when the instances were started with one.
+    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+
+    /// The Redis the instances share, read with INFO for commands and CPU per unit sold.
+    #[arg(
+        long,
+        env = "SECKILL_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    pub redis_url: String,
+
+    /// Variants to compare, comma-separated [default: all, in the progression's order].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub variants: Vec<Variant>,
+
+    /// Requests per variant.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub requests: u64,
+
+    /// Requests in flight at once (one connection each).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=20_000))]
+    pub concurrency: u64,
+
+    /// Units set by the reset before each variant.
+    #[arg(long, default_value_t = 500)]
+    pub stock: i64,
+
+    /// Shards the stock is split into for the segmented variant.
+    #[arg(long, default_value_t = 8)]
+    pub shards: u32,
+
+    #[arg(long, default_value = "101")]
+    pub product: String,
+
+    /// Business time inside the critical section (all but lua).
+    #[arg(long, default_value_t = 2)]
+    pub work_ms: u64,
+
+    /// How long token, watchdog and segmented requests wait for a held lock.
+    #[arg(long, default_value_t = 5_000)]
+    pub wait_ms: u64,
+
+    /// Also run the failure lessons: setnx's dead holder, token with work longer than its
+    /// TTL, and the watchdog on the same terms. Needs instances started with --faults.
+    #[arg(long)]
+    pub lessons: bool,
+
+    /// The lessons' work, longer than the TTL and the lease.
+    #[arg(long, default_value_t = 300)]
+    pub long_work_ms: u64,
+
+    /// The token lesson's TTL. Start the instances with the same --lock-lease-ms, so the
+    /// watchdog lesson runs on the same terms.
+    #[arg(long, default_value_t = 200)]
+    pub short_ttl_ms: u64,
+
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+
+    /// Write an SVG chart of goodput and oversell per row here.
+    #[arg(long)]
+    pub chart: Option<PathBuf>,
+}
+
+/// One row of the comparison: what was asked for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    pub label: String,
+    pub variant: Variant,
+    /// Knobs, as a query string.
+    pub knobs: String,
+    pub stock: i64,
+    pub shards: u32,
+    pub requests: u64,
+    pub concurrency: u64,
+    /// A request sent alone before the load (a fault).
+    pub first: Option<String>,
+}
+
+/// One row of the comparison: what came of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    #[serde(flatten)]
+    pub scenario: Scenario,
+    pub statuses: BTreeMap<u16, usize>,
+    pub transport_errors: usize,
+    pub sold: i64,
+    pub remaining: i64,
+    pub oversold: i64,
+    pub lost_updates: i64,
+    pub lock_overlaps: i64,
+    pub lock_lost: i64,
+    pub elapsed_s: f64,
+    /// Time from the first request to the last 200, when the stock ran out.
+    pub sell_out_s: Option<f64>,
+    /// Units that really left the stock, per second (orders beyond them are oversell).
+    pub goodput: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// Redis commands per unit sold, as Redis's INFO counts them (calls inside scripts too).
+    pub redis_commands_per_unit: Option<f64>,
+    /// Redis CPU time (user + sys) per unit sold, in microseconds.
+    pub redis_cpu_us_per_unit: Option<f64>,
+    /// `/stats` after the load, as the service returned it.
+    pub stats: Value,
+}
+
+impl Row {
+    pub fn count(&self, status: u16) -> usize {
+        self.statuses.get(&status).copied().unwrap_or(0)
+    }
+
+    pub fn server_errors(&self) -> usize {
+        self.statuses
+            .iter()
+            .filter(|(status, _)| **status >= 500)
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// The scenarios the flags ask for.
+pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
+    let variants = if args.variants.is_empty() {
+        Variant::ALL.to_vec()
+    } else {
+        args.variants.clone()
+    };
+    let mut rows: Vec<Scenario> = variants
+        .into_iter()
+        .map(|variant| {
+            let mut knobs = Vec::new();
+            if variant != Variant::Lua {
+                knobs.push(format!("work_ms={}", args.work_ms));
+            }
+            if matches!(
+                variant,
+                Variant::Token | Variant::Watchdog | Variant::Segmented
+            ) {
+                knobs.push(format!("wait_ms={}", args.wait_ms));
+            }
+            let shards = if variant == Variant::Segmented {
+                args.shards
+            } else {
+                1
+            };
+            let label = if shards > 1 {
+                format!("{variant} x{shards}")
+            } else {
+                variant.to_string()
+            };
+            Scenario {
+                label,
+                variant,
+                knobs: knobs.join("&"),
+                stock: args.stock,
+                shards,
+                requests: args.requests,
+                concurrency: args.concurrency,
+                first: None,
+            }
+        })
+        .collect();
+    if args.lessons {
+        let (work, ttl) = (args.long_work_ms, args.short_ttl_ms);
+        let lesson = |label: String, variant: Variant, knobs: String| Scenario {
+            label,
+            variant,
+            knobs,
+            stock: 10,
+            shards: 1,
+            requests: 40,
+            concurrency: 10,
+            first: None,
+        };
+        rows.push(Scenario {
+            first: Some("fault=abandon".into()),
+            ..lesson("setnx, holder died".into(), Variant::Setnx, String::new())
+        });
+        rows.push(lesson(
+            format!("token, work {work} > ttl {ttl}"),
+            Variant::Token,
+            format!(
+                "work_ms={work}&ttl_ms={ttl}&wait_ms={}",
+                args.wait_ms.max(10 * work)
+            ),
+        ));
+        rows.push(lesson(
+            format!("watchdog, work {work} > lease"),
+            Variant::Watchdog,
+            format!("work_ms={work}&wait_ms={}", args.wait_ms.max(10 * work)),
+        ));
+    }
+    rows
+}
+
+/// Runs every scenario, prints the table, and writes the JSON and the chart if asked.
+pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
+    let scenarios = scenarios(&args);
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(usize::try_from(args.concurrency).unwrap_or(usize::MAX))
+        .timeout(Duration::from_secs(120))
+        .build()?;
+    let redis = redis::Client::open(args.redis_url.as_str()).context("--redis-url")?;
+    let mut info = redis
+        .get_multiplexed_async_connection()
+        .await
+        .with_context(|| format!("connecting to {} for INFO", args.redis_url))?;
+
+    let mut rows = Vec::with_capacity(scenarios.len());
+    for scenario in scenarios {
+        rows.push(run_one(&args, &http, &mut info, scenario).await?);
+    }
+    println!("{}", table::render(&rows));
+    if let Some(path) = &args.json {
+        let json = json!({ "settings": settings(&args), "rows": rows });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("results: {}", path.display());
+    }
+    if let Some(path) = &args.chart {
+        std::fs::write(path, chart::svg(&rows))
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("chart: {}", path.display());
+    }
+    Ok(rows)
+}
+
+fn settings(args: &BenchArgs) -> Value {
+    json!({
+        "url": args.url,
+        "requests": args.requests,
+        "concurrency": args.concurrency,
+        "stock": args.stock,
+        "shards": args.shards,
+        "work_ms": args.work_ms,
+        "wait_ms": args.wait_ms,
+        "lessons": args.lessons,
+        "long_work_ms": args.long_work_ms,
+        "short_ttl_ms": args.short_ttl_ms,
+    })
+}
+
+async fn run_one(
+    args: &BenchArgs,
+    http: &reqwest::Client,
+    info: &mut redis::aio::MultiplexedConnection,
+    scenario: Scenario,
+) -> anyhow::Result<Row> {
+    reset(args, http, &scenario).await?;
+    let mut url = format!(
+        "{}/deduct_stock/{}?product={}",
+        args.url.trim_end_matches('/'),
+        scenario.variant,
+        args.product
+    );
+    if let Some(first) = &scenario.first {
+        let response = http.post(format!("{url}&{first}")).send().await?;
+        let status = response.status();
+        if status == 400 {
+            bail!(
+                "{}: the instances refused {first}: {} (start them with --faults)",
+                scenario.label,
+                response.text().await.unwrap_or_default()
+            );
+        }
+    }
+    if !scenario.knobs.is_empty() {
+        url = format!("{url}&{}", scenario.knobs);
+    }
+
+    let progress = ProgressBar::new(scenario.requests).with_message(scenario.label.clone());
+    progress.set_style(
+        ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} {per_sec}")
+            .expect("a valid progress template")
+            .progress_chars("=> "),
+    );
+    let before = RedisUsage::read(info).await?;
+    let requests = usize::try_from(scenario.requests)?;
+    let concurrency = usize::try_from(scenario.concurrency)?;
+    let load = load::drive(http, &url, requests, concurrency, &progress).await;
+    let after = RedisUsage::read(info).await?;
+    progress.finish_and_clear();
+
+    let stats: Value = http
+        .get(format!(
+            "{}/stats?product={}",
+            args.url.trim_end_matches('/'),
+            args.product
+        ))
+        .send()
+        .await?
+        .error_for_status()
+        .context("GET /stats")?
+        .json()
+        .await?;
+    let field = |name: &str| stats[name].as_i64().unwrap_or_default();
+    let (initial, sold, remaining) = (field("initial"), field("sold"), field("remaining"));
+    let real_units = sold.min(initial - remaining).max(0);
+    let sell_out = (remaining <= 0 && sold > 0)
+        .then_some(load.last_ok)
+        .flatten();
+    let window = sell_out.unwrap_or(load.elapsed).as_secs_f64().max(1e-9);
+    let per_unit = |total: f64| (sold > 0).then(|| total / sold as f64);
+    // The INFO before the load is counted in the one after it.
+    let commands = after.commands.saturating_sub(before.commands + 1) as f64;
+    let cpu_us = (after.cpu_seconds - before.cpu_seconds).max(0.0) * 1e6;
+
+    Ok(Row {
+        statuses: load.statuses,
+        transport_errors: load.transport_errors,
+        sold,
+        remaining,
+        oversold: field("oversold"),
+        lost_updates: field("lost_updates"),
+        lock_overlaps: field("lock_overlaps"),
+        lock_lost: field("lock_lost"),
+        elapsed_s: load.elapsed.as_secs_f64(),
+        sell_out_s: sell_out.map(|d| d.as_secs_f64()),
+        goodput: real_units as f64 / window,
+        p50_ms: load.latency.value_at_quantile(0.50) as f64 / 1000.0,
+        p99_ms: load.latency.value_at_quantile(0.99) as f64 / 1000.0,
+        redis_commands_per_unit: per_unit(commands),
+        redis_cpu_us_per_unit: per_unit(cpu_us),
+        stats,
+        scenario,
+    })
+}
+
+async fn reset(
+    args: &BenchArgs,
+    http: &reqwest::Client,
+    scenario: &Scenario,
+) -> anyhow::Result<()> {
+    let admin = args.admin_url.as_deref().unwrap_or(&args.url);
+    let mut request = http
+        .post(format!("{}/admin/reset", admin.trim_end_matches('/')))
+        .json(&json!({
+            "product": args.product,
+            "stock": scenario.stock,
+            "shards": scenario.shards,
+        }));
+    if let Some(token) = &args.admin_token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.context("POST /admin/reset")?;
+    if !response.status().is_success() {
+        bail!(
+            "reset refused ({}): {}",
+            response.status(),
+            response.text().await.unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// Redis's own counters, from `INFO`.
+struct RedisUsage {
+    commands: u64,
+    cpu_seconds: f64,
+}
+
+impl RedisUsage {
+    async fn read(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<Self> {
+        let info: String = redis::cmd("INFO").query_async(conn).await?;
+        let value = |name: &str| {
+            info.lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+                .with_context(|| format!("INFO has no {name}"))
+        };
+        Ok(Self {
+            commands: value("total_commands_processed")?.parse()?,
+            cpu_seconds: value("used_cpu_sys")?.parse::<f64>()?
+                + value("used_cpu_user")?.parse::<f64>()?,
+        })
+    }
+}

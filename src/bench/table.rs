@@ -1,0 +1,89 @@
+//! The comparison table, as plain text.
+
+use std::fmt::Write;
+
+use super::Row;
+
+const HEADER: [&str; 17] = [
+    "variant",
+    "requests",
+    "200",
+    "409",
+    "429",
+    "5xx",
+    "sold",
+    "oversold",
+    "lost",
+    "overlaps",
+    "goodput/s",
+    "sell-out s",
+    "p50 ms",
+    "p99 ms",
+    "cmds/unit",
+    "cpu us/unit",
+    "remaining",
+];
+
+pub fn render(rows: &[Row]) -> String {
+    let cells: Vec<Vec<String>> = rows.iter().map(cells).collect();
+    let widths: Vec<usize> = (0..HEADER.len())
+        .map(|c| {
+            cells
+                .iter()
+                .map(|row| row[c].len())
+                .chain([HEADER[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let line = |out: &mut String, row: &[&str]| {
+        for (c, cell) in row.iter().enumerate() {
+            // The label is left-aligned, the figures right-aligned.
+            let _ = if c == 0 {
+                write!(out, "{cell:<w$}", w = widths[c])
+            } else {
+                write!(out, "  {cell:>w$}", w = widths[c])
+            };
+        }
+        out.push('\n');
+    };
+    line(&mut out, &HEADER);
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    line(
+        &mut out,
+        &rule.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    for row in &cells {
+        line(
+            &mut out,
+            &row.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+    }
+    out
+}
+
+fn cells(row: &Row) -> Vec<String> {
+    let optional =
+        |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
+    let answered: usize = row.statuses.values().sum();
+    vec![
+        row.scenario.label.clone(),
+        (answered + row.transport_errors).to_string(),
+        row.count(200).to_string(),
+        row.count(409).to_string(),
+        row.count(429).to_string(),
+        row.server_errors().to_string(),
+        row.sold.to_string(),
+        row.oversold.to_string(),
+        row.lost_updates.to_string(),
+        row.lock_overlaps.to_string(),
+        format!("{:.0}", row.goodput),
+        optional(row.sell_out_s, 2),
+        format!("{:.2}", row.p50_ms),
+        format!("{:.2}", row.p99_ms),
+        optional(row.redis_commands_per_unit, 1),
+        optional(row.redis_cpu_us_per_unit, 1),
+        row.remaining.to_string(),
+    ]
+}
