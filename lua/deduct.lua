@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  stock   (string: units left)
 -- KEYS[2]  orders  (hash: order id -> "instance variant")
--- KEYS[3]  audit   (hash of counters)
+-- KEYS[3]  audit   (hash of counters; `sold_out` is bumped here on a 409)
 -- ARGV[1]  order id
 -- ARGV[2]  instance id
 -- ARGV[3]  variant name
@@ -15,6 +15,7 @@ if not stock then
   return -2
 end
 if tonumber(stock) <= 0 then
+  redis.call('HINCRBY', KEYS[3], 'sold_out', 1)
   return -1
 end
 local remaining = redis.call('DECR', KEYS[1])

@@ -41,12 +41,15 @@ impl fmt::Display for ProductId {
     }
 }
 
-/// The product-wide keys: its metadata (initial stock, shard count).
+/// The product-wide keys: its metadata and its request counters.
 #[derive(Debug, Clone)]
 pub struct ProductKeys {
     pub product: ProductId,
     /// Hash: `initial`, `shards`.
     pub meta: String,
+    /// Hash of counters of requests that sold nothing: `sold_out`, `lock_busy`. For an
+    /// unsplit product it is the one shard's audit hash.
+    pub audit: String,
 }
 
 impl ProductKeys {
@@ -54,6 +57,7 @@ impl ProductKeys {
         Self {
             product: product.clone(),
             meta: format!("seckill:{{{product}}}:meta"),
+            audit: format!("seckill:{{{product}}}:audit"),
         }
     }
 

@@ -140,6 +140,8 @@ pub struct Stats {
     /// `sold - (initial - remaining)`, when positive: sales the stock never saw, because a
     /// write based on a stale read overwrote them.
     pub lost_updates: i64,
+    /// Requests answered 409: nothing left.
+    pub sold_out: i64,
     /// Requests answered 429 because the lock stayed held for their whole wait.
     pub lock_busy: i64,
     /// Times a holder entered a critical section another holder was still inside.
@@ -151,6 +153,27 @@ pub struct Stats {
     pub by_variant: BTreeMap<String, i64>,
     pub shard_remaining: Vec<i64>,
     pub locks: Vec<LockState>,
+}
+
+impl Stats {
+    /// Adds one audit hash's counters.
+    fn add(&mut self, audit: BTreeMap<String, i64>) {
+        for (field, count) in audit {
+            if let Some(instance) = field.strip_prefix("instance:") {
+                *self.by_instance.entry(instance.to_owned()).or_default() += count;
+            } else if let Some(variant) = field.strip_prefix("variant:") {
+                *self.by_variant.entry(variant.to_owned()).or_default() += count;
+            } else {
+                match field.as_str() {
+                    "sold_out" => self.sold_out += count,
+                    "lock_busy" => self.lock_busy += count,
+                    "lock_overlaps" => self.lock_overlaps += count,
+                    "lock_lost" => self.lock_lost += count,
+                    _ => {}
+                }
+            }
+        }
+    }
 }
 
 /// One shard's lock as Redis has it now.
@@ -183,6 +206,12 @@ pub async fn stats(redis: &ConnectionManager, product: &ProductId) -> Result<Sta
     }
     type ShardRow = (Option<i64>, i64, BTreeMap<String, i64>, i64);
     let rows: Vec<ShardRow> = pipe.query_async(&mut conn).await?;
+    // A split product keeps its request counters apart from its shards'.
+    let product_audit: BTreeMap<String, i64> = if shards > 1 {
+        conn.hgetall(&keys.audit).await?
+    } else {
+        BTreeMap::new()
+    };
 
     let mut stats = Stats {
         product: product.to_string(),
@@ -192,6 +221,7 @@ pub async fn stats(redis: &ConnectionManager, product: &ProductId) -> Result<Sta
         sold: 0,
         oversold: 0,
         lost_updates: 0,
+        sold_out: 0,
         lock_busy: 0,
         lock_overlaps: 0,
         lock_lost: 0,
@@ -205,19 +235,7 @@ pub async fn stats(redis: &ConnectionManager, product: &ProductId) -> Result<Sta
         stats.remaining += stock;
         stats.shard_remaining.push(stock);
         stats.sold += orders;
-        for (field, count) in audit {
-            if let Some(instance) = field.strip_prefix("instance:") {
-                *stats.by_instance.entry(instance.to_owned()).or_default() += count;
-            } else if let Some(variant) = field.strip_prefix("variant:") {
-                *stats.by_variant.entry(variant.to_owned()).or_default() += count;
-            } else if field == "lock_busy" {
-                stats.lock_busy += count;
-            } else if field == "lock_overlaps" {
-                stats.lock_overlaps += count;
-            } else if field == "lock_lost" {
-                stats.lock_lost += count;
-            }
-        }
+        stats.add(audit);
         // PTTL: -2 no key, -1 no expiry, otherwise milliseconds left.
         stats.locks.push(LockState {
             shard: index,
@@ -226,6 +244,7 @@ pub async fn stats(redis: &ConnectionManager, product: &ProductId) -> Result<Sta
             never_expires: pttl == -1,
         });
     }
+    stats.add(product_audit);
     stats.oversold = (stats.sold - stats.initial).max(0);
     let left_the_stock = stats.initial - stats.remaining;
     stats.lost_updates = (stats.sold - left_the_stock).max(0);

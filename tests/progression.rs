@@ -20,6 +20,16 @@ async fn assert_audit_consistent(cluster: &Cluster, product: &str, report: &Load
         report.count(200),
         "every 200 is one order: {stats}"
     );
+    assert_eq!(
+        int(&stats, "sold_out") as usize,
+        report.count(409),
+        "every 409 counted: {stats}"
+    );
+    assert_eq!(
+        int(&stats, "lock_busy") as usize,
+        report.count(429),
+        "every 429 counted: {stats}"
+    );
     let recorded = cluster.recorded_orders(product).await;
     for order in &report.orders {
         assert!(

@@ -145,16 +145,28 @@ pub struct Deduction {
 }
 
 impl Deduction {
-    /// Runs the variant.
+    /// Runs the variant, and counts the requests that sold nothing in the product's audit
+    /// (the lua script counts its own), so that `/stats` accounts for every answer.
     pub async fn run(&self) -> Result<Outcome, AppError> {
-        match self.variant {
+        let outcome = match self.variant {
             Variant::Naive => naive::deduct(self).await,
             Variant::Setnx => setnx::deduct(self).await,
             Variant::Token => token::deduct(self).await,
             Variant::Watchdog => watchdog::deduct(self).await,
             Variant::Segmented => segmented::deduct(self).await,
-            Variant::Lua => lua::deduct(self).await,
-        }
+            Variant::Lua => return lua::deduct(self).await,
+        }?;
+        let counter = match outcome {
+            Outcome::SoldOut { .. } => "sold_out",
+            Outcome::LockBusy => "lock_busy",
+            _ => return Ok(outcome),
+        };
+        let _: i64 = self
+            .redis
+            .clone()
+            .hincr(&self.product.audit, counter, 1)
+            .await?;
+        Ok(outcome)
     }
 
     /// The keys of an unsplit product.
@@ -235,16 +247,6 @@ impl Deduction {
         if !self.knobs.work.is_zero() {
             tokio::time::sleep(self.knobs.work).await;
         }
-    }
-
-    /// Counts a request that could not get the lock (it is answered 429).
-    async fn count_lock_busy(&self, shard: &ShardKeys) -> Result<(), AppError> {
-        let _: i64 = self
-            .redis
-            .clone()
-            .hincr(&shard.audit, "lock_busy", 1)
-            .await?;
-        Ok(())
     }
 
     /// Times a lock acquisition for `/metrics`.

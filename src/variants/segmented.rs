@@ -34,7 +34,7 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
 
     let start = fastrand::usize(..with_stock.len());
     let deadline = Instant::now() + d.knobs.wait;
-    let mut busy = None;
+    let mut busy = false;
     for k in 0..with_stock.len() {
         let shard = d
             .product
@@ -43,17 +43,13 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         match watchdog::deduct_from(d, &shard, wait).await? {
             // Emptied since the look: on to the next shard.
             Outcome::SoldOut { .. } => {}
-            Outcome::LockBusy => {
-                busy.get_or_insert(shard);
-            }
+            Outcome::LockBusy => busy = true,
             outcome => return Ok(outcome),
         }
     }
-    match busy {
-        Some(shard) => {
-            d.count_lock_busy(&shard).await?;
-            Ok(Outcome::LockBusy)
-        }
-        None => Ok(Outcome::SoldOut { remaining: 0 }),
-    }
+    Ok(if busy {
+        Outcome::LockBusy
+    } else {
+        Outcome::SoldOut { remaining: 0 }
+    })
 }

@@ -11,7 +11,6 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
     let mut lock = SetnxLock::new(d.redis.clone(), &shard.lock, &d.holder);
     if !d.acquire(lock.try_lock()).await? {
-        d.count_lock_busy(&shard).await?;
         return Ok(Outcome::LockBusy);
     }
     if d.knobs.abandons() {

@@ -13,7 +13,6 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let ttl = d.knobs.ttl.unwrap_or(DEFAULT_TTL);
     let mut lock = TokenLock::new(d.redis.clone(), &shard.lock, ttl);
     if !d.acquire(lock.try_lock(d.knobs.wait)).await? {
-        d.count_lock_busy(&shard).await?;
         return Ok(Outcome::LockBusy);
     }
     if d.knobs.abandons() {

@@ -12,16 +12,11 @@ use crate::error::AppError;
 use crate::keys::ShardKeys;
 
 pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
-    let shard = d.whole_stock();
-    let outcome = deduct_from(d, &shard, d.knobs.wait).await?;
-    if outcome == Outcome::LockBusy {
-        d.count_lock_busy(&shard).await?;
-    }
-    Ok(outcome)
+    deduct_from(d, &d.whole_stock(), d.knobs.wait).await
 }
 
 /// One deduction from `shard` under its watchdog lock, waiting up to `wait` for it.
-/// `segmented` calls it shard by shard. A busy lock is reported, not counted.
+/// `segmented` calls it shard by shard.
 pub(super) async fn deduct_from(
     d: &Deduction,
     shard: &ShardKeys,
