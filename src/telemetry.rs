@@ -1,5 +1,7 @@
 //! Tracing set-up, done once per process.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 /// Logs to stderr at the level `RUST_LOG` asks for (`info` when unset).
@@ -10,5 +12,6 @@ pub fn init() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }

@@ -343,3 +343,85 @@ pub fn int(stats: &Value, field: &str) -> i64 {
         .as_i64()
         .unwrap_or_else(|| panic!("stats has no integer {field}: {stats}"))
 }
+
+/// A real Nginx with the project's config (`nginx/nginx.conf.template` and
+/// `nginx/locations.conf`), in front of the given instances.
+pub struct Nginx {
+    child: Option<Child>,
+    pub port: u16,
+    dir: PathBuf,
+}
+
+impl Nginx {
+    pub fn start(instances: &[Instance]) -> Self {
+        let dir = scratch_dir("nginx");
+        std::fs::create_dir_all(dir.join("nginx-tmp")).unwrap();
+        let port = free_port();
+        let root = env!("CARGO_MANIFEST_DIR");
+        let servers: Vec<String> = instances
+            .iter()
+            .map(|i| format!("        server {} max_fails=1 fail_timeout=2s;", i.addr))
+            .collect();
+        // The same placeholders scripts/cluster.sh fills in.
+        let config = std::fs::read_to_string(format!("{root}/nginx/nginx.conf.template"))
+            .unwrap()
+            .replace("@RUN_DIR@", dir.to_str().unwrap())
+            .replace("@LISTEN@", &format!("127.0.0.1:{port}"))
+            .replace("@WORKERS@", "1")
+            .replace("@LOCATIONS@", &format!("{root}/nginx/locations.conf"))
+            .replace("@UPSTREAM_SERVERS@", &servers.join("\n"));
+        let conf = dir.join("nginx.conf");
+        std::fs::write(&conf, config).unwrap();
+        let child = Command::new(nginx_binary())
+            .arg("-p")
+            .arg(&dir)
+            .arg("-c")
+            .arg(&conf)
+            .arg("-e")
+            .arg(dir.join("nginx-error.log"))
+            .args(["-g", "daemon off;"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("nginx must be installed (scripts/test.sh installs it)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "nginx did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self {
+            child: Some(child),
+            port,
+            dir,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+/// `nginx` on the PATH, or Debian's /usr/sbin/nginx (not on a normal user's PATH).
+pub fn nginx_binary() -> String {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .map(|dir| format!("{dir}/nginx"))
+        .find(|path| std::path::Path::new(path).exists())
+        .unwrap_or_else(|| "/usr/sbin/nginx".into())
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            print_log("nginx", &self.dir.join("nginx-error.log"));
+        }
+        if let Some(mut child) = self.child.take() {
+            // SIGTERM, so the master takes its workers down with it.
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,17 @@
+# The seckill binary, for docker-compose.yml. Build: docker build -t seckill .
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src src
+COPY lua lua
+RUN cargo build --release --locked --bin seckill
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /src/target/release/seckill /usr/local/bin/seckill
+USER nobody
+EXPOSE 8081
+ENTRYPOINT ["seckill"]
+CMD ["serve", "--listen", "0.0.0.0:8081"]

@@ -1,0 +1,228 @@
+//! The cluster as users run it: real Redis, two instances and real Nginx with the
+//! project's config. The progression holds through Nginx, Nginx keeps /admin to loopback
+//! and moves POSTs past a dead instance, and the bench agrees with /stats.
+
+mod common;
+
+use std::process::Command;
+
+use common::{Cluster, Nginx, int};
+use serde_json::{Value, json};
+
+/// Sends `requests` POSTs through Nginx from `concurrency` clients; returns status counts.
+async fn load_through(
+    cluster: &Cluster,
+    nginx: &Nginx,
+    path: &str,
+    requests: usize,
+    concurrency: usize,
+) -> std::collections::BTreeMap<u16, usize> {
+    let url = nginx.url(path);
+    let chunk = requests / concurrency;
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (http, url) = (cluster.http.clone(), url.clone());
+            tokio::spawn(async move {
+                let mut seen = Vec::with_capacity(chunk);
+                for _ in 0..chunk {
+                    seen.push(http.post(&url).send().await.unwrap().status().as_u16());
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut statuses = std::collections::BTreeMap::new();
+    for worker in workers {
+        for status in worker.await.unwrap() {
+            *statuses.entry(status).or_default() += 1;
+        }
+    }
+    statuses
+}
+
+async fn reset_through(cluster: &Cluster, nginx: &Nginx, stock: i64, shards: u32) {
+    let response = cluster
+        .http
+        .post(nginx.url("/admin/reset"))
+        .json(&json!({ "product": "101", "stock": stock, "shards": shards }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "admin through Nginx from loopback");
+}
+
+async fn stats_through(cluster: &Cluster, nginx: &Nginx) -> Value {
+    cluster
+        .http
+        .get(nginx.url("/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Through Nginx: naive loses stock; every other variant sells exactly the stock, and both
+/// instances take part.
+#[tokio::test]
+async fn progression_through_nginx() {
+    let cluster = Cluster::start(2, &[]);
+    let nginx = Nginx::start(&cluster.instances);
+
+    reset_through(&cluster, &nginx, 100, 1).await;
+    load_through(&cluster, &nginx, "/deduct_stock/naive", 400, 40).await;
+    let stats = stats_through(&cluster, &nginx).await;
+    assert!(
+        int(&stats, "lost_updates") > 0 || int(&stats, "oversold") > 0,
+        "naive through Nginx: {stats}"
+    );
+
+    for (variant, shards) in [
+        ("setnx?work_ms=1", 1),
+        ("token?work_ms=1&wait_ms=5000", 1),
+        ("watchdog?work_ms=1", 1),
+        ("segmented?work_ms=1", 4),
+        ("lua", 1),
+    ] {
+        reset_through(&cluster, &nginx, 60, shards).await;
+        // setnx fails fast, so it gets rounds until the stock is gone.
+        for _ in 0..40 {
+            load_through(
+                &cluster,
+                &nginx,
+                &format!("/deduct_stock/{variant}"),
+                200,
+                20,
+            )
+            .await;
+            if int(&stats_through(&cluster, &nginx).await, "remaining") == 0 {
+                break;
+            }
+        }
+        let stats = stats_through(&cluster, &nginx).await;
+        assert_eq!(int(&stats, "sold"), 60, "{variant}: {stats}");
+        assert_eq!(int(&stats, "remaining"), 0, "{variant}: {stats}");
+        assert_eq!(int(&stats, "oversold"), 0, "{variant}: {stats}");
+        assert_eq!(int(&stats, "lost_updates"), 0, "{variant}: {stats}");
+        assert_eq!(int(&stats, "lock_overlaps"), 0, "{variant}: {stats}");
+        assert_eq!(
+            stats["by_instance"].as_object().unwrap().len(),
+            2,
+            "{variant}: {stats}"
+        );
+    }
+}
+
+/// A POST deduction moves past a dead instance without an error (Nginx retries only what
+/// never reached an instance), and nothing is sold twice.
+#[tokio::test]
+async fn post_moves_past_a_dead_instance() {
+    let mut cluster = Cluster::start(2, &[]);
+    let nginx = Nginx::start(&cluster.instances);
+    reset_through(&cluster, &nginx, 100, 1).await;
+    cluster.instances[1].kill();
+    let statuses = load_through(&cluster, &nginx, "/deduct_stock/lua", 60, 3).await;
+    assert_eq!(
+        statuses.get(&200),
+        Some(&60),
+        "every POST answered by the live instance: {statuses:?}"
+    );
+    let stats = stats_through(&cluster, &nginx).await;
+    assert_eq!(int(&stats, "sold"), 60, "{stats}");
+    assert_eq!(int(&stats, "remaining"), 40, "{stats}");
+}
+
+/// `seckill bench` through Nginx: its JSON agrees with the clients' counts and with /stats.
+#[tokio::test]
+async fn bench_agrees_with_stats() {
+    let cluster = Cluster::start(2, &[]);
+    let nginx = Nginx::start(&cluster.instances);
+    let json_path = std::env::temp_dir().join(format!("seckill-bench-{}.json", std::process::id()));
+    let chart_path = json_path.with_extension("svg");
+    let output = Command::new(env!("CARGO_BIN_EXE_seckill"))
+        .args(["bench", "--variants", "naive,token,segmented,lua"])
+        .args([
+            "--requests",
+            "300",
+            "--concurrency",
+            "20",
+            "--stock",
+            "100",
+            "--shards",
+            "4",
+        ])
+        .args(["--url", &nginx.url("")])
+        .args(["--redis-url", &cluster.redis.url()])
+        .arg("--json")
+        .arg(&json_path)
+        .arg("--chart")
+        .arg(&chart_path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "bench failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let rows = results["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for row in rows {
+        let label = row["label"].as_str().unwrap();
+        assert!(
+            stdout.contains(label),
+            "table has a row for {label}:\n{stdout}"
+        );
+        let statuses: i64 = row["statuses"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_i64().unwrap())
+            .sum();
+        assert_eq!(statuses, 300, "{label}: every request answered");
+        let stats = &row["stats"];
+        for field in [
+            "sold",
+            "oversold",
+            "lost_updates",
+            "lock_overlaps",
+            "remaining",
+        ] {
+            assert_eq!(
+                row[field], stats[field],
+                "{label}: {field} is /stats' figure"
+            );
+        }
+        assert_eq!(
+            row["statuses"]["200"], stats["sold"],
+            "{label}: one order per 200"
+        );
+        let commands = row["redis_commands_per_unit"].as_f64().unwrap();
+        assert!(
+            commands >= 1.0,
+            "{label}: Redis did work per unit: {commands}"
+        );
+    }
+    assert!(
+        rows[0]["lost_updates"].as_i64().unwrap() > 0,
+        "naive lost updates: {}",
+        rows[0]
+    );
+    for row in &rows[1..] {
+        assert_eq!(row["sold"], 100, "{}", row["label"]);
+        assert_eq!(row["oversold"], 0, "{}", row["label"]);
+    }
+    // The last row is what /stats says now.
+    let live = stats_through(&cluster, &nginx).await;
+    assert_eq!(rows[3]["stats"], live);
+    let chart = std::fs::read_to_string(&chart_path).unwrap();
+    assert!(
+        chart.starts_with("<svg") && chart.contains("segmented x4"),
+        "a chart with every row"
+    );
+    let _ = std::fs::remove_file(json_path);
+    let _ = std::fs::remove_file(chart_path);
+}
