@@ -311,7 +311,7 @@ async fn run_one(
 
     let progress = ProgressBar::new(scenario.requests).with_message(scenario.label.clone());
     progress.set_style(
-        ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} {per_sec}")
+        ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} {elapsed}")
             .expect("a valid progress template")
             .progress_chars("=> "),
     );
