@@ -22,7 +22,8 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -2
 end
-if ARGV[7] ~= '' and redis.call('HEXISTS', KEYS[5], ARGV[7]) == 0 then
+if ARGV[7] ~= '' and (redis.call('TYPE', KEYS[5]).ok ~= 'hash'
+    or redis.call('HEXISTS', KEYS[5], ARGV[7]) == 0) then
   redis.call('HINCRBY', KEYS[4], 'lock_lost', 1)
   return -3
 end

@@ -7,7 +7,8 @@
 --
 -- Returns: 1 when the lock was the caller's and is now gone; 0 when it was not held by
 --          the caller (expired, or someone else holds it).
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+-- (A watchdog holder's hash at the same key is somebody else's lock too.)
+if redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0

@@ -6,7 +6,7 @@
 -- ARGV[2]  owner id
 --
 -- Returns: 1 when renewed; 0 when the owner no longer holds the lock (it is lost).
-if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
+if redis.call('TYPE', KEYS[1]).ok == 'hash' and redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
   return 1
 end

@@ -9,7 +9,7 @@
 --
 -- Returns: nil when the owner did not hold the lock (it expired, or was taken from it);
 --          0 when the owner still holds it (holds remain); 1 when it is released.
-if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 0 then
+if redis.call('TYPE', KEYS[1]).ok ~= 'hash' or redis.call('HEXISTS', KEYS[1], ARGV[3]) == 0 then
   return nil
 end
 local holds = redis.call('HINCRBY', KEYS[1], ARGV[3], -1)

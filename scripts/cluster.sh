@@ -62,19 +62,10 @@ stop_pid() { # pid file, name
 }
 
 render_nginx() {
-  local servers="" i
-  for i in $(seq 1 "$INSTANCES"); do
-    servers+="        server 127.0.0.1:$((FIRST_PORT + i - 1)) max_fails=1 fail_timeout=2s;"$'\n'
-  done
+  local addrs=() i
+  for i in $(seq 1 "$INSTANCES"); do addrs+=("127.0.0.1:$((FIRST_PORT + i - 1))"); done
   mkdir -p "$RUN_DIR/nginx-tmp"
-  local template
-  template=$(<nginx/nginx.conf.template)
-  template=${template//@RUN_DIR@/$RUN_DIR}
-  template=${template//@LISTEN@/127.0.0.1:$NGINX_PORT}
-  template=${template//@WORKERS@/$NGINX_WORKERS}
-  template=${template//@LOCATIONS@/$PWD/nginx/locations.conf}
-  template=${template//@UPSTREAM_SERVERS@/${servers%$'\n'}}
-  printf '%s\n' "$template" >"$RUN_DIR/nginx.conf"
+  scripts/nginx-config.sh "$RUN_DIR" "127.0.0.1:$NGINX_PORT" "$NGINX_WORKERS" "${addrs[@]}" >"$RUN_DIR/nginx.conf"
 }
 
 start() {

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Installs what the tests and the demo run against — redis-server and nginx from Debian's
-# packages — when they are missing. Runs apt-get update at most once.
+# Installs what the tests and the demo run against — redis-server and nginx, and for the
+# tests openssl (TLS certificates) and iproute2 (a network namespace) — from Debian's
+# packages when they are missing. Runs apt-get update at most once.
 set -euo pipefail
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing+=(iproute2)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 sudo=""

@@ -1,9 +1,26 @@
 #!/usr/bin/env bash
-# The whole test suite: unit tests and the integration tests, which start real
-# redis-server (and nginx) processes on free loopback ports.
+# The whole test suite:
+#   1. cargo test: unit tests, and integration tests that start real redis-server, seckill
+#      and nginx processes on free loopback ports;
+#   2. the test that needs a network namespace (root only): Nginx refusing /admin to a
+#      client that is not loopback;
+#   3. scripts/fuzz-api.sh: schemathesis fuzzing the API from its OpenAPI description
+#      (SKIP_FUZZ=1 leaves it out).
+# Installs redis-server, nginx, openssl and iproute2 from Debian's packages when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-export PATH="$PATH:/usr/sbin"
+export PATH="$PATH:/usr/sbin:/sbin"
+
 cargo test --all-targets "$@"
+
+if [ "$(id -u)" -eq 0 ]; then
+  cargo test --test security -- --ignored
+else
+  echo "not root: skipping tests/security.rs's network-namespace test (nginx_refuses_admin_to_non_loopback_clients)" >&2
+fi
+
+if [ -z "${SKIP_FUZZ:-}" ]; then
+  scripts/fuzz-api.sh
+fi

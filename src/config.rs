@@ -24,6 +24,11 @@ pub struct ServeArgs {
     )]
     pub redis_url: String,
 
+    /// PEM file of the CA that signed Redis' TLS certificate, for a `rediss://` URL whose
+    /// server is not signed by a public CA.
+    #[arg(long, env = "SECKILL_REDIS_TLS_CA")]
+    pub redis_tls_ca: Option<std::path::PathBuf>,
+
     /// Name of this instance in orders, `/stats` and responses, `[A-Za-z0-9_.:-]{1,64}`
     /// [default: the bound listen address].
     #[arg(long, env = "SECKILL_INSTANCE_ID")]

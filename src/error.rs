@@ -90,7 +90,6 @@ fn is_unavailable(err: &RedisError) -> bool {
         || err.is_timeout()
         || err.is_connection_dropped()
         || err.is_connection_refusal()
-        || err.is_unrecoverable_error()
         || err.is_cluster_error()
         || matches!(
             err.kind(),

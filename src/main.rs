@@ -5,6 +5,14 @@ use seckill::startup::Application;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     seckill::telemetry::init();
+    // `rediss://` goes through rustls, which needs its crypto chosen once per process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Every connection is a file descriptor, and the usual soft limit (1024) is below what
+    // one instance behind Nginx, or the bench, holds under load. Raise it to the hard limit.
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::debug!(limit, "open files limit"),
+        Err(err) => tracing::warn!(error = %err, "cannot raise the open files limit"),
+    }
     match Cli::parse().command {
         Command::Serve(args) => {
             let app = Application::build(args).await?;

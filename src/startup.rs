@@ -12,10 +12,10 @@ use axum::response::{IntoResponse, Response};
 use axum::{BoxError, Json, Router};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde_json::json;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tower::ServiceBuilder;
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use crate::config::{ServeArgs, check_instance_id, instance_id_from};
 use crate::keys::LOCK_CHANNEL_PATTERN;
@@ -35,9 +35,7 @@ impl Application {
     /// `/healthz`, and 503 elsewhere) even while Redis is away.
     pub async fn build(args: ServeArgs) -> anyhow::Result<Self> {
         args.check()?;
-        let listener = TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("binding {}", args.listen))?;
+        let listener = bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
         let local_addr = listener.local_addr()?;
         let instance = args
             .instance_id
@@ -46,13 +44,13 @@ impl Application {
         check_instance_id(&instance)?;
 
         let redis_timeout = args.limits.redis_timeout();
-        let client = redis::Client::open(args.redis_url.as_str()).context("--redis-url")?;
+        let client = redis_client(&args)?;
+        let pool = pool(&client, redis_timeout)?;
         let redis =
             ConnectionManager::new_lazy_with_config(client.clone(), manager_config(redis_timeout))
                 .context("creating the redis connection")?;
         let lease = Duration::from_millis(args.limits.lock_lease_ms);
         let locks = WatchdogLocks::start(client, redis.clone(), lease, LOCK_CHANNEL_PATTERN);
-        let pool = pool(&args.redis_url, redis_timeout)?;
 
         let state = AppState {
             redis,
@@ -87,6 +85,21 @@ impl Application {
     }
 }
 
+/// A listener with a deep accept queue. Nginx opens a connection per request in flight
+/// beyond its keepalive pool, so a burst of 2,000 clients arrives as a burst of connects;
+/// with the usual 1,024 some SYNs are dropped, and Nginx counts the instance as failed.
+fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.set_nodelay(true)?;
+    socket.bind(addr)?;
+    socket.listen(8192)
+}
+
 /// The router with the layers every request goes through: load shedding past the
 /// in-flight limit (503 with Retry-After), a request timeout (408), a body-size limit (413).
 pub fn app(state: AppState) -> Router {
@@ -96,7 +109,12 @@ pub fn app(state: AppState) -> Router {
     let timeout = limits.request_timeout();
     routes::router(state).layer(
         ServiceBuilder::new()
-            .layer(TraceLayer::new_for_http())
+            // Per-request spans and failures at debug: a 503 storm while Redis is away
+            // must not become a log storm; errors worth a line are logged where they arise.
+            .layer(
+                TraceLayer::new_for_http()
+                    .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+            )
             .layer(HandleErrorLayer::new(overloaded))
             .load_shed()
             .concurrency_limit(max_in_flight)
@@ -133,15 +151,31 @@ fn manager_config(timeout: Duration) -> ConnectionManagerConfig {
         .set_max_delay(Duration::from_millis(500))
 }
 
-fn pool(url: &str, timeout: Duration) -> anyhow::Result<deadpool_redis::Pool> {
-    let mut config = deadpool_redis::Config::from_url(url);
-    let mut pool_config = deadpool_redis::PoolConfig::new(8);
-    pool_config.timeouts.wait = Some(timeout);
-    pool_config.timeouts.create = Some(timeout);
-    pool_config.timeouts.recycle = Some(timeout);
-    config.pool = Some(pool_config);
-    config
-        .create_pool(Some(deadpool_redis::Runtime::Tokio1))
+/// The Redis client: the URL (password, database, `rediss://` included), and the CA to
+/// trust for TLS when one is given.
+fn redis_client(args: &ServeArgs) -> anyhow::Result<redis::Client> {
+    let url = args.redis_url.as_str();
+    let Some(ca) = &args.redis_tls_ca else {
+        return redis::Client::open(url).context("--redis-url");
+    };
+    let root_cert = std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
+    let certificates = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(root_cert),
+    };
+    redis::Client::build_with_tls(url, certificates).context("--redis-url with --redis-tls-ca")
+}
+
+/// A few exclusive connections, made like the shared one (same URL, same TLS trust).
+fn pool(client: &redis::Client, timeout: Duration) -> anyhow::Result<deadpool_redis::Pool> {
+    let manager = deadpool_redis::Manager::new(client.get_connection_info().clone())?;
+    deadpool_redis::Pool::builder(manager)
+        .max_size(8)
+        .wait_timeout(Some(timeout))
+        .create_timeout(Some(timeout))
+        .recycle_timeout(Some(timeout))
+        .runtime(deadpool_redis::Runtime::Tokio1)
+        .build()
         .context("creating the redis pool")
 }
 

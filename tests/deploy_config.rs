@@ -143,12 +143,13 @@ fn compose_mounts_the_nginx_configs_where_they_are_included() {
 fn nginx_configs_pass_nginx_t() {
     let dir = std::env::temp_dir().join(format!("seckill-nginx-t-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("nginx-tmp")).unwrap();
-    let local = read("nginx/nginx.conf.template")
-        .replace("@RUN_DIR@", dir.to_str().unwrap())
-        .replace("@LISTEN@", "127.0.0.1:18080")
-        .replace("@WORKERS@", "1")
-        .replace("@LOCATIONS@", &format!("{ROOT}/nginx/locations.conf"))
-        .replace("@UPSTREAM_SERVERS@", "server 127.0.0.1:18081;");
+    let rendered = Command::new(format!("{ROOT}/scripts/nginx-config.sh"))
+        .arg(&dir)
+        .args(["127.0.0.1:18080", "1", "127.0.0.1:18081", "127.0.0.1:18082"])
+        .output()
+        .unwrap();
+    assert!(rendered.status.success());
+    let local = String::from_utf8(rendered.stdout).unwrap();
     let docker = read("nginx/docker.conf")
         .replace("seckill-1", "127.0.0.1")
         .replace("seckill-2", "127.0.0.1")

@@ -156,3 +156,38 @@ async fn watchdog_sells_exactly_the_stock() {
 async fn segmented_sells_exactly_its_stock_over_shards_from_two_instances() {
     assert_sells_exactly_over("segmented?work_ms=2", 203, 8).await;
 }
+
+/// Every lock variant on one product uses the same lock, whatever its kind (setnx's and
+/// token's strings, watchdog's hash): mixed at once, they still sell exactly the stock,
+/// never overlap, and never trip over each other's lock type.
+#[tokio::test]
+async fn lock_variants_mixed_on_one_product_share_one_lock() {
+    let cluster = Cluster::start(2, &[]);
+    cluster.reset("101", 90, 1).await;
+    let (setnx, token, watchdog) = tokio::join!(
+        cluster.load("/deduct_stock/setnx?work_ms=1", 3000, 10, true),
+        cluster.load("/deduct_stock/token?work_ms=1&wait_ms=5000", 3000, 10, true),
+        cluster.load(
+            "/deduct_stock/watchdog?work_ms=1&wait_ms=5000",
+            3000,
+            10,
+            true
+        ),
+    );
+    let mut sold = 0;
+    for (name, report) in [
+        ("setnx", &setnx),
+        ("token", &token),
+        ("watchdog", &watchdog),
+    ] {
+        for status in report.statuses.keys() {
+            assert!([200, 409, 429].contains(status), "{name}: {report:?}");
+        }
+        sold += report.count(200);
+    }
+    let stats = cluster.stats("101").await;
+    assert_eq!(sold, 90, "{stats}");
+    assert_eq!(int(&stats, "sold"), 90, "{stats}");
+    assert_eq!(int(&stats, "remaining"), 0, "{stats}");
+    assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
+}

@@ -36,6 +36,10 @@ use crate::scripts;
 /// Redisson's `lockWatchdogTimeout`: the lease used, and renewed, when none is asked for.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
+/// How often a waiter looks again at a lock whose holder's release sends no message (a
+/// setnx or token holder on the same key).
+const UNKNOWN_TTL_POLL: Duration = Duration::from_millis(100);
+
 /// What unlock publishes. Waiters only need to know that something happened.
 const RELEASED: &str = "released";
 
@@ -171,6 +175,16 @@ impl Shared {
         }
     }
 
+    /// Wakes every waiter of this instance, to look at the lock again.
+    fn wake_everyone(&self) {
+        for (_, queue) in self.waiters().drain() {
+            for waiter in queue {
+                waiter.woken.store(true, Ordering::Release);
+                waiter.wake.notify_one();
+            }
+        }
+    }
+
     fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<Arc<Waiter>>>> {
         // A std Mutex: it is held for a few queue operations and never across an await.
         // A panic while holding it cannot leave the queues half-changed, so poison is moot.
@@ -201,6 +215,11 @@ async fn subscribe(client: redis::Client, pattern: String, shared: Weak<Shared>)
                 alive.wake_one(message.get_channel_name());
             }
             tracing::warn!("lock release subscription lost; reconnecting");
+            // Redis may be gone: let every waiter try now, and fail fast if it is, rather
+            // than sleep out its wait.
+            if let Some(alive) = shared.upgrade() {
+                alive.wake_everyone();
+            }
         }
         if shared.strong_count() == 0 {
             return;
@@ -293,9 +312,12 @@ impl WatchdogLock {
             .arg(&self.owner)
             .invoke_async(&mut self.shared.conn.clone())
             .await?;
-        // PTTL is -1 only for a key with no expiry, which this script never leaves; treat
-        // it (and a lock that expired since) as "look again soon".
-        Ok(ttl.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0).max(1))))
+        // -1: held by a setnx or token holder, whose release publishes nothing: look again
+        // every so often. -2: it expired in between: look again at once.
+        Ok(ttl.map(|ms| match ms {
+            -1 => UNKNOWN_TTL_POLL,
+            ms => Duration::from_millis(u64::try_from(ms).unwrap_or(0).max(1)),
+        }))
     }
 
     fn acquired(&mut self, lease: Option<Duration>) {

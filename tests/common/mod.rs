@@ -48,22 +48,43 @@ pub struct RedisServer {
     child: Option<Child>,
     pub port: u16,
     dir: PathBuf,
+    /// Extra `redis-server` arguments (a password, TLS).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// With extra `redis-server` arguments; `{port}` in them stands for the chosen port
+    /// (for `--tls-port {port} --port 0`).
+    pub fn start_with(extra: &[&str]) -> Self {
+        let port = free_port();
         let mut server = Self {
             child: None,
-            port: free_port(),
+            port,
             dir: scratch_dir("redis"),
+            extra: extra
+                .iter()
+                .map(|a| a.replace("{port}", &port.to_string()))
+                .collect(),
         };
         server.spawn();
         server
     }
 
+    pub fn dir(&self) -> &PathBuf {
+        &self.dir
+    }
+
     fn spawn(&mut self) {
+        let port = self.port.to_string();
+        let plain = !self.extra.iter().any(|a| a == "--tls-port");
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(if plain { vec!["--port", &port] } else { vec![] })
+            .args(["--bind", "127.0.0.1"])
+            .args(&self.extra)
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
@@ -156,6 +177,17 @@ impl Instance {
         format!("http://{}{path}", self.addr)
     }
 
+    /// The most memory the process has held (VmHWM), in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("a live instance");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM in /proc/<pid>/status")
+    }
+
     /// SIGKILL: the process dies wherever it is, without releasing anything.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -180,7 +212,7 @@ pub struct Cluster {
 }
 
 /// What a load run saw.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct LoadReport {
     /// Responses by status code.
     pub statuses: BTreeMap<u16, usize>,
@@ -188,6 +220,23 @@ pub struct LoadReport {
     pub orders: Vec<String>,
     /// Requests that got no HTTP answer at all.
     pub transport_errors: usize,
+    /// 503s that did not say when to come back.
+    pub without_retry_after: usize,
+    /// The slowest answer.
+    pub slowest: Duration,
+}
+
+impl std::fmt::Debug for LoadReport {
+    // The counts, not the thousands of order ids.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadReport")
+            .field("statuses", &self.statuses)
+            .field("orders", &self.orders.len())
+            .field("transport_errors", &self.transport_errors)
+            .field("without_retry_after", &self.without_retry_after)
+            .field("slowest", &self.slowest)
+            .finish()
+    }
 }
 
 impl LoadReport {
@@ -266,52 +315,48 @@ impl Cluster {
         concurrency: usize,
         stop_when_sold_out: bool,
     ) -> LoadReport {
-        let next = Arc::new(AtomicUsize::new(0));
-        let urls: Arc<Vec<String>> = Arc::new(
-            self.instances
-                .iter()
-                .map(|i| i.url(path_and_query))
-                .collect(),
-        );
-        let workers: Vec<_> = (0..concurrency)
-            .map(|_| {
-                let (next, urls, http) = (next.clone(), urls.clone(), self.http.clone());
-                tokio::spawn(async move {
-                    let mut report = LoadReport::default();
-                    loop {
-                        let n = next.fetch_add(1, Ordering::Relaxed);
-                        if n >= requests {
-                            break;
-                        }
-                        let Ok(response) = http.post(&urls[n % urls.len()]).send().await else {
-                            report.transport_errors += 1;
-                            continue;
-                        };
-                        let status = response.status().as_u16();
-                        *report.statuses.entry(status).or_default() += 1;
-                        let body: Value = response.json().await.unwrap_or(Value::Null);
-                        if status == 200 {
-                            let order = body["order"].as_str().expect("a 200 names its order");
-                            report.orders.push(order.to_owned());
-                        }
-                        if status == 409 && stop_when_sold_out {
-                            break;
-                        }
-                    }
-                    report
-                })
-            })
+        let urls = self
+            .instances
+            .iter()
+            .map(|i| i.url(path_and_query))
             .collect();
-        let mut total = LoadReport::default();
-        for worker in workers {
-            let report = worker.await.unwrap();
-            for (status, count) in report.statuses {
-                *total.statuses.entry(status).or_default() += count;
-            }
-            total.orders.extend(report.orders);
-            total.transport_errors += report.transport_errors;
-        }
-        total
+        load_urls(
+            self.http.clone(),
+            urls,
+            requests,
+            concurrency,
+            stop_when_sold_out,
+        )
+        .await
+    }
+
+    /// Like `load`, to one URL (Nginx).
+    pub async fn load_through(
+        &self,
+        url: String,
+        requests: usize,
+        concurrency: usize,
+        stop_when_sold_out: bool,
+    ) -> LoadReport {
+        load_urls(
+            self.http.clone(),
+            vec![url],
+            requests,
+            concurrency,
+            stop_when_sold_out,
+        )
+        .await
+    }
+
+    /// A load to one URL that does not borrow the cluster, so that the test can kill parts
+    /// of it while the load runs.
+    pub fn load_detached(
+        http: reqwest::Client,
+        url: String,
+        requests: usize,
+        concurrency: usize,
+    ) -> impl Future<Output = LoadReport> + Send + 'static {
+        load_urls(http, vec![url], requests, concurrency, false)
     }
 
     /// Every order id recorded in Redis for a product, over all its shards.
@@ -337,6 +382,64 @@ impl Cluster {
     }
 }
 
+/// `requests` POSTs spread over `urls`, from `concurrency` workers.
+async fn load_urls(
+    http: reqwest::Client,
+    urls: Vec<String>,
+    requests: usize,
+    concurrency: usize,
+    stop_when_sold_out: bool,
+) -> LoadReport {
+    let next = Arc::new(AtomicUsize::new(0));
+    let urls = Arc::new(urls);
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (next, urls, http) = (next.clone(), urls.clone(), http.clone());
+            tokio::spawn(async move {
+                let mut report = LoadReport::default();
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= requests {
+                        break;
+                    }
+                    let sent = Instant::now();
+                    let Ok(response) = http.post(&urls[n % urls.len()]).send().await else {
+                        report.transport_errors += 1;
+                        continue;
+                    };
+                    report.slowest = report.slowest.max(sent.elapsed());
+                    let status = response.status().as_u16();
+                    *report.statuses.entry(status).or_default() += 1;
+                    if status == 503 && !response.headers().contains_key("retry-after") {
+                        report.without_retry_after += 1;
+                    }
+                    let body: Value = response.json().await.unwrap_or(Value::Null);
+                    if status == 200 {
+                        let order = body["order"].as_str().expect("a 200 names its order");
+                        report.orders.push(order.to_owned());
+                    }
+                    if status == 409 && stop_when_sold_out {
+                        break;
+                    }
+                }
+                report
+            })
+        })
+        .collect();
+    let mut total = LoadReport::default();
+    for worker in workers {
+        let report = worker.await.unwrap();
+        for (status, count) in report.statuses {
+            *total.statuses.entry(status).or_default() += count;
+        }
+        total.orders.extend(report.orders);
+        total.transport_errors += report.transport_errors;
+        total.without_retry_after += report.without_retry_after;
+        total.slowest = total.slowest.max(report.slowest);
+    }
+    total
+}
+
 /// A field of `/stats` as an integer.
 pub fn int(stats: &Value, field: &str) -> i64 {
     stats[field]
@@ -354,22 +457,28 @@ pub struct Nginx {
 
 impl Nginx {
     pub fn start(instances: &[Instance]) -> Self {
+        Self::start_on("127.0.0.1", instances)
+    }
+
+    /// Listening on `host` (an address of this machine) instead of loopback.
+    pub fn start_on(host: &str, instances: &[Instance]) -> Self {
         let dir = scratch_dir("nginx");
         std::fs::create_dir_all(dir.join("nginx-tmp")).unwrap();
         let port = free_port();
         let root = env!("CARGO_MANIFEST_DIR");
-        let servers: Vec<String> = instances
-            .iter()
-            .map(|i| format!("        server {} max_fails=1 fail_timeout=2s;", i.addr))
-            .collect();
-        // The same placeholders scripts/cluster.sh fills in.
-        let config = std::fs::read_to_string(format!("{root}/nginx/nginx.conf.template"))
-            .unwrap()
-            .replace("@RUN_DIR@", dir.to_str().unwrap())
-            .replace("@LISTEN@", &format!("127.0.0.1:{port}"))
-            .replace("@WORKERS@", "1")
-            .replace("@LOCATIONS@", &format!("{root}/nginx/locations.conf"))
-            .replace("@UPSTREAM_SERVERS@", &servers.join("\n"));
+        let rendered = Command::new(format!("{root}/scripts/nginx-config.sh"))
+            .arg(&dir)
+            .arg(format!("{host}:{port}"))
+            .arg("1")
+            .args(instances.iter().map(|i| i.addr.to_string()))
+            .output()
+            .expect("scripts/nginx-config.sh");
+        assert!(
+            rendered.status.success(),
+            "{}",
+            String::from_utf8_lossy(&rendered.stderr)
+        );
+        let config = rendered.stdout;
         let conf = dir.join("nginx.conf");
         std::fs::write(&conf, config).unwrap();
         let child = Command::new(nginx_binary())
@@ -384,7 +493,7 @@ impl Nginx {
             .spawn()
             .expect("nginx must be installed (scripts/test.sh installs it)");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while TcpStream::connect((host, port)).is_err() {
             assert!(Instant::now() < deadline, "nginx did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
