@@ -306,3 +306,27 @@ async fn instance_killed_under_load_lua() {
 async fn instance_killed_under_load_watchdog() {
     instance_killed_under_load("watchdog?wait_ms=5000").await;
 }
+
+/// Past its in-flight limit an instance sheds load at once — 503 with Retry-After —
+/// instead of queueing without bound, and what it admitted is still sold exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sheds_load_past_its_in_flight_limit() {
+    let cluster = Cluster::start(1, &["--max-in-flight", "8"]);
+    cluster.reset("101", 1000, 1).await;
+    let report = cluster
+        .load(
+            "/deduct_stock/watchdog?work_ms=50&wait_ms=10000",
+            200,
+            50,
+            false,
+        )
+        .await;
+    eprintln!("{report:?}");
+    assert_eq!(report.transport_errors, 0, "{report:?}");
+    assert!(report.count(503) > 0, "nothing was shed: {report:?}");
+    assert_eq!(report.without_retry_after, 0, "{report:?}");
+    assert_eq!(report.count(200) + report.count(503), 200, "{report:?}");
+    let stats = cluster.stats("101").await;
+    assert_eq!(int(&stats, "sold") as usize, report.count(200), "{stats}");
+    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
+}
