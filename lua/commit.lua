@@ -4,7 +4,7 @@
 -- KEYS[1]  stock   (string: units left)
 -- KEYS[2]  inside  (sorted set of holders in the critical section)
 -- KEYS[3]  orders  (hash: order id -> "instance variant")
--- KEYS[4]  audit   (hash of counters)
+-- KEYS[4]  audit   (hash of counters; `sold/<instance>/<variant>` is bumped here)
 -- KEYS[5]  lock    (the watchdog lock hash, checked when ARGV[7] is set)
 -- ARGV[1]  holder id
 -- ARGV[2]  order id
@@ -35,6 +35,5 @@ else
   remaining = redis.call('DECR', KEYS[1])
 end
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[3] .. ' ' .. ARGV[4])
-redis.call('HINCRBY', KEYS[4], 'instance:' .. ARGV[3], 1)
-redis.call('HINCRBY', KEYS[4], 'variant:' .. ARGV[4], 1)
+redis.call('HINCRBY', KEYS[4], 'sold/' .. ARGV[3] .. '/' .. ARGV[4], 1)
 return remaining

@@ -3,7 +3,8 @@
 --
 -- KEYS[1]  stock   (string: units left)
 -- KEYS[2]  orders  (hash: order id -> "instance variant")
--- KEYS[3]  audit   (hash of counters; `sold_out` is bumped here on a 409)
+-- KEYS[3]  audit   (hash of counters: `sold/<instance>/<variant>` on a sale, `sold_out`
+--                   on a 409; '/' cannot occur in an instance id or a variant name)
 -- ARGV[1]  order id
 -- ARGV[2]  instance id
 -- ARGV[3]  variant name
@@ -20,6 +21,5 @@ if tonumber(stock) <= 0 then
 end
 local remaining = redis.call('DECR', KEYS[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ' ' .. ARGV[3])
-redis.call('HINCRBY', KEYS[3], 'instance:' .. ARGV[2], 1)
-redis.call('HINCRBY', KEYS[3], 'variant:' .. ARGV[3], 1)
+redis.call('HINCRBY', KEYS[3], 'sold/' .. ARGV[2] .. '/' .. ARGV[3], 1)
 return remaining

@@ -8,6 +8,7 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -44,6 +45,8 @@ pub struct Metrics {
     latency: HistogramFamily<VariantLabels>,
     lock_acquire: Family<AcquireLabels, Counter>,
     lock_wait: HistogramFamily<VariantLabels>,
+    rss: Gauge,
+    peak_rss: Gauge,
 }
 
 impl Metrics {
@@ -90,7 +93,21 @@ impl Metrics {
             "Waiters woken by an unlock message",
             watchdog.wakeups.clone(),
         );
+        let rss = Gauge::default();
+        let peak_rss = Gauge::default();
+        registry.register(
+            "process_resident_memory_bytes",
+            "Resident memory now",
+            rss.clone(),
+        );
+        registry.register(
+            "process_peak_resident_memory_bytes",
+            "The most resident memory this process has held",
+            peak_rss.clone(),
+        );
         Self {
+            rss,
+            peak_rss,
             registry,
             requests,
             latency,
@@ -122,6 +139,17 @@ impl Metrics {
 
     /// The registry in the OpenMetrics text format.
     pub fn render(&self) -> String {
+        if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+            let kib = |field: &str| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix(field))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+                    .map_or(0, |kib| kib * 1024)
+            };
+            self.rss.set(kib("VmRSS:"));
+            self.peak_rss.set(kib("VmHWM:"));
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);

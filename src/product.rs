@@ -159,9 +159,13 @@ impl Stats {
     /// Adds one audit hash's counters.
     fn add(&mut self, audit: BTreeMap<String, i64>) {
         for (field, count) in audit {
-            if let Some(instance) = field.strip_prefix("instance:") {
+            // `sold/<instance>/<variant>`: one counter per pair, bumped in the same script
+            // that records the order.
+            if let Some((instance, variant)) = field
+                .strip_prefix("sold/")
+                .and_then(|pair| pair.split_once('/'))
+            {
                 *self.by_instance.entry(instance.to_owned()).or_default() += count;
-            } else if let Some(variant) = field.strip_prefix("variant:") {
                 *self.by_variant.entry(variant.to_owned()).or_default() += count;
             } else {
                 match field.as_str() {

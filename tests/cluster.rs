@@ -168,7 +168,7 @@ async fn bench_agrees_with_stats() {
     );
     let results: Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
-    let rows = results["rows"].as_array().unwrap();
+    let rows = results["report"]["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 4);
     for row in rows {
         let label = row["label"].as_str().unwrap();
@@ -225,4 +225,66 @@ async fn bench_agrees_with_stats() {
     );
     let _ = std::fs::remove_file(json_path);
     let _ = std::fs::remove_file(chart_path);
+}
+
+/// The performance suites report their ratios, each from rows of one run: here the ceiling
+/// (healthz against lua) and the shards curve, on small numbers.
+#[tokio::test]
+async fn bench_suites_report_ratios() {
+    let cluster = Cluster::start(2, &[]);
+    let nginx = Nginx::start(&cluster.instances);
+    for (suite, expected) in [
+        ("ceiling", "lock-free ceiling"),
+        ("shards", "segmented goodput"),
+        ("waiting", "watchdog waiting"),
+    ] {
+        let json_path =
+            std::env::temp_dir().join(format!("seckill-{suite}-{}.json", std::process::id()));
+        let output = Command::new(env!("CARGO_BIN_EXE_seckill"))
+            .args([
+                "bench",
+                "--suite",
+                suite,
+                "--rounds",
+                "1",
+                "--requests",
+                "400",
+                "--concurrency",
+                "20",
+            ])
+            .args(["--url", &nginx.url(""), "--redis-url", &cluster.redis.url()])
+            .arg("--json")
+            .arg(&json_path)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{suite}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            stdout.contains(expected),
+            "{suite} prints its ratio:\n{stdout}"
+        );
+        let results: Value =
+            serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+        let ratios = results["report"]["ratios"].as_array().unwrap();
+        let ratio = ratios
+            .iter()
+            .find(|r| r["name"] == expected)
+            .expect("the ratio in the JSON");
+        assert!(ratio["value"].as_f64().unwrap() > 0.0, "{ratio}");
+        for row in results["report"]["rows"].as_array().unwrap() {
+            if !row["variant"].is_null() {
+                assert_eq!(row["oversold"], 0, "{suite}: {row}");
+                assert_eq!(
+                    row["statuses"]["200"], row["stats"]["sold"],
+                    "{suite}: {}",
+                    row["label"]
+                );
+            }
+        }
+        let _ = std::fs::remove_file(json_path);
+    }
 }

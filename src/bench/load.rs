@@ -9,6 +9,13 @@ use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use tokio::time::Instant;
 
+/// How the load is sent.
+#[derive(Debug, Clone, Copy)]
+pub enum Method {
+    Get,
+    Post,
+}
+
 /// What the clients saw.
 pub struct LoadResult {
     pub statuses: BTreeMap<u16, usize>,
@@ -30,6 +37,7 @@ fn histogram() -> Histogram<u64> {
 /// connection, as oha does.
 pub async fn drive(
     http: &reqwest::Client,
+    method: Method,
     url: &str,
     requests: usize,
     concurrency: usize,
@@ -51,7 +59,11 @@ pub async fn drive(
                 };
                 while next.fetch_add(1, Ordering::Relaxed) < requests {
                     let sent = Instant::now();
-                    let answer = match http.post(&url).send().await {
+                    let request = match method {
+                        Method::Get => http.get(&url),
+                        Method::Post => http.post(&url),
+                    };
+                    let answer = match request.send().await {
                         // Read the body, so the connection can be reused.
                         Ok(response) => {
                             let status = response.status().as_u16();

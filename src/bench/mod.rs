@@ -1,13 +1,17 @@
-//! `seckill bench`: the side-by-side comparison.
+//! `seckill bench`: the side-by-side comparison, and the performance targets.
 //!
 //! For each scenario — by default every variant in the progression's order, all under the
 //! same load — it resets the stock, drives the load through Nginx, reads `/stats` and
 //! Redis's `INFO`, and prints one table. `--lessons` adds the rows that show the failure
-//! modes; `--json` and `--chart` write the results and an SVG chart.
+//! modes; `--suite` picks a performance suite instead, which also prints its ratio (every
+//! ratio from rows of the same run); `--json` and `--chart` write the results and an SVG.
 
 mod chart;
 mod load;
+mod suites;
 mod table;
+
+pub use suites::{Ratio, Suite};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -47,6 +51,19 @@ pub struct BenchArgs {
         default_value = "redis://127.0.0.1:6379"
     )]
     pub redis_url: String,
+
+    /// What to run: the progression (the default), or a performance suite.
+    #[arg(long, value_enum, default_value_t = Suite::Progression)]
+    pub suite: Suite,
+
+    /// Instances' own URLs (comma-separated), for the memory suite to read each one's
+    /// peak RSS from its /metrics.
+    #[arg(long, value_delimiter = ',')]
+    pub instance_urls: Vec<String>,
+
+    /// Rounds of the ceiling suite (healthz, then lua, each round); its ratio is the median.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
+    pub rounds: u64,
 
     /// Variants to compare, comma-separated [default: all, in the progression's order].
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -106,7 +123,8 @@ pub struct BenchArgs {
 #[derive(Debug, Clone, Serialize)]
 pub struct Scenario {
     pub label: String,
-    pub variant: Variant,
+    /// The variant to POST to; `None` is `GET /healthz`, the no-Redis baseline.
+    pub variant: Option<Variant>,
     /// Knobs, as a query string.
     pub knobs: String,
     pub stock: i64,
@@ -131,6 +149,8 @@ pub struct Row {
     pub lock_overlaps: i64,
     pub lock_lost: i64,
     pub elapsed_s: f64,
+    /// Answers per second, whatever they said.
+    pub throughput: f64,
     /// Time from the first request to the last 200, when the stock ran out.
     pub sell_out_s: Option<f64>,
     /// Units that really left the stock, per second (orders beyond them are oversell).
@@ -141,8 +161,18 @@ pub struct Row {
     pub redis_commands_per_unit: Option<f64>,
     /// Redis CPU time (user + sys) per unit sold, in microseconds.
     pub redis_cpu_us_per_unit: Option<f64>,
-    /// `/stats` after the load, as the service returned it.
+    /// `/stats` after the load, as the service returned it (null for healthz).
     pub stats: Value,
+}
+
+/// What a run produced: the rows, and the ratios its suite asks for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub suite: Suite,
+    pub rows: Vec<Row>,
+    pub ratios: Vec<Ratio>,
+    /// Peak resident memory per instance (memory suite), bytes, by instance URL.
+    pub peak_rss: Vec<(String, u64)>,
 }
 
 impl Row {
@@ -159,8 +189,8 @@ impl Row {
     }
 }
 
-/// The scenarios the flags ask for.
-pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
+/// The progression: every chosen variant under the same load, then the lessons if asked.
+pub fn progression(args: &BenchArgs) -> Vec<Scenario> {
     let variants = if args.variants.is_empty() {
         Variant::ALL.to_vec()
     } else {
@@ -191,7 +221,7 @@ pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
             };
             Scenario {
                 label,
-                variant,
+                variant: Some(variant),
                 knobs: knobs.join("&"),
                 stock: args.stock,
                 shards,
@@ -205,7 +235,7 @@ pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
         let (work, ttl) = (args.long_work_ms, args.short_ttl_ms);
         let lesson = |label: String, variant: Variant, knobs: String| Scenario {
             label,
-            variant,
+            variant: Some(variant),
             knobs,
             stock: 10,
             shards: 1,
@@ -234,11 +264,12 @@ pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
     rows
 }
 
-/// Runs every scenario, prints the table, and writes the JSON and the chart if asked.
-pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
-    let scenarios = scenarios(&args);
+/// Runs the suite, prints the table and the ratios, and writes the JSON and the chart.
+pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
+    let scenarios = suites::scenarios(&args);
+    let concurrency = scenarios.iter().map(|s| s.concurrency).max().unwrap_or(1);
     let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(usize::try_from(args.concurrency).unwrap_or(usize::MAX))
+        .pool_max_idle_per_host(usize::try_from(concurrency).unwrap_or(usize::MAX))
         .timeout(Duration::from_secs(120))
         .build()?;
     let redis = redis::Client::open(args.redis_url.as_str()).context("--redis-url")?;
@@ -251,23 +282,39 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Vec<Row>> {
     for scenario in scenarios {
         rows.push(run_one(&args, &http, &mut info, scenario).await?);
     }
+    let peak_rss = if args.suite.reads_memory() {
+        suites::peak_rss(&http, &args.instance_urls).await?
+    } else {
+        Vec::new()
+    };
+    let ratios = suites::ratios(&args, &rows, &peak_rss);
     println!("{}", table::render(&rows));
+    for ratio in &ratios {
+        println!("{ratio}");
+    }
+    let report = Report {
+        suite: args.suite,
+        rows,
+        ratios,
+        peak_rss,
+    };
     if let Some(path) = &args.json {
-        let json = json!({ "settings": settings(&args), "rows": rows });
+        let json = json!({ "settings": settings(&args), "report": report });
         std::fs::write(path, serde_json::to_string_pretty(&json)?)
             .with_context(|| format!("writing {}", path.display()))?;
         println!("results: {}", path.display());
     }
     if let Some(path) = &args.chart {
-        std::fs::write(path, chart::svg(&rows))
+        std::fs::write(path, chart::svg(&report.rows))
             .with_context(|| format!("writing {}", path.display()))?;
         println!("chart: {}", path.display());
     }
-    Ok(rows)
+    Ok(report)
 }
 
 fn settings(args: &BenchArgs) -> Value {
     json!({
+        "suite": args.suite,
         "url": args.url,
         "requests": args.requests,
         "concurrency": args.concurrency,
@@ -287,13 +334,12 @@ async fn run_one(
     info: &mut redis::aio::MultiplexedConnection,
     scenario: Scenario,
 ) -> anyhow::Result<Row> {
+    let base = args.url.trim_end_matches('/');
+    let Some(variant) = scenario.variant else {
+        return run_baseline(http, base, scenario).await;
+    };
     reset(args, http, &scenario).await?;
-    let mut url = format!(
-        "{}/deduct_stock/{}?product={}",
-        args.url.trim_end_matches('/'),
-        scenario.variant,
-        args.product
-    );
+    let mut url = format!("{base}/deduct_stock/{variant}?product={}", args.product);
     if let Some(first) = &scenario.first {
         let response = http.post(format!("{url}&{first}")).send().await?;
         let status = response.status();
@@ -309,25 +355,24 @@ async fn run_one(
         url = format!("{url}&{}", scenario.knobs);
     }
 
-    let progress = ProgressBar::new(scenario.requests).with_message(scenario.label.clone());
-    progress.set_style(
-        ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} {elapsed}")
-            .expect("a valid progress template")
-            .progress_chars("=> "),
-    );
+    let progress = progress_bar(&scenario);
     let before = RedisUsage::read(info).await?;
     let requests = usize::try_from(scenario.requests)?;
     let concurrency = usize::try_from(scenario.concurrency)?;
-    let load = load::drive(http, &url, requests, concurrency, &progress).await;
+    let load = load::drive(
+        http,
+        load::Method::Post,
+        &url,
+        requests,
+        concurrency,
+        &progress,
+    )
+    .await;
     let after = RedisUsage::read(info).await?;
     progress.finish_and_clear();
 
     let stats: Value = http
-        .get(format!(
-            "{}/stats?product={}",
-            args.url.trim_end_matches('/'),
-            args.product
-        ))
+        .get(format!("{base}/stats?product={}", args.product))
         .send()
         .await?
         .error_for_status()
@@ -346,6 +391,7 @@ async fn run_one(
     let commands = after.commands.saturating_sub(before.commands + 1) as f64;
     let cpu_us = (after.cpu_seconds - before.cpu_seconds).max(0.0) * 1e6;
 
+    let throughput = answered(&load) / load.elapsed.as_secs_f64().max(1e-9);
     Ok(Row {
         statuses: load.statuses,
         transport_errors: load.transport_errors,
@@ -356,6 +402,7 @@ async fn run_one(
         lock_overlaps: field("lock_overlaps"),
         lock_lost: field("lock_lost"),
         elapsed_s: load.elapsed.as_secs_f64(),
+        throughput,
         sell_out_s: sell_out.map(|d| d.as_secs_f64()),
         goodput: real_units as f64 / window,
         p50_ms: load.latency.value_at_quantile(0.50) as f64 / 1000.0,
@@ -363,6 +410,62 @@ async fn run_one(
         redis_commands_per_unit: per_unit(commands),
         redis_cpu_us_per_unit: per_unit(cpu_us),
         stats,
+        scenario,
+    })
+}
+
+fn answered(load: &load::LoadResult) -> f64 {
+    load.statuses.values().sum::<usize>() as f64
+}
+
+fn progress_bar(scenario: &Scenario) -> ProgressBar {
+    let progress = ProgressBar::new(scenario.requests).with_message(scenario.label.clone());
+    progress.set_style(
+        ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} {elapsed}")
+            .expect("a valid progress template")
+            .progress_chars("=> "),
+    );
+    progress
+}
+
+/// `GET /healthz` under the same load: what Nginx and the instances do without Redis.
+async fn run_baseline(
+    http: &reqwest::Client,
+    base: &str,
+    scenario: Scenario,
+) -> anyhow::Result<Row> {
+    let progress = progress_bar(&scenario);
+    let url = format!("{base}/healthz");
+    let requests = usize::try_from(scenario.requests)?;
+    let concurrency = usize::try_from(scenario.concurrency)?;
+    let load = load::drive(
+        http,
+        load::Method::Get,
+        &url,
+        requests,
+        concurrency,
+        &progress,
+    )
+    .await;
+    progress.finish_and_clear();
+    Ok(Row {
+        throughput: answered(&load) / load.elapsed.as_secs_f64().max(1e-9),
+        elapsed_s: load.elapsed.as_secs_f64(),
+        p50_ms: load.latency.value_at_quantile(0.50) as f64 / 1000.0,
+        p99_ms: load.latency.value_at_quantile(0.99) as f64 / 1000.0,
+        statuses: load.statuses,
+        transport_errors: load.transport_errors,
+        sold: 0,
+        remaining: 0,
+        oversold: 0,
+        lost_updates: 0,
+        lock_overlaps: 0,
+        lock_lost: 0,
+        sell_out_s: None,
+        goodput: 0.0,
+        redis_commands_per_unit: None,
+        redis_cpu_us_per_unit: None,
+        stats: Value::Null,
         scenario,
     })
 }

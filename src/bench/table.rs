@@ -4,9 +4,10 @@ use std::fmt::Write;
 
 use super::Row;
 
-const HEADER: [&str; 17] = [
+const HEADER: [&str; 18] = [
     "variant",
     "requests",
+    "req/s",
     "200",
     "409",
     "429",
@@ -70,6 +71,7 @@ fn cells(row: &Row) -> Vec<String> {
     vec![
         row.scenario.label.clone(),
         (answered + row.transport_errors).to_string(),
+        format!("{:.0}", row.throughput),
         row.count(200).to_string(),
         row.count(409).to_string(),
         row.count(429).to_string(),

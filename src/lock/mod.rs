@@ -38,14 +38,15 @@ pub enum LockError {
 /// tasks on the same thread never share an identity (as Redisson's thread ids would).
 #[derive(Debug)]
 pub struct OwnerIds {
-    process: Uuid,
+    /// The process UUID, formatted once.
+    process: String,
     next: AtomicU64,
 }
 
 impl OwnerIds {
     pub fn new() -> Self {
         Self {
-            process: Uuid::new_v4(),
+            process: Uuid::new_v4().to_string(),
             next: AtomicU64::new(1),
         }
     }
@@ -53,7 +54,11 @@ impl OwnerIds {
     /// A fresh owner id, `"<process uuid>:<n>"`.
     pub fn next(&self) -> String {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        format!("{}:{n}", self.process)
+        let mut id = String::with_capacity(self.process.len() + 21);
+        id.push_str(&self.process);
+        id.push(':');
+        id.push_str(itoa::Buffer::new().format(n));
+        id
     }
 }
 

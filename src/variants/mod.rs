@@ -71,6 +71,11 @@ impl Variant {
         Self::ALL.into_iter().find(|v| v.name() == name)
     }
 
+    /// Whether a deduction holds a lock it must give back (and so must not be cut short).
+    pub fn takes_a_lock(self) -> bool {
+        !matches!(self, Self::Naive | Self::Lua)
+    }
+
     /// The knobs this variant takes besides `product`.
     pub fn knobs(self) -> &'static [&'static str] {
         match self {
