@@ -52,7 +52,7 @@ impl fmt::Display for Ratio {
         let verdict = match self.met {
             Some(true) => "met",
             Some(false) => "NOT met",
-            None => "for contrast",
+            None => "reported",
         };
         write!(
             f,
@@ -95,8 +95,9 @@ fn healthz(requests: u64, concurrency: u64) -> Scenario {
     }
 }
 
+/// Ten times `--requests` each round: cheap requests, and throughput wants a long run.
 fn ceiling(args: &BenchArgs) -> Vec<Scenario> {
-    let requests = args.requests;
+    let requests = args.requests * 10;
     (0..args.rounds)
         .flat_map(|_| {
             [
@@ -271,7 +272,7 @@ pub fn ratios(args: &BenchArgs, rows: &[Row], peak_rss: &[(String, u64)]) -> Vec
             ratios.push(Ratio {
                 name: format!("{variant} waiting"),
                 value,
-                target: target.map_or("none (spin-and-retry, for contrast)".into(), |t| format!("<= {t}")),
+                target: target.map_or("none: spin-and-retry, for contrast".into(), |t| format!("<= {t}")),
                 met: target.map(|t| value <= t),
                 of: format!(
                     "Redis commands per unit sold, 200 waiters ({b:.1}) / one client ({a:.1}); Redis CPU per unit {:.1} / {:.1} us",
@@ -308,7 +309,7 @@ pub fn ratios(args: &BenchArgs, rows: &[Row], peak_rss: &[(String, u64)]) -> Vec
         ratios.push(Ratio {
             name: format!("peak RSS {url}"),
             value: *bytes as f64 / 1_048_576.0,
-            target: "bounded (MiB, under 2,000 connections)".into(),
+            target: "MiB under 2,000 connections, bounded".into(),
             met: None,
             of: "the instance's VmHWM, from its /metrics".into(),
         });
@@ -327,13 +328,14 @@ pub async fn peak_rss(
             .get(format!("{}/metrics", url.trim_end_matches('/')))
             .send()
             .await?
+            .error_for_status()?
             .text()
             .await?;
         let bytes = text
             .lines()
             .find_map(|line| line.strip_prefix("seckill_process_peak_resident_memory_bytes "))
             .and_then(|v| v.trim().parse().ok())
-            .with_context(|| format!("{url}/metrics has no peak RSS"))?;
+            .with_context(|| format!("{url}/metrics has no peak RSS: {:.300}", text))?;
         peaks.push((url.clone(), bytes));
     }
     Ok(peaks)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The performance targets, measured in one run: start a local cluster (one Redis, two
+# instances, Nginx), run `seckill bench --suite performance` (the lock-free ceiling, waiting
+# without waste, the shards curve, latency at 200 connections, memory at 2,000), print every
+# ratio, stop the cluster.
+#
+#   scripts/perf.sh [extra seckill bench flags, e.g. --requests 40000 --rounds 5]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export RUN_DIR=${RUN_DIR:-$PWD/run/perf}
+export INSTANCES=${INSTANCES:-2}
+export NGINX_PORT=${NGINX_PORT:-8080}
+export REDIS_PORT=${REDIS_PORT:-6390}
+export FIRST_PORT=${FIRST_PORT:-8081}
+
+scripts/install-deps.sh
+cargo build --release
+
+trap 'scripts/cluster.sh stop' EXIT
+trap 'exit 130' INT TERM
+SKIP_BUILD=1 scripts/cluster.sh start
+
+instances=""
+for i in $(seq 1 "$INSTANCES"); do
+  instances+="${instances:+,}http://127.0.0.1:$((FIRST_PORT + i - 1))"
+done
+target/release/seckill bench --suite performance \
+  --url "http://127.0.0.1:$NGINX_PORT" \
+  --redis-url "redis://127.0.0.1:$REDIS_PORT" \
+  --instance-urls "$instances" \
+  --json "$RUN_DIR/perf.json" \
+  --chart "$RUN_DIR/perf.svg" \
+  "$@"
