@@ -7,61 +7,7 @@ mod common;
 use std::process::Command;
 
 use common::{Cluster, Nginx, int};
-use serde_json::{Value, json};
-
-/// Sends `requests` POSTs through Nginx from `concurrency` clients; returns status counts.
-async fn load_through(
-    cluster: &Cluster,
-    nginx: &Nginx,
-    path: &str,
-    requests: usize,
-    concurrency: usize,
-) -> std::collections::BTreeMap<u16, usize> {
-    let url = nginx.url(path);
-    let chunk = requests / concurrency;
-    let workers: Vec<_> = (0..concurrency)
-        .map(|_| {
-            let (http, url) = (cluster.http.clone(), url.clone());
-            tokio::spawn(async move {
-                let mut seen = Vec::with_capacity(chunk);
-                for _ in 0..chunk {
-                    seen.push(http.post(&url).send().await.unwrap().status().as_u16());
-                }
-                seen
-            })
-        })
-        .collect();
-    let mut statuses = std::collections::BTreeMap::new();
-    for worker in workers {
-        for status in worker.await.unwrap() {
-            *statuses.entry(status).or_default() += 1;
-        }
-    }
-    statuses
-}
-
-async fn reset_through(cluster: &Cluster, nginx: &Nginx, stock: i64, shards: u32) {
-    let response = cluster
-        .http
-        .post(nginx.url("/admin/reset"))
-        .json(&json!({ "product": "101", "stock": stock, "shards": shards }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "admin through Nginx from loopback");
-}
-
-async fn stats_through(cluster: &Cluster, nginx: &Nginx) -> Value {
-    cluster
-        .http
-        .get(nginx.url("/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
+use serde_json::Value;
 
 /// Through Nginx: naive loses stock; every other variant sells exactly the stock, and both
 /// instances take part.
@@ -70,9 +16,11 @@ async fn progression_through_nginx() {
     let cluster = Cluster::start(2, &[]);
     let nginx = Nginx::start(&cluster.instances);
 
-    reset_through(&cluster, &nginx, 100, 1).await;
-    load_through(&cluster, &nginx, "/deduct_stock/naive", 400, 40).await;
-    let stats = stats_through(&cluster, &nginx).await;
+    nginx.reset(&cluster.http, 100, 1).await;
+    cluster
+        .load_through(nginx.url("/deduct_stock/naive"), 400, 40, false)
+        .await;
+    let stats = nginx.stats(&cluster.http).await;
     assert!(
         int(&stats, "lost_updates") > 0 || int(&stats, "oversold") > 0,
         "naive through Nginx: {stats}"
@@ -85,22 +33,22 @@ async fn progression_through_nginx() {
         ("segmented?work_ms=1", 4),
         ("lua", 1),
     ] {
-        reset_through(&cluster, &nginx, 60, shards).await;
+        nginx.reset(&cluster.http, 60, shards).await;
         // setnx fails fast, so it gets rounds until the stock is gone.
         for _ in 0..40 {
-            load_through(
-                &cluster,
-                &nginx,
-                &format!("/deduct_stock/{variant}"),
-                200,
-                20,
-            )
-            .await;
-            if int(&stats_through(&cluster, &nginx).await, "remaining") == 0 {
+            cluster
+                .load_through(
+                    nginx.url(&format!("/deduct_stock/{variant}")),
+                    200,
+                    20,
+                    false,
+                )
+                .await;
+            if int(&nginx.stats(&cluster.http).await, "remaining") == 0 {
                 break;
             }
         }
-        let stats = stats_through(&cluster, &nginx).await;
+        let stats = nginx.stats(&cluster.http).await;
         assert_eq!(int(&stats, "sold"), 60, "{variant}: {stats}");
         assert_eq!(int(&stats, "remaining"), 0, "{variant}: {stats}");
         assert_eq!(int(&stats, "oversold"), 0, "{variant}: {stats}");
@@ -120,15 +68,18 @@ async fn progression_through_nginx() {
 async fn post_moves_past_a_dead_instance() {
     let mut cluster = Cluster::start(2, &[]);
     let nginx = Nginx::start(&cluster.instances);
-    reset_through(&cluster, &nginx, 100, 1).await;
+    nginx.reset(&cluster.http, 100, 1).await;
     cluster.instances[1].kill();
-    let statuses = load_through(&cluster, &nginx, "/deduct_stock/lua", 60, 3).await;
+    let statuses = cluster
+        .load_through(nginx.url("/deduct_stock/lua"), 60, 3, false)
+        .await
+        .statuses;
     assert_eq!(
         statuses.get(&200),
         Some(&60),
         "every POST answered by the live instance: {statuses:?}"
     );
-    let stats = stats_through(&cluster, &nginx).await;
+    let stats = nginx.stats(&cluster.http).await;
     assert_eq!(int(&stats, "sold"), 60, "{stats}");
     assert_eq!(int(&stats, "remaining"), 40, "{stats}");
 }
@@ -216,7 +167,7 @@ async fn bench_agrees_with_stats() {
         assert_eq!(row["oversold"], 0, "{}", row["label"]);
     }
     // The last row is what /stats says now.
-    let live = stats_through(&cluster, &nginx).await;
+    let live = nginx.stats(&cluster.http).await;
     assert_eq!(rows[3]["stats"], live);
     let chart = std::fs::read_to_string(&chart_path).unwrap();
     assert!(

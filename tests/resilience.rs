@@ -11,29 +11,6 @@ use std::time::{Duration, Instant};
 use common::{Cluster, Nginx, int};
 use serde_json::json;
 
-async fn reset_through(cluster: &Cluster, nginx: &Nginx, stock: i64, shards: u32) {
-    let response = cluster
-        .http
-        .post(nginx.url("/admin/reset"))
-        .json(&json!({ "product": "101", "stock": stock, "shards": shards }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-}
-
-async fn stats_through(cluster: &Cluster, nginx: &Nginx) -> serde_json::Value {
-    cluster
-        .http
-        .get(nginx.url("/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 /// 2,000 concurrent connections through Nginx, to the lock-free and every lock variant:
 /// only the contract's statuses, no socket errors, every 200 an order, nothing oversold,
 /// and any load shed is a 503 that says when to come back.
@@ -50,7 +27,7 @@ async fn two_thousand_connections_hold() {
         ("watchdog?wait_ms=10000", 1),
         ("segmented?wait_ms=10000", 8),
     ] {
-        reset_through(&cluster, &nginx, 1000, shards).await;
+        nginx.reset(&cluster.http, 1000, shards).await;
         let report = cluster
             .load_through(
                 nginx.url(&format!("/deduct_stock/{variant}")),
@@ -70,7 +47,7 @@ async fn two_thousand_connections_hold() {
             report.without_retry_after, 0,
             "{variant}: a 503 without Retry-After"
         );
-        let stats = stats_through(&cluster, &nginx).await;
+        let stats = nginx.stats(&cluster.http).await;
         assert_eq!(int(&stats, "oversold"), 0, "{variant}: {stats}");
         assert_eq!(int(&stats, "lost_updates"), 0, "{variant}: {stats}");
         assert_eq!(
@@ -234,7 +211,7 @@ async fn redis_dies_under_load_then_comes_back() {
         .await
         .unwrap();
     assert_eq!(empty.status(), 404, "an empty Redis has nothing for sale");
-    reset_through(&cluster, &nginx, 10, 1).await;
+    nginx.reset(&cluster.http, 10, 1).await;
     for variant in ["lua", "token", "watchdog"] {
         let answer = cluster
             .http
@@ -252,7 +229,7 @@ async fn redis_dies_under_load_then_comes_back() {
 async fn instance_killed_under_load(variant: &str) {
     let mut cluster = Cluster::start(2, &["--lock-lease-ms", "1000"]);
     let nginx = Nginx::start(&cluster.instances);
-    reset_through(&cluster, &nginx, 100_000, 1).await;
+    nginx.reset(&cluster.http, 100_000, 1).await;
     let concurrency = 20;
     let load = {
         let (url, http) = (

@@ -507,6 +507,28 @@ impl Nginx {
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
+
+    /// `POST /admin/reset` through Nginx (from loopback, so Nginx lets it through).
+    pub async fn reset(&self, http: &reqwest::Client, stock: i64, shards: u32) {
+        let response = http
+            .post(self.url("/admin/reset"))
+            .json(&json!({ "product": "101", "stock": stock, "shards": shards }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "admin through Nginx from loopback");
+    }
+
+    /// `GET /stats` of product 101 through Nginx.
+    pub async fn stats(&self, http: &reqwest::Client) -> Value {
+        http.get(self.url("/stats"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
 }
 
 /// `nginx` on the PATH, or Debian's /usr/sbin/nginx (not on a normal user's PATH).
