@@ -28,6 +28,18 @@ pub struct LoadResult {
     pub last_ok: Option<Duration>,
 }
 
+impl LoadResult {
+    /// Answers of any kind per second.
+    pub fn throughput(&self) -> f64 {
+        self.statuses.values().sum::<usize>() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// A latency percentile (`quantile` in 0..=1), in milliseconds.
+    pub fn percentile_ms(&self, quantile: f64) -> f64 {
+        self.latency.value_at_quantile(quantile) as f64 / 1000.0
+    }
+}
+
 fn histogram() -> Histogram<u64> {
     // 1 µs to 10 min, 3 significant figures: enough for any request the knobs allow.
     Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")

@@ -396,7 +396,11 @@ async fn run_one(
     let commands = after.commands.saturating_sub(before.commands + 1) as f64;
     let cpu_us = (after.cpu_seconds - before.cpu_seconds).max(0.0) * 1e6;
 
-    let throughput = answered(&load) / load.elapsed.as_secs_f64().max(1e-9);
+    let (throughput, p50_ms, p99_ms) = (
+        load.throughput(),
+        load.percentile_ms(0.50),
+        load.percentile_ms(0.99),
+    );
     Ok(Row {
         statuses: load.statuses,
         transport_errors: load.transport_errors,
@@ -410,17 +414,13 @@ async fn run_one(
         throughput,
         sell_out_s: sell_out.map(|d| d.as_secs_f64()),
         goodput: real_units as f64 / window,
-        p50_ms: load.latency.value_at_quantile(0.50) as f64 / 1000.0,
-        p99_ms: load.latency.value_at_quantile(0.99) as f64 / 1000.0,
+        p50_ms,
+        p99_ms,
         redis_commands_per_unit: per_unit(commands),
         redis_cpu_us_per_unit: per_unit(cpu_us),
         stats,
         scenario,
     })
-}
-
-fn answered(load: &load::LoadResult) -> f64 {
-    load.statuses.values().sum::<usize>() as f64
 }
 
 fn progress_bar(scenario: &Scenario) -> ProgressBar {
@@ -454,10 +454,10 @@ async fn run_baseline(
     .await;
     progress.finish_and_clear();
     Ok(Row {
-        throughput: answered(&load) / load.elapsed.as_secs_f64().max(1e-9),
+        throughput: load.throughput(),
         elapsed_s: load.elapsed.as_secs_f64(),
-        p50_ms: load.latency.value_at_quantile(0.50) as f64 / 1000.0,
-        p99_ms: load.latency.value_at_quantile(0.99) as f64 / 1000.0,
+        p50_ms: load.percentile_ms(0.50),
+        p99_ms: load.percentile_ms(0.99),
         statuses: load.statuses,
         transport_errors: load.transport_errors,
         sold: 0,

@@ -279,25 +279,12 @@ impl Cluster {
 
     /// POSTs `path_and_query` to instance `i`; returns the status and the JSON body.
     pub async fn post(&self, i: usize, path_and_query: &str) -> (u16, Value) {
-        let response = self
-            .http
-            .post(self.instances[i].url(path_and_query))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        answer(self.http.post(self.instances[i].url(path_and_query))).await
     }
 
+    /// GETs `path_and_query` from instance `i`; returns the status and the JSON body.
     pub async fn get(&self, i: usize, path_and_query: &str) -> (u16, Value) {
-        let response = self
-            .http
-            .get(self.instances[i].url(path_and_query))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        answer(self.http.get(self.instances[i].url(path_and_query))).await
     }
 
     pub async fn stats(&self, product: &str) -> Value {
@@ -438,6 +425,13 @@ async fn load_urls(
         total.slowest = total.slowest.max(report.slowest);
     }
     total
+}
+
+/// Sends a request; its status and JSON body (null when the body is not JSON).
+async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
 }
 
 /// A field of `/stats` as an integer.
