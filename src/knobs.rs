@@ -41,6 +41,9 @@ pub struct Knobs {
     /// token, a few seconds for watchdog and segmented).
     pub wait: Duration,
     pub fault: Option<Fault>,
+    /// lua only: send this deduction in the instance's next shared call (`batch=on`, the
+    /// default) or in a call of its own (`batch=off`).
+    pub batch: bool,
 }
 
 impl Knobs {
@@ -116,6 +119,17 @@ impl Knobs {
             }
         };
 
+        let batch = match get("batch") {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(other) => {
+                return Err(bad(format!(
+                    "batch must be on or off, got {}",
+                    quoted(other)
+                )));
+            }
+        };
+
         Ok(Self {
             product,
             work,
@@ -123,6 +137,7 @@ impl Knobs {
             lease,
             wait,
             fault,
+            batch,
         })
     }
 
@@ -200,6 +215,9 @@ mod tests {
     fn refuses_what_the_variant_does_not_take() {
         assert!(parse(Variant::Setnx, "ttl_ms=100", false).is_err());
         assert!(parse(Variant::Lua, "work_ms=1", false).is_err());
+        assert!(!parse(Variant::Lua, "batch=off", false).unwrap().batch);
+        assert!(parse(Variant::Lua, "batch=1", false).is_err());
+        assert!(parse(Variant::Token, "batch=off", false).is_err());
         assert!(parse(Variant::Token, "ttl_ms=100&wait_ms=5", false).is_ok());
         assert!(parse(Variant::Token, "lease_ms=100", false).is_err());
         assert!(parse(Variant::Watchdog, "lease_ms=100&wait_ms=5", false).is_ok());

@@ -23,6 +23,7 @@ use crate::lock::{OwnerIds, WatchdogLocks};
 use crate::metrics::Metrics;
 use crate::routes;
 use crate::state::{AppState, Settings};
+use crate::variants::LuaBatches;
 
 pub struct Application {
     listener: TcpListener,
@@ -52,6 +53,11 @@ impl Application {
         let lease = Duration::from_millis(args.limits.lock_lease_ms);
         let locks = WatchdogLocks::start(client, redis.clone(), lease, LOCK_CHANNEL_PATTERN);
 
+        let lua = LuaBatches::start(
+            redis.clone(),
+            instance.as_str().into(),
+            usize::try_from(args.limits.max_in_flight).unwrap_or(usize::MAX),
+        );
         let state = AppState {
             redis,
             pool,
@@ -59,6 +65,7 @@ impl Application {
             metrics: Arc::new(Metrics::new(locks.counters())),
             owners: Arc::new(OwnerIds::new()),
             locks,
+            lua,
         };
         let router = app(state);
         tracing::info!(%local_addr, %instance, faults = args.faults, "seckill instance ready");

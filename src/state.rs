@@ -7,7 +7,7 @@ use redis::aio::ConnectionManager;
 use crate::config::{Limits, ServeArgs};
 use crate::lock::{OwnerIds, WatchdogLocks};
 use crate::metrics::Metrics;
-use crate::variants::Variant;
+use crate::variants::{LuaBatches, Variant};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -22,6 +22,8 @@ pub struct AppState {
     pub owners: Arc<OwnerIds>,
     /// The watchdog locks' shared subscription and waiter queues.
     pub locks: WatchdogLocks,
+    /// The lua variant's shared calls to Redis.
+    pub lua: LuaBatches,
 }
 
 /// The parts of the configuration handlers read.

@@ -84,7 +84,7 @@ async fn every_parameter_refuses_hostile_values() {
         ("GET", "/stats"),
     ];
     let parameters = [
-        "product", "work_ms", "ttl_ms", "lease_ms", "wait_ms", "fault", "pause_ms",
+        "product", "work_ms", "ttl_ms", "lease_ms", "wait_ms", "fault", "pause_ms", "batch",
     ];
     let mut tried = 0;
     for (method, path) in endpoints {

@@ -3,7 +3,10 @@
 
 mod common;
 
+use std::collections::BTreeSet;
+
 use common::{Cluster, LoadReport, int};
+use futures_util::future::join_all;
 use serde_json::Value;
 
 /// Checks that the audit adds up with itself and with what the clients saw.
@@ -143,6 +146,81 @@ async fn token_sells_exactly_the_stock() {
 #[tokio::test]
 async fn lua_sells_exactly_the_stock() {
     assert_sells_exactly("lua", 300).await;
+}
+
+/// Script calls Redis has run so far (`EVAL` and `EVALSHA`), from `INFO commandstats`.
+async fn script_calls(cluster: &Cluster) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut cluster.redis.conn().await)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// lua sends the deductions that arrive together in one script call (`batch=off`: one call
+/// each). Either way every 200 is its own unit, with its own `remaining`, and the rest 409.
+#[tokio::test]
+async fn lua_shares_script_calls_and_still_sells_each_unit_once() {
+    for (path, shared) in [
+        ("/deduct_stock/lua", true),
+        ("/deduct_stock/lua?batch=off", false),
+    ] {
+        let cluster = Cluster::start(2, &[]);
+        cluster.reset("101", 50, 1).await;
+        let before = script_calls(&cluster).await;
+        let answers = join_all((0..300).map(|i| cluster.post(i % 2, path))).await;
+        let calls = script_calls(&cluster).await - before;
+
+        let sold: Vec<&Value> = answers
+            .iter()
+            .filter(|(s, _)| *s == 200)
+            .map(|(_, b)| b)
+            .collect();
+        let sold_out = answers.iter().filter(|(s, _)| *s == 409).count();
+        assert_eq!((sold.len(), sold_out), (50, 250), "{path}: {answers:?}");
+        let remaining: BTreeSet<i64> = sold
+            .iter()
+            .map(|b| b["remaining"].as_i64().unwrap())
+            .collect();
+        assert_eq!(
+            remaining,
+            (0..50).collect(),
+            "{path}: each sale leaves its own count"
+        );
+        let stats = cluster.stats("101").await;
+        assert_eq!(
+            (
+                int(&stats, "sold"),
+                int(&stats, "sold_out"),
+                int(&stats, "remaining")
+            ),
+            (50, 250, 0),
+            "{path}: {stats}"
+        );
+        assert_eq!(cluster.recorded_orders("101").await.len(), 50, "{path}");
+        if shared {
+            assert!(
+                calls < 300,
+                "{path}: 300 concurrent deductions took {calls} script calls"
+            );
+        } else {
+            assert!(
+                calls >= 300,
+                "{path}: 300 deductions took only {calls} script calls"
+            );
+        }
+    }
 }
 
 /// watchdog: waiters queue for the lock rather than fail; every unit sold once.

@@ -103,6 +103,7 @@ async fn run(
         holder: state.owners.next(),
         metrics: state.metrics.clone(),
         locks: state.locks.clone(),
+        lua: state.lua.clone(),
     };
     let outcome = if variant.takes_a_lock() {
         // Spawned, so that a client hanging up (or the request timeout) cannot cut a

@@ -1,32 +1,189 @@
 //! `lua` — one script checks and decrements atomically and records the order; no lock.
 //!
 //! Correct, and the goodput ceiling the lock variants are measured against.
+//!
+//! Every deduction is one unit, taken or not by `lua/deduct.lua` inside Redis. What is
+//! shared is the trip there: while an instance's call for a product is in flight, the
+//! deductions that arrive for it wait, and go together in its next call (group commit).
+//! Under load that turns a hundred round trips into a few, and a lone request goes at
+//! once. The round trip, not the script, is most of what a deduction costs (see
+//! PERFORMANCE.md); `batch=off` sends each deduction on its own, to show it.
 
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use redis::RedisError;
+use redis::aio::ConnectionManager;
+use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::{Deduction, Outcome};
+use super::{Deduction, Outcome, Variant};
 use crate::error::AppError;
+use crate::keys::ShardKeys;
 use crate::scripts;
+
+/// Most deductions in one call. Past a few dozen, a bigger call saves nothing more.
+pub const MAX_BATCH: usize = 128;
 
 pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
     let order = Uuid::now_v7().to_string();
-    let remaining: i64 = scripts::DEDUCT
-        .key(&shard.stock)
-        .key(&shard.orders)
-        .key(&shard.audit)
-        .arg(&order)
-        .arg(&*d.instance)
-        .arg(d.variant.name())
-        .invoke_async(&mut d.redis.clone())
-        .await?;
-    match remaining {
-        -2 => Err(d.not_for_sale().await),
-        -1 => Ok(Outcome::SoldOut { remaining: 0 }),
-        remaining => Ok(Outcome::Deducted {
+    let taken = if d.knobs.batch {
+        d.lua.deduct(shard.clone(), order.clone()).await?
+    } else {
+        call(&mut d.redis.clone(), &d.instance, &shard, &[&order])
+            .await
+            .map(|sold| sold.of(0))?
+    };
+    match taken {
+        Taken::NotForSale => Err(d.not_for_sale().await),
+        Taken::SoldOut => Ok(Outcome::SoldOut { remaining: 0 }),
+        Taken::Unit { remaining } => Ok(Outcome::Deducted {
             remaining,
             order,
             shard: shard.index,
         }),
+    }
+}
+
+/// What one deduction got from a call of the script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Taken {
+    Unit { remaining: i64 },
+    SoldOut,
+    NotForSale,
+}
+
+/// What the script answered for a call: the stock before it, and how many units it sold
+/// (to the first deductions of the call); `None` when the product has no stock key.
+#[derive(Debug, Clone, Copy)]
+struct Sold(Option<(i64, i64)>);
+
+impl Sold {
+    /// What the `i`-th deduction of the call (from 0) got.
+    fn of(self, i: usize) -> Taken {
+        let Some((before, sold)) = self.0 else {
+            return Taken::NotForSale;
+        };
+        let i = i as i64;
+        if i < sold {
+            Taken::Unit {
+                remaining: before - i - 1,
+            }
+        } else {
+            Taken::SoldOut
+        }
+    }
+}
+
+/// Runs `deduct.lua` for `orders`, in that order, on one shard.
+async fn call(
+    redis: &mut ConnectionManager,
+    instance: &str,
+    shard: &ShardKeys,
+    orders: &[&str],
+) -> Result<Sold, RedisError> {
+    let mut script = scripts::DEDUCT.prepare_invoke();
+    script
+        .key(&shard.stock)
+        .key(&shard.orders)
+        .key(&shard.audit)
+        .arg(instance)
+        .arg(Variant::Lua.name());
+    for order in orders {
+        script.arg(*order);
+    }
+    Ok(Sold(script.invoke_async(redis).await?))
+}
+
+/// A deduction waiting for its call.
+struct Waiting {
+    shard: ShardKeys,
+    order: String,
+    answer: oneshot::Sender<Result<Taken, RedisError>>,
+}
+
+/// The instance's queue of lua deductions, and the task that sends them to Redis.
+#[derive(Clone)]
+pub struct LuaBatches {
+    queue: mpsc::Sender<Waiting>,
+}
+
+impl LuaBatches {
+    /// Starts the sending task. `capacity` bounds the queue (requests past it wait to
+    /// join it); the instance's in-flight limit keeps it well below that.
+    pub fn start(redis: ConnectionManager, instance: Arc<str>, capacity: usize) -> Self {
+        let (queue, arrived) = mpsc::channel(capacity.max(1));
+        tokio::spawn(send_batches(arrived, redis, instance));
+        Self { queue }
+    }
+
+    async fn deduct(&self, shard: ShardKeys, order: String) -> Result<Taken, AppError> {
+        let (answer, answered) = oneshot::channel();
+        let waiting = Waiting {
+            shard,
+            order,
+            answer,
+        };
+        let gone = || AppError::Internal(anyhow::anyhow!("the lua batch task stopped"));
+        self.queue.send(waiting).await.map_err(|_| gone())?;
+        Ok(answered.await.map_err(|_| gone())??)
+    }
+}
+
+/// Takes whatever has arrived (at least one deduction, at most [`MAX_BATCH`]), sends one
+/// call per product, all at once, and waits for them before taking the next lot: what
+/// arrives meanwhile is the next lot.
+async fn send_batches(
+    mut arrived: mpsc::Receiver<Waiting>,
+    redis: ConnectionManager,
+    instance: Arc<str>,
+) {
+    let mut lot = Vec::with_capacity(MAX_BATCH);
+    while arrived.recv_many(&mut lot, MAX_BATCH).await > 0 {
+        // A request that is gone (its client hung up, or it timed out) sells nothing.
+        lot.retain(|w: &Waiting| !w.answer.is_closed());
+        let mut by_shard: Vec<Vec<Waiting>> = Vec::new();
+        for waiting in lot.drain(..) {
+            match by_shard
+                .iter_mut()
+                .find(|b| b[0].shard.stock == waiting.shard.stock)
+            {
+                Some(batch) => batch.push(waiting),
+                None => by_shard.push(vec![waiting]),
+            }
+        }
+        if by_shard.len() == 1 {
+            let batch = by_shard.pop().expect("one batch");
+            send(redis.clone(), &instance, batch).await;
+        } else {
+            let sends = by_shard.into_iter();
+            join_all(sends.map(|batch| send(redis.clone(), &instance, batch))).await;
+        }
+    }
+}
+
+async fn send(mut redis: ConnectionManager, instance: &str, batch: Vec<Waiting>) {
+    let orders: Vec<&str> = batch.iter().map(|w| w.order.as_str()).collect();
+    let sold = call(&mut redis, instance, &batch[0].shard, &orders).await;
+    for (i, waiting) in batch.into_iter().enumerate() {
+        let _ = waiting
+            .answer
+            .send(sold.as_ref().map(|s| s.of(i)).map_err(Clone::clone));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_deductions_of_a_call_get_the_units_it_sold() {
+        let sold = Sold(Some((3, 2)));
+        assert_eq!(sold.of(0), Taken::Unit { remaining: 2 });
+        assert_eq!(sold.of(1), Taken::Unit { remaining: 1 });
+        assert_eq!(sold.of(2), Taken::SoldOut);
+        assert_eq!(Sold(Some((-4, 0))).of(0), Taken::SoldOut);
+        assert_eq!(Sold(None).of(0), Taken::NotForSale);
     }
 }

@@ -12,6 +12,8 @@ mod setnx;
 mod token;
 mod watchdog;
 
+pub use lua::{LuaBatches, MAX_BATCH};
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,7 +87,7 @@ impl Variant {
             Self::Watchdog | Self::Segmented => {
                 &["work_ms", "lease_ms", "wait_ms", "fault", "pause_ms"]
             }
-            Self::Lua => &[],
+            Self::Lua => &["batch"],
         }
     }
 }
@@ -147,6 +149,7 @@ pub struct Deduction {
     pub holder: String,
     pub metrics: Arc<Metrics>,
     pub locks: WatchdogLocks,
+    pub lua: LuaBatches,
 }
 
 impl Deduction {
