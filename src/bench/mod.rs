@@ -61,7 +61,8 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub instance_urls: Vec<String>,
 
-    /// Rounds of the ceiling suite (healthz, then lua, each round); its ratio is the median.
+    /// Rounds of the ceiling suite (healthz, lua, lua with batch=off, each round); its ratio
+    /// is the median.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
     pub rounds: u64,
 
@@ -123,8 +124,10 @@ pub struct BenchArgs {
 #[derive(Debug, Clone, Serialize)]
 pub struct Scenario {
     pub label: String,
-    /// The variant to POST to; `None` is `GET /healthz`, the no-Redis baseline.
+    /// The variant to POST to; `None` for a baseline.
     pub variant: Option<Variant>,
+    /// The baseline's path, sent as GETs: `/healthz` (no Redis), `/readyz` (one `PING`).
+    pub baseline: Option<&'static str>,
     /// Knobs, as a query string.
     pub knobs: String,
     pub stock: i64,
@@ -222,6 +225,7 @@ pub fn progression(args: &BenchArgs) -> Vec<Scenario> {
             Scenario {
                 label,
                 variant: Some(variant),
+                baseline: None,
                 knobs: knobs.join("&"),
                 stock: args.stock,
                 shards,
@@ -236,6 +240,7 @@ pub fn progression(args: &BenchArgs) -> Vec<Scenario> {
         let lesson = |label: String, variant: Variant, knobs: String| Scenario {
             label,
             variant: Some(variant),
+            baseline: None,
             knobs,
             stock: 10,
             shards: 1,
@@ -440,7 +445,7 @@ async fn run_baseline(
     scenario: Scenario,
 ) -> anyhow::Result<Row> {
     let progress = progress_bar(&scenario);
-    let url = format!("{base}/healthz");
+    let url = format!("{base}{}", scenario.baseline.unwrap_or("/healthz"));
     let requests = usize::try_from(scenario.requests)?;
     let concurrency = usize::try_from(scenario.concurrency)?;
     let load = load::drive(

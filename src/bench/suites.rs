@@ -73,6 +73,7 @@ fn selling(
     Scenario {
         label,
         variant: Some(variant),
+        baseline: None,
         knobs,
         stock: i64::try_from(requests).unwrap_or(i64::MAX),
         shards: 1,
@@ -82,10 +83,12 @@ fn selling(
     }
 }
 
-fn healthz(requests: u64, concurrency: u64) -> Scenario {
+/// A GET of `path` with no deduction: what the path through Nginx costs by itself.
+fn baseline(label: &str, path: &'static str, requests: u64, concurrency: u64) -> Scenario {
     Scenario {
-        label: "healthz (no Redis)".into(),
+        label: label.into(),
         variant: None,
+        baseline: Some(path),
         knobs: String::new(),
         stock: 0,
         shards: 1,
@@ -95,20 +98,32 @@ fn healthz(requests: u64, concurrency: u64) -> Scenario {
     }
 }
 
+/// The ceiling suite's rows besides lua: the baselines, and lua with `batch=off` (one script
+/// call per request), to show what sharing the round trip buys.
+const HEALTHZ: &str = "healthz (no Redis)";
+const READYZ: &str = "readyz (one PING)";
+const CEILING: &str = "lua (ceiling)";
+const CEILING_UNBATCHED: &str = "lua, batch=off";
+
 /// Ten times `--requests` each round: cheap requests, and throughput wants a long run.
 fn ceiling(args: &BenchArgs) -> Vec<Scenario> {
     let requests = args.requests * 10;
+    let lua = |label: &str, knobs: &str| {
+        selling(
+            label.into(),
+            Variant::Lua,
+            knobs.into(),
+            requests,
+            args.concurrency,
+        )
+    };
     (0..args.rounds)
         .flat_map(|_| {
             [
-                healthz(requests, args.concurrency),
-                selling(
-                    "lua (ceiling)".into(),
-                    Variant::Lua,
-                    String::new(),
-                    requests,
-                    args.concurrency,
-                ),
+                baseline(HEALTHZ, "/healthz", requests, args.concurrency),
+                baseline(READYZ, "/readyz", requests, args.concurrency),
+                lua(CEILING, ""),
+                lua(CEILING_UNBATCHED, "batch=off"),
             ]
         })
         .collect()
@@ -244,26 +259,57 @@ fn row<'a>(rows: &'a [Row], label: &str) -> Option<&'a Row> {
 /// The ratios the suite's rows allow.
 pub fn ratios(args: &BenchArgs, rows: &[Row], peak_rss: &[(String, u64)]) -> Vec<Ratio> {
     let mut ratios = Vec::new();
-    // Ceiling: each round's lua against the healthz just before it; the median round.
-    let rounds: Vec<f64> = rows
-        .windows(2)
-        .filter(|pair| {
-            pair[0].scenario.variant.is_none() && pair[1].scenario.label == "lua (ceiling)"
-        })
-        .map(|pair| pair[1].throughput / pair[0].throughput)
-        .collect();
-    if !rounds.is_empty() {
-        let value = median(rounds.clone());
+    // Ceiling: each row against the baselines of its round; the median round.
+    let (mut batched, mut unbatched, mut ping, mut over_ping) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut healthz, mut readyz) = (None, None);
+    for row in rows {
+        let of_healthz = healthz.map(|h| row.throughput / h);
+        match row.scenario.label.as_str() {
+            HEALTHZ => healthz = Some(row.throughput),
+            READYZ => {
+                readyz = Some(row.throughput);
+                ping.extend(of_healthz);
+            }
+            CEILING => {
+                batched.extend(of_healthz);
+                over_ping.extend(readyz.map(|r| row.throughput / r));
+            }
+            CEILING_UNBATCHED => unbatched.extend(of_healthz),
+            _ => {}
+        }
+    }
+    if !batched.is_empty() {
+        let value = median(batched.clone());
         ratios.push(Ratio {
             name: "lock-free ceiling".into(),
             value,
             target: ">= 0.85".into(),
             met: Some(value >= 0.85),
             of: format!(
-                "lua req/s / healthz req/s through the same Nginx at {} connections, median of rounds {:.2?}",
-                args.concurrency, rounds
+                "lua req/s / healthz req/s through the same Nginx at {} connections, median of rounds {batched:.2?}",
+                args.concurrency
             ),
         });
+    }
+    for (name, rounds, of) in [
+        (
+            "lua with batch=off",
+            unbatched,
+            "one script call per request / healthz",
+        ),
+        ("readyz", ping, "one PING per request, no script / healthz"),
+        ("lua over readyz", over_ping, "lua / one PING per request"),
+    ] {
+        if !rounds.is_empty() {
+            ratios.push(Ratio {
+                name: name.into(),
+                value: median(rounds.clone()),
+                target: "none, for contrast".into(),
+                met: None,
+                of: format!("req/s, {of}, median of rounds {rounds:.2?}"),
+            });
+        }
     }
     for (variant, target) in [(Variant::Watchdog, Some(2.0)), (Variant::Token, None)] {
         let one = row(rows, &format!("{variant}, 1 client"));
