@@ -33,14 +33,13 @@ trap 'rm -f "$timing"' EXIT
   oha --no-tui -n "$requests" -c "${CONCURRENCY:-100}" -m "$method" "$url" |
   grep -E 'Requests/sec|^ *\[[0-9]{3}\] [0-9]+ responses'
 
-per_request() { # ticks or seconds, scale
-  awk -v v="$1" -v scale="$2" -v n="$requests" 'BEGIN { printf "%6.1f", v * scale * 1e6 / n }'
-}
+# Seconds of CPU -> microseconds per request.
+per_request() { awk -v s="$1" -v n="$requests" 'BEGIN { printf "%6.1f", s * 1e6 / n }'; }
 tick=$(getconf CLK_TCK)
 echo "CPU per request, microseconds:"
 for p in "${procs[@]}"; do
   spent=$(($(ticks "${p#*:}") - before[$p]))
-  printf '  %-20s %s\n' "$p" "$(per_request "$spent" "$(awk -v t="$tick" 'BEGIN{print 1/t}')")"
+  printf '  %-20s %s\n' "$p" "$(per_request "$(awk -v t="$spent" -v hz="$tick" 'BEGIN { print t / hz }')")"
 done
 read -r user sys <"$timing"
-printf '  %-20s %s\n' "oha" "$(per_request "$(awk -v u="$user" -v s="$sys" 'BEGIN{print u + s}')" 1)"
+printf '  %-20s %s\n' "oha" "$(per_request "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')")"

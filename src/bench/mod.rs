@@ -365,21 +365,9 @@ async fn run_one(
         url = format!("{url}&{}", scenario.knobs);
     }
 
-    let progress = progress_bar(&scenario);
     let before = RedisUsage::read(info).await?;
-    let requests = usize::try_from(scenario.requests)?;
-    let concurrency = usize::try_from(scenario.concurrency)?;
-    let load = load::drive(
-        http,
-        load::Method::Post,
-        &url,
-        requests,
-        concurrency,
-        &progress,
-    )
-    .await;
+    let load = drive(http, load::Method::Post, &url, &scenario).await?;
     let after = RedisUsage::read(info).await?;
-    progress.finish_and_clear();
 
     let stats: Value = http
         .get(format!("{base}/stats?product={}", args.product))
@@ -428,36 +416,35 @@ async fn run_one(
     })
 }
 
-fn progress_bar(scenario: &Scenario) -> ProgressBar {
+/// Drives the scenario's requests at `url` from its connections, behind a progress bar.
+async fn drive(
+    http: &reqwest::Client,
+    method: load::Method,
+    url: &str,
+    scenario: &Scenario,
+) -> anyhow::Result<load::LoadResult> {
     let progress = ProgressBar::new(scenario.requests).with_message(scenario.label.clone());
     progress.set_style(
         ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} {elapsed}")
             .expect("a valid progress template")
             .progress_chars("=> "),
     );
-    progress
+    let requests = usize::try_from(scenario.requests)?;
+    let concurrency = usize::try_from(scenario.concurrency)?;
+    let load = load::drive(http, method, url, requests, concurrency, &progress).await;
+    progress.finish_and_clear();
+    Ok(load)
 }
 
-/// `GET /healthz` under the same load: what Nginx and the instances do without Redis.
+/// A baseline under the same load: GETs of `/healthz` (what Nginx and the instances do
+/// without Redis) or `/readyz` (one `PING` each).
 async fn run_baseline(
     http: &reqwest::Client,
     base: &str,
     scenario: Scenario,
 ) -> anyhow::Result<Row> {
-    let progress = progress_bar(&scenario);
     let url = format!("{base}{}", scenario.baseline.unwrap_or("/healthz"));
-    let requests = usize::try_from(scenario.requests)?;
-    let concurrency = usize::try_from(scenario.concurrency)?;
-    let load = load::drive(
-        http,
-        load::Method::Get,
-        &url,
-        requests,
-        concurrency,
-        &progress,
-    )
-    .await;
-    progress.finish_and_clear();
+    let load = drive(http, load::Method::Get, &url, &scenario).await?;
     Ok(Row {
         throughput: load.throughput(),
         elapsed_s: load.elapsed.as_secs_f64(),

@@ -27,9 +27,10 @@ pub const MAX_BATCH: usize = 128;
 
 pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
+    let index = shard.index;
     let order = Uuid::now_v7().to_string();
     let taken = if d.knobs.batch {
-        d.lua.deduct(shard.clone(), order.clone()).await?
+        d.lua.deduct(shard, order.clone()).await?
     } else {
         call(&mut d.redis.clone(), &d.instance, &shard, &[&order])
             .await
@@ -41,7 +42,7 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         Taken::Unit { remaining } => Ok(Outcome::Deducted {
             remaining,
             order,
-            shard: shard.index,
+            shard: index,
         }),
     }
 }
