@@ -6,7 +6,8 @@ use std::time::Duration;
 use anyhow::{bail, ensure};
 use clap::Args;
 
-use crate::variants::Variant;
+use crate::store::RedisMode;
+use crate::variant::Variant;
 
 /// Flags of `seckill serve`.
 #[derive(Debug, Clone, Args)]
@@ -16,13 +17,28 @@ pub struct ServeArgs {
     pub listen: SocketAddr,
 
     /// Redis to share with the other instances: `redis://[[user]:password@]host:port[/db]`,
-    /// or `rediss://…` for TLS.
+    /// or `rediss://…` for TLS. In cluster mode, a comma-separated list of seed nodes.
     #[arg(
         long,
         env = "SECKILL_REDIS_URL",
         default_value = "redis://127.0.0.1:6379"
     )]
     pub redis_url: String,
+
+    /// How the stock store is deployed: one server, or a Redis Cluster.
+    #[arg(long, env = "SECKILL_REDIS_MODE", value_enum, default_value_t = RedisMode::Standalone)]
+    pub redis_mode: RedisMode,
+
+    /// Replicas that must have a sale (`WAIT` on the shard's master) before it is answered
+    /// 200; when fewer confirm in time, the answer is 503 `unconfirmed`. 0: no WAIT.
+    #[arg(long, env = "SECKILL_REDIS_WAIT_REPLICAS", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=16))]
+    pub redis_wait_replicas: u32,
+
+    /// How long that `WAIT` may take. Below --redis-timeout-ms, which bounds the command.
+    #[arg(long, env = "SECKILL_REDIS_WAIT_TIMEOUT_MS", default_value_t = 500,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub redis_wait_timeout_ms: u64,
 
     /// PEM file of the CA that signed Redis' TLS certificate, for a `rediss://` URL whose
     /// server is not signed by a public CA.
@@ -148,6 +164,12 @@ impl ServeArgs {
     /// Checks what clap cannot check alone.
     pub fn check(&self) -> anyhow::Result<()> {
         self.limits.check()?;
+        ensure!(
+            self.redis_wait_timeout_ms < self.limits.redis_timeout_ms,
+            "--redis-wait-timeout-ms ({}) must be below --redis-timeout-ms ({}), which bounds it",
+            self.redis_wait_timeout_ms,
+            self.limits.redis_timeout_ms
+        );
         if let Some(id) = &self.instance_id {
             check_instance_id(id)?;
         }

@@ -7,7 +7,7 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 use serde_json::json;
 
 use crate::lock::LockError;
-use crate::variants::Variant;
+use crate::variant::Variant;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {

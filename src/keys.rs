@@ -45,7 +45,7 @@ impl fmt::Display for ProductId {
 #[derive(Debug, Clone)]
 pub struct ProductKeys {
     pub product: ProductId,
-    /// Hash: `initial`, `shards`.
+    /// Hash: `initial`, `shards`, and `tags` (where each shard lives, see [`Layout`]).
     pub meta: String,
     /// Hash of counters of requests that sold nothing: `sold_out`, `lock_busy`. For an
     /// unsplit product it is the one shard's audit hash.
@@ -54,7 +54,7 @@ pub struct ProductKeys {
 
 impl ProductKeys {
     pub fn new(product: &ProductId) -> Self {
-        let product_tag = tag(product.as_str(), None);
+        let product_tag = tag(product.as_str());
         Self {
             product: product.clone(),
             meta: key(&product_tag, "meta"),
@@ -62,16 +62,91 @@ impl ProductKeys {
         }
     }
 
-    /// The keys of shard `index` of a product split into `shards`.
-    ///
-    /// An unsplit product (one shard) uses the product's own tag, `{101}`; a split one
-    /// uses `{101/0}` … `{101/N-1}`.
-    pub fn shard(&self, index: u32, shards: u32) -> ShardKeys {
-        if shards <= 1 {
-            ShardKeys::with_tag(&tag(self.product.as_str(), None), 0)
-        } else {
-            ShardKeys::with_tag(&tag(self.product.as_str(), Some(index)), index)
+    /// The keys of the whole stock of an unsplit product, under the product's own tag.
+    pub fn whole(&self) -> ShardKeys {
+        ShardKeys::with_tag(&tag(self.product.as_str()), 0)
+    }
+
+    /// The keys of shard `index` in `layout`.
+    pub fn shard(&self, layout: &Layout, index: u32) -> ShardKeys {
+        match layout.tags.get(index as usize) {
+            Some(shard_tag) if layout.tags.len() > 1 => ShardKeys::with_tag(&tag(shard_tag), index),
+            _ => self.whole(),
         }
+    }
+}
+
+/// Where a product's shards live: the hash tag of each, recorded in the product's meta at
+/// reset. An unsplit product is one shard under its own tag, `{101}`. A split one has
+/// `{101/0}` … `{101/N-1}` on one Redis; on a Cluster, a tag may carry a suffix
+/// (`{101/4.2}`) chosen so that the shards spread evenly over the masters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    tags: Vec<String>,
+}
+
+impl Layout {
+    /// One shard, under the product's tag.
+    pub fn unsplit(product: &ProductId) -> Self {
+        Self {
+            tags: vec![product.as_str().to_owned()],
+        }
+    }
+
+    /// `shards` shards under the plain tags `101/0` … (one shard: the product's tag).
+    pub fn plain(product: &ProductId, shards: u32) -> Self {
+        if shards <= 1 {
+            return Self::unsplit(product);
+        }
+        Self {
+            tags: (0..shards).map(|i| shard_tag(product, i, 0)).collect(),
+        }
+    }
+
+    /// From tags chosen by a placement; `None` unless every tag belongs to `product`.
+    pub fn from_tags(product: &ProductId, tags: Vec<String>) -> Option<Self> {
+        let prefix = format!("{product}/");
+        let valid = |t: &String| {
+            t.strip_prefix(&prefix).is_some_and(|rest| {
+                !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit() || c == '.')
+            })
+        };
+        (tags.len() > 1 && tags.iter().all(valid)).then_some(Self { tags })
+    }
+
+    /// As recorded in the meta hash: `shards`, and `tags` (comma-separated) when split.
+    /// Meta without tags (written before placement existed) means the plain tags.
+    pub fn from_meta(product: &ProductId, shards: u32, tags: Option<&str>) -> Self {
+        if shards <= 1 {
+            return Self::unsplit(product);
+        }
+        tags.map(|t| t.split(',').map(str::to_owned).collect())
+            .and_then(|t: Vec<String>| Self::from_tags(product, t))
+            .filter(|layout| layout.shards() == shards)
+            .unwrap_or_else(|| Self::plain(product, shards))
+    }
+
+    pub fn shards(&self) -> u32 {
+        self.tags.len() as u32
+    }
+
+    /// The tags, comma-separated, for the meta hash.
+    pub fn to_meta(&self) -> String {
+        self.tags.join(",")
+    }
+
+    pub fn tags(&self) -> &[String] {
+        &self.tags
+    }
+}
+
+/// A candidate tag for shard `index`: `101/3`, then `101/3.1`, `101/3.2`, … as the
+/// placement looks for one whose slot is on the master it wants.
+pub fn shard_tag(product: &ProductId, index: u32, attempt: u32) -> String {
+    if attempt == 0 {
+        format!("{product}/{index}")
+    } else {
+        format!("{product}/{index}.{attempt}")
     }
 }
 
@@ -120,11 +195,8 @@ impl ShardKeys {
 }
 
 /// The hash tag: `{101}`, or `{101/3}` for shard 3.
-fn tag(product: &str, shard: Option<u32>) -> String {
-    match shard {
-        None => format!("{{{product}}}"),
-        Some(index) => format!("{{{product}/{index}}}"),
-    }
+fn tag(inner: &str) -> String {
+    format!("{{{inner}}}")
 }
 
 /// `seckill:<tag>:<name>`. Built by hand rather than with `format!`: every deduction
@@ -164,12 +236,33 @@ mod tests {
 
     #[test]
     fn shard_keys_share_a_hash_tag() {
-        let product = ProductKeys::new(&ProductId::parse("101").unwrap());
-        let one = product.shard(0, 1);
+        let id = ProductId::parse("101").unwrap();
+        let product = ProductKeys::new(&id);
+        let one = product.shard(&Layout::plain(&id, 1), 0);
         assert_eq!(one.stock, "seckill:{101}:stock");
-        let third = product.shard(3, 8);
+        let third = product.shard(&Layout::plain(&id, 8), 3);
         assert_eq!(third.stock, "seckill:{101/3}:stock");
         assert_eq!(third.lock, "seckill:{101/3}:lock");
         assert_eq!(product.meta, "seckill:{101}:meta");
+        let placed = Layout::from_meta(&id, 2, Some("101/0,101/1.4"));
+        assert_eq!(product.shard(&placed, 1).stock, "seckill:{101/1.4}:stock");
+    }
+
+    #[test]
+    fn recorded_tags_cannot_reach_other_keys() {
+        let id = ProductId::parse("101").unwrap();
+        for bad in [
+            "101/0,102/1",
+            "101/0,101/}x",
+            "101/0",
+            "101/0,101/",
+            "101/0,101/1,101/2",
+        ] {
+            assert_eq!(
+                Layout::from_meta(&id, 2, Some(bad)),
+                Layout::plain(&id, 2),
+                "{bad}"
+            );
+        }
     }
 }

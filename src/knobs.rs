@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::config::Limits;
 use crate::error::AppError;
 use crate::keys::ProductId;
-use crate::variants::Variant;
+use crate::variant::Variant;
 
 /// The product sold when a request names none, as in the seed.
 pub const DEFAULT_PRODUCT: &str = "101";

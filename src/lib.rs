@@ -12,10 +12,13 @@
 //! - [`bench`] — the side-by-side comparison driver behind `seckill bench`.
 //! - [`config`] — what one instance is told at start, and the bounds on every knob.
 //! - [`startup`] — [`startup::Application`]: binds, builds the router, runs until a signal.
-//! - [`state`] — [`state::AppState`], shared by every handler: Redis handles, metrics, config.
+//! - [`state`] — [`state::AppState`], shared by every handler: the store, metrics, config.
+//! - [`store`] — which Redis, in which topology (one server or a Cluster): the one module
+//!   that knows; everything else talks to its [`store::RedisConn`].
 //! - [`routes`] — one module per resource: `deduct`, `stock` (and `/stats`), `admin`, `health`.
 //! - [`knobs`] — the per-request teaching knobs (`work_ms`, `ttl_ms`, `fault`, …), parsed
 //!   and bounded before anything touches Redis.
+//! - [`variant`] — [`variant::Variant`], the variants' names, below everything that names them.
 //! - [`variants`] — one file per variant of `/deduct_stock`, all the same shape, and the
 //!   critical section they share.
 //! - [`lock`] — the locks themselves (`SetnxLock`, `TokenLock`), usable without HTTP.
@@ -39,5 +42,7 @@ pub mod routes;
 pub mod scripts;
 pub mod startup;
 pub mod state;
+pub mod store;
 pub mod telemetry;
+pub mod variant;
 pub mod variants;

@@ -6,13 +6,14 @@
 
 use std::collections::BTreeMap;
 
+use futures_util::future::try_join_all;
 use redis::AsyncCommands;
-use redis::aio::ConnectionManager;
 use serde::Serialize;
 
 use crate::error::AppError;
-use crate::keys::{ProductId, ProductKeys};
+use crate::keys::{Layout, ProductId, ProductKeys, ShardKeys, shard_tag};
 use crate::scripts;
+use crate::store::{Master, Store, key_slot, master_of};
 
 /// The most shards a product may be split into.
 pub const MAX_SHARDS: u32 = 64;
@@ -21,107 +22,161 @@ pub const MAX_STOCK: i64 = 100_000_000;
 
 /// Sets a product's stock, split over `shards`, and clears its orders, audit and locks.
 ///
-/// Runs as one `MULTI`/`EXEC` under `WATCH` of the product's metadata, on an exclusive
-/// pooled connection: the keys to clear depend on the shard count read first, and a
-/// concurrent reset must not slip in between.
+/// On a Cluster the shards are placed round-robin over the masters (see [`place`]). Each
+/// shard is cleared and set in one `MULTI` on its own slot, all shards at once; the meta
+/// (initial stock, shard count, tags) is written last, on the product's slot. Nothing
+/// spans slots, so a reset is atomic per shard, not across them: a deduction that races
+/// a reset finds its shard either before or after it, never half-set.
 pub async fn reset(
-    pool: &deadpool_redis::Pool,
+    store: &Store,
     product: &ProductId,
     stock: i64,
     shards: u32,
-) -> Result<(), AppError> {
+) -> Result<Layout, AppError> {
     let keys = ProductKeys::new(product);
-    let mut conn = pool.get().await.map_err(|err| match err {
-        deadpool_redis::PoolError::Backend(err) => AppError::from(err),
-        other => AppError::RedisUnavailable(redis::RedisError::from((
-            redis::ErrorKind::Io,
-            "no pooled redis connection",
-            other.to_string(),
-        ))),
-    })?;
-    loop {
-        let _: () = redis::cmd("WATCH")
-            .arg(&keys.meta)
-            .query_async(&mut conn)
-            .await?;
-        let old_shards: Option<u32> = conn.hget(&keys.meta, "shards").await?;
-        let old_shards = old_shards.unwrap_or(1).clamp(1, MAX_SHARDS);
+    let old = recorded_layout(store, product).await?;
+    let new = if shards <= 1 {
+        Layout::unsplit(product)
+    } else {
+        place(&store.masters().await?, product, shards)
+    };
 
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        // Clear the unsplit layout, the old split and the new one.
-        let layouts = [(1, 1), (old_shards, old_shards), (shards, shards)];
-        for (count, split) in layouts {
-            for index in 0..count {
-                pipe.del(&keys.shard(index, split).all()[..]).ignore();
+    // Clear the unsplit layout, the old split and the new one; set the new one's stock.
+    let mut clear: Vec<(ShardKeys, Option<i64>)> = Vec::new();
+    for (index, _) in (0..).zip(new.tags()) {
+        let units =
+            stock / i64::from(shards) + i64::from(i64::from(index) < stock % i64::from(shards));
+        clear.push((keys.shard(&new, index), Some(units)));
+    }
+    let others = [Some(Layout::unsplit(product)), old];
+    for layout in others.iter().flatten() {
+        for index in 0..layout.shards() {
+            let shard = keys.shard(layout, index);
+            if !clear.iter().any(|(c, _)| c.stock == shard.stock) {
+                clear.push((shard, None));
             }
         }
-        for index in 0..shards {
-            let units =
-                stock / i64::from(shards) + i64::from(i64::from(index) < stock % i64::from(shards));
-            pipe.set(&keys.shard(index, shards).stock, units).ignore();
+    }
+    let conn = store.conn();
+    try_join_all(clear.iter().map(|(shard, units)| {
+        let mut conn = conn.clone();
+        async move {
+            let mut pipe = redis::pipe();
+            pipe.atomic().del(&shard.all()[..]).ignore();
+            if let Some(units) = units {
+                pipe.set(&shard.stock, units).ignore();
+            }
+            pipe.query_async::<()>(&mut conn).await
         }
-        pipe.hset_multiple(
+    }))
+    .await?;
+
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .del(&keys.audit)
+        .ignore()
+        .hset_multiple(
             &keys.meta,
             &[
                 ("initial", stock.to_string()),
                 ("shards", shards.to_string()),
+                ("tags", new.to_meta()),
             ],
         )
         .ignore();
-        // EXEC answers nil when the watched key changed: read again and retry.
-        let done: Option<()> = pipe.query_async(&mut conn).await?;
-        if done.is_some() {
-            return Ok(());
-        }
-    }
+    pipe.query_async::<()>(&mut store.conn()).await?;
+    Ok(new)
 }
+
+/// Tags for `shards` shards that go round-robin over `masters`: shard `i` on master
+/// `i mod M`. The plain tag `101/i` is kept when its slot is already there; otherwise the
+/// first of `101/i.1`, `101/i.2`, … that is (about M tries each). With one master (a
+/// standalone Redis) every plain tag qualifies, so nothing changes there.
+pub fn place(masters: &[Master], product: &ProductId, shards: u32) -> Layout {
+    if masters.len() <= 1 {
+        return Layout::plain(product, shards);
+    }
+    let tags = (0..shards)
+        .map(|index| {
+            let target = &masters[index as usize % masters.len()];
+            (0..MAX_PLACEMENT_TRIES)
+                .map(|attempt| shard_tag(product, index, attempt))
+                .find(|tag| target.serves(key_slot(tag.as_bytes())))
+                .unwrap_or_else(|| shard_tag(product, index, 0))
+        })
+        .collect();
+    Layout::from_tags(product, tags).unwrap_or_else(|| Layout::plain(product, shards))
+}
+
+/// Candidates tried per shard before giving up on its master (a master with almost no
+/// slots); the shard then keeps its plain tag, wherever that lands.
+const MAX_PLACEMENT_TRIES: u32 = 100_000;
 
 /// Deletes every lock of a product, whoever holds them, and wakes their waiters: the
 /// operator's way out of a setnx deadlock. Returns how many locks were held.
-pub async fn force_unlock(redis: &ConnectionManager, product: &ProductId) -> Result<u32, AppError> {
-    let shards = shard_count(redis, product).await?;
+pub async fn force_unlock(store: &Store, product: &ProductId) -> Result<u32, AppError> {
+    let layout = layout(store, product).await?;
     let keys = ProductKeys::new(product);
-    let mut freed = 0;
-    for index in 0..shards {
-        let shard = keys.shard(index, shards);
-        let deleted: u32 = scripts::FORCE_UNLOCK
-            .key(&shard.lock)
-            .key(&shard.lock_channel)
-            .arg("released")
-            .invoke_async(&mut redis.clone())
-            .await?;
-        freed += deleted;
-    }
-    Ok(freed)
+    let conn = store.conn();
+    let freed = try_join_all((0..layout.shards()).map(|index| {
+        let shard = keys.shard(&layout, index);
+        let mut conn = conn.clone();
+        async move {
+            scripts::FORCE_UNLOCK
+                .key(&shard.lock)
+                .key(&shard.lock_channel)
+                .arg("released")
+                .invoke_async::<u32>(&mut conn)
+                .await
+        }
+    }))
+    .await?;
+    Ok(freed.into_iter().sum())
 }
 
-/// The shard count of a product that was reset, or `UnknownProduct`.
-pub async fn shard_count(redis: &ConnectionManager, product: &ProductId) -> Result<u32, AppError> {
-    let keys = ProductKeys::new(product);
-    let shards: Option<u32> = redis.clone().hget(&keys.meta, "shards").await?;
-    shards
-        .map(|n| n.clamp(1, MAX_SHARDS))
+/// Where the shards of a product that was reset live, or `UnknownProduct`.
+pub async fn layout(store: &Store, product: &ProductId) -> Result<Layout, AppError> {
+    recorded_layout(store, product)
+        .await?
         .ok_or_else(|| AppError::UnknownProduct(product.to_string()))
 }
 
-/// The units left, summed over shards, and per shard.
-pub async fn remaining(
-    redis: &ConnectionManager,
-    product: &ProductId,
-) -> Result<(i64, Vec<i64>), AppError> {
-    let shards = shard_count(redis, product).await?;
+async fn recorded_layout(store: &Store, product: &ProductId) -> Result<Option<Layout>, AppError> {
     let keys = ProductKeys::new(product);
-    let mut pipe = redis::pipe();
-    for index in 0..shards {
-        pipe.get(&keys.shard(index, shards).stock);
-    }
-    let per_shard: Vec<Option<i64>> = pipe.query_async(&mut redis.clone()).await?;
+    let (shards, tags): (Option<u32>, Option<String>) = redis::cmd("HMGET")
+        .arg(&keys.meta)
+        .arg("shards")
+        .arg("tags")
+        .query_async(&mut store.conn())
+        .await?;
+    Ok(shards.map(|n| Layout::from_meta(product, n.clamp(1, MAX_SHARDS), tags.as_deref())))
+}
+
+/// The units left, summed over shards, and per shard.
+pub async fn remaining(store: &Store, product: &ProductId) -> Result<(i64, Vec<i64>), AppError> {
+    let layout = layout(store, product).await?;
+    let per_shard = shard_stocks(store, product, &layout).await?;
     let per_shard: Vec<i64> = per_shard
         .into_iter()
         .map(Option::unwrap_or_default)
         .collect();
     Ok((per_shard.iter().sum(), per_shard))
+}
+
+/// Each shard's stock key, one `GET` per shard (each on its own slot), all at once.
+pub async fn shard_stocks(
+    store: &Store,
+    product: &ProductId,
+    layout: &Layout,
+) -> Result<Vec<Option<i64>>, AppError> {
+    let keys = ProductKeys::new(product);
+    let conn = store.conn();
+    Ok(try_join_all((0..layout.shards()).map(|index| {
+        let stock = keys.shard(layout, index).stock;
+        let mut conn = conn.clone();
+        async move { conn.get::<_, Option<i64>>(stock).await }
+    }))
+    .await?)
 }
 
 /// The audit of one product.
@@ -149,9 +204,17 @@ pub struct Stats {
     /// Times a watchdog-lock holder found, at commit, that the lock was no longer its own
     /// (and so sold nothing).
     pub lock_lost: i64,
+    /// Sales answered 503 `unconfirmed`: `WAIT` saw fewer replicas than asked for in
+    /// time. Each is recorded as an order (it is in `sold` if it survived), but whether it
+    /// outlives a failover of its master nobody can say.
+    pub unconfirmed: i64,
     pub by_instance: BTreeMap<String, i64>,
     pub by_variant: BTreeMap<String, i64>,
     pub shard_remaining: Vec<i64>,
+    /// Each shard's hash tag, as the reset recorded it.
+    pub shard_tags: Vec<String>,
+    /// The master that holds each shard (`host:port`; the one server when standalone).
+    pub shard_nodes: Vec<String>,
     pub locks: Vec<LockState>,
 }
 
@@ -173,6 +236,7 @@ impl Stats {
                     "lock_busy" => self.lock_busy += count,
                     "lock_overlaps" => self.lock_overlaps += count,
                     "lock_lost" => self.lock_lost += count,
+                    "unconfirmed" => self.unconfirmed += count,
                     _ => {}
                 }
             }
@@ -191,31 +255,39 @@ pub struct LockState {
     pub never_expires: bool,
 }
 
-pub async fn stats(redis: &ConnectionManager, product: &ProductId) -> Result<Stats, AppError> {
+pub async fn stats(store: &Store, product: &ProductId) -> Result<Stats, AppError> {
     let keys = ProductKeys::new(product);
-    let mut conn = redis.clone();
-    let meta: BTreeMap<String, i64> = conn.hgetall(&keys.meta).await?;
-    let (Some(&initial), Some(&shards)) = (meta.get("initial"), meta.get("shards")) else {
+    let mut conn = store.conn();
+    let meta: BTreeMap<String, String> = conn.hgetall(&keys.meta).await?;
+    let number = |field: &str| meta.get(field).and_then(|v| v.parse::<i64>().ok());
+    let (Some(initial), Some(shards)) = (number("initial"), number("shards")) else {
         return Err(AppError::UnknownProduct(product.to_string()));
     };
     let shards = u32::try_from(shards).unwrap_or(1).clamp(1, MAX_SHARDS);
+    let layout = Layout::from_meta(product, shards, meta.get("tags").map(String::as_str));
 
-    let mut pipe = redis::pipe();
-    for index in 0..shards {
-        let shard = keys.shard(index, shards);
-        pipe.get(&shard.stock)
-            .hlen(&shard.orders)
-            .hgetall(&shard.audit)
-            .pttl(&shard.lock);
-    }
+    // One pipeline per shard, each on its own slot, all at once.
     type ShardRow = (Option<i64>, i64, BTreeMap<String, i64>, i64);
-    let rows: Vec<ShardRow> = pipe.query_async(&mut conn).await?;
+    let rows: Vec<ShardRow> = try_join_all((0..layout.shards()).map(|index| {
+        let shard = keys.shard(&layout, index);
+        let mut conn = conn.clone();
+        async move {
+            let mut pipe = redis::pipe();
+            pipe.get(&shard.stock)
+                .hlen(&shard.orders)
+                .hgetall(&shard.audit)
+                .pttl(&shard.lock);
+            pipe.query_async::<ShardRow>(&mut conn).await
+        }
+    }))
+    .await?;
     // A split product keeps its request counters apart from its shards'.
     let product_audit: BTreeMap<String, i64> = if shards > 1 {
         conn.hgetall(&keys.audit).await?
     } else {
         BTreeMap::new()
     };
+    let masters = store.masters().await?;
 
     let mut stats = Stats {
         product: product.to_string(),
@@ -229,9 +301,12 @@ pub async fn stats(redis: &ConnectionManager, product: &ProductId) -> Result<Sta
         lock_busy: 0,
         lock_overlaps: 0,
         lock_lost: 0,
+        unconfirmed: 0,
         by_instance: BTreeMap::new(),
         by_variant: BTreeMap::new(),
         shard_remaining: Vec::with_capacity(rows.len()),
+        shard_tags: layout.tags().to_vec(),
+        shard_nodes: Vec::with_capacity(rows.len()),
         locks: Vec::with_capacity(rows.len()),
     };
     for (index, (stock, orders, audit, pttl)) in (0..).zip(rows) {
@@ -240,6 +315,12 @@ pub async fn stats(redis: &ConnectionManager, product: &ProductId) -> Result<Sta
         stats.shard_remaining.push(stock);
         stats.sold += orders;
         stats.add(audit);
+        let shard = keys.shard(&layout, index);
+        stats.shard_nodes.push(
+            master_of(&masters, &shard.stock)
+                .map(|m| m.addr.clone())
+                .unwrap_or_default(),
+        );
         // PTTL: -2 no key, -1 no expiry, otherwise milliseconds left.
         stats.locks.push(LockState {
             shard: index,

@@ -10,7 +10,6 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{BoxError, Json, Router};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde_json::json;
 use tokio::net::{TcpListener, TcpSocket};
 use tower::ServiceBuilder;
@@ -23,6 +22,7 @@ use crate::lock::{OwnerIds, WatchdogLocks};
 use crate::metrics::Metrics;
 use crate::routes;
 use crate::state::{AppState, Settings};
+use crate::store::{Store, StoreConfig};
 use crate::variants::LuaBatches;
 
 pub struct Application {
@@ -44,24 +44,25 @@ impl Application {
             .unwrap_or_else(|| instance_id_from(local_addr));
         check_instance_id(&instance)?;
 
-        let redis_timeout = args.limits.redis_timeout();
-        let client = redis_client(&args)?;
-        let pool = pool(&client, redis_timeout)?;
-        let redis =
-            ConnectionManager::new_lazy_with_config(client.clone(), manager_config(redis_timeout))
-                .context("creating the redis connection")?;
+        let store = Store::connect(store_config(&args)?)?;
+        let settings = Settings::new(&args, instance.clone());
         let lease = Duration::from_millis(args.limits.lock_lease_ms);
-        let locks = WatchdogLocks::start(client, redis.clone(), lease, LOCK_CHANNEL_PATTERN);
+        let locks = WatchdogLocks::start(
+            store.subscribe_targets(),
+            store.conn(),
+            lease,
+            LOCK_CHANNEL_PATTERN,
+        );
 
         let lua = LuaBatches::start(
-            redis.clone(),
+            store.conn(),
             instance.as_str().into(),
             usize::try_from(args.limits.max_in_flight).unwrap_or(usize::MAX),
+            settings.wait,
         );
         let state = AppState {
-            redis,
-            pool,
-            settings: Arc::new(Settings::new(&args, instance.clone())),
+            store,
+            settings: Arc::new(settings),
             metrics: Arc::new(Metrics::new(locks.counters())),
             owners: Arc::new(OwnerIds::new()),
             locks,
@@ -147,43 +148,18 @@ async fn overloaded(err: BoxError) -> Response {
     response
 }
 
-/// Fail fast while Redis is away: every command and every connection attempt is bounded by
-/// `timeout`, and reconnection is retried in the background rather than by waiting callers.
-fn manager_config(timeout: Duration) -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout))
-        .set_number_of_retries(1)
-        .set_min_delay(Duration::from_millis(50))
-        .set_max_delay(Duration::from_millis(500))
-}
-
-/// The Redis client: the URL (password, database, `rediss://` included), and the CA to
-/// trust for TLS when one is given.
-fn redis_client(args: &ServeArgs) -> anyhow::Result<redis::Client> {
-    let url = args.redis_url.as_str();
-    let Some(ca) = &args.redis_tls_ca else {
-        return redis::Client::open(url).context("--redis-url");
+/// The stock store's topology and URLs, and the CA to trust for `rediss://` when one is given.
+fn store_config(args: &ServeArgs) -> anyhow::Result<StoreConfig> {
+    let tls_ca = match &args.redis_tls_ca {
+        Some(ca) => Some(std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?),
+        None => None,
     };
-    let root_cert = std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
-    let certificates = redis::TlsCertificates {
-        client_tls: None,
-        root_cert: Some(root_cert),
-    };
-    redis::Client::build_with_tls(url, certificates).context("--redis-url with --redis-tls-ca")
-}
-
-/// A few exclusive connections, made like the shared one (same URL, same TLS trust).
-fn pool(client: &redis::Client, timeout: Duration) -> anyhow::Result<deadpool_redis::Pool> {
-    let manager = deadpool_redis::Manager::new(client.get_connection_info().clone())?;
-    deadpool_redis::Pool::builder(manager)
-        .max_size(8)
-        .wait_timeout(Some(timeout))
-        .create_timeout(Some(timeout))
-        .recycle_timeout(Some(timeout))
-        .runtime(deadpool_redis::Runtime::Tokio1)
-        .build()
-        .context("creating the redis pool")
+    Ok(StoreConfig {
+        mode: args.redis_mode,
+        urls: args.redis_url.clone(),
+        tls_ca,
+        timeout: args.limits.redis_timeout(),
+    })
 }
 
 async fn shutdown_signal() {

@@ -2,21 +2,20 @@
 
 use std::sync::Arc;
 
-use redis::aio::ConnectionManager;
-
 use crate::config::{Limits, ServeArgs};
 use crate::lock::{OwnerIds, WatchdogLocks};
 use crate::metrics::Metrics;
-use crate::variants::{LuaBatches, Variant};
+use crate::store::Store;
+use crate::variant::Variant;
+use crate::variants::{LuaBatches, ReplicaWait};
 
 #[derive(Clone)]
 pub struct AppState {
-    /// One multiplexed connection shared by every request: commands from many tasks are
-    /// pipelined onto it, so Redis access never waits for a free connection. Reconnects
-    /// by itself when Redis comes back.
-    pub redis: ConnectionManager,
-    /// Exclusive connections, for what cannot share one (`WATCH` in an admin reset).
-    pub pool: deadpool_redis::Pool,
+    /// The stock store: stock, orders, audit (and, for now, the locks). Its connection is
+    /// multiplexed and shared by every request: commands from many tasks are pipelined
+    /// onto it, so Redis access never waits for a free connection. It reconnects by
+    /// itself when Redis comes back (and follows a Cluster's failovers).
+    pub store: Store,
     pub settings: Arc<Settings>,
     pub metrics: Arc<Metrics>,
     pub owners: Arc<OwnerIds>,
@@ -34,6 +33,8 @@ pub struct Settings {
     pub faults: bool,
     pub default_variant: Variant,
     pub limits: Limits,
+    /// `--redis-wait-replicas`, when above 0.
+    pub wait: Option<ReplicaWait>,
 }
 
 impl Settings {
@@ -44,6 +45,10 @@ impl Settings {
             faults: args.faults,
             default_variant: args.default_variant,
             limits: args.limits.clone(),
+            wait: (args.redis_wait_replicas > 0).then(|| ReplicaWait {
+                replicas: args.redis_wait_replicas,
+                timeout: std::time::Duration::from_millis(args.redis_wait_timeout_ms),
+            }),
         }
     }
 }

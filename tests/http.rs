@@ -113,7 +113,7 @@ async fn redis_away_is_503_then_recovers() {
     let (status, _) = cluster.get(0, "/healthz").await;
     assert_eq!(status, 200, "the process itself is healthy");
 
-    cluster.redis.restart();
+    cluster.redis.restart_empty();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let (status, _) = cluster.get(0, "/readyz").await;

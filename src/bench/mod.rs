@@ -23,7 +23,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::variants::Variant;
+use crate::variant::Variant;
 
 /// Flags of `seckill bench`.
 #[derive(Debug, Clone, Args)]

@@ -8,7 +8,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::{BenchArgs, Row, Scenario, progression};
-use crate::variants::Variant;
+use crate::variant::Variant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

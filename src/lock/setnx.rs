@@ -1,9 +1,9 @@
 //! The seed's first lock: `SETNX` and `DEL`.
 
 use redis::AsyncCommands;
-use redis::aio::ConnectionManager;
 
 use super::LockError;
+use crate::store::RedisConn;
 
 /// `SETNX lock <holder>` with no TTL; `DEL lock` in a `finally`.
 ///
@@ -12,13 +12,13 @@ use super::LockError;
 /// the key whoever holds it. The holder id is stored only so that a person can see who
 /// holds it; it is never checked.
 pub struct SetnxLock {
-    conn: ConnectionManager,
+    conn: RedisConn,
     key: String,
     holder: String,
 }
 
 impl SetnxLock {
-    pub fn new(conn: ConnectionManager, key: &str, holder: &str) -> Self {
+    pub fn new(conn: RedisConn, key: &str, holder: &str) -> Self {
         Self {
             conn,
             key: key.to_owned(),

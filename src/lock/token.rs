@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, SetExpiry, SetOptions};
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{LockError, retry_delay};
 use crate::scripts;
+use crate::store::RedisConn;
 
 /// `SET lock <uuid> NX PX ttl`, released by an atomic compare-and-delete script.
 ///
@@ -16,14 +16,14 @@ use crate::scripts;
 /// holder and a second holder gets in; the first one's release then finds a token that is
 /// not its own and leaves it alone (that much the token buys).
 pub struct TokenLock {
-    conn: ConnectionManager,
+    conn: RedisConn,
     key: String,
     token: String,
     ttl: Duration,
 }
 
 impl TokenLock {
-    pub fn new(conn: ConnectionManager, key: &str, ttl: Duration) -> Self {
+    pub fn new(conn: RedisConn, key: &str, ttl: Duration) -> Self {
         Self {
             conn,
             key: key.to_owned(),

@@ -25,13 +25,13 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use prometheus_client::metrics::counter::Counter;
 use redis::AsyncCommands;
-use redis::aio::ConnectionManager;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::LockError;
 use crate::scripts;
+use crate::store::RedisConn;
 
 /// Redisson's `lockWatchdogTimeout`: the lease used, and renewed, when none is asked for.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -62,7 +62,7 @@ pub struct WatchdogLocks {
 }
 
 struct Shared {
-    conn: ConnectionManager,
+    conn: RedisConn,
     lease: Duration,
     /// Waiters by release channel, oldest first.
     waiters: Mutex<HashMap<String, VecDeque<Arc<Waiter>>>>,
@@ -76,10 +76,12 @@ struct Waiter {
 
 impl WatchdogLocks {
     /// Starts the instance's subscription to every lock's release channel, matched by
-    /// `channel_pattern` (e.g. `seckill:*:lock:released`). It reconnects by itself.
+    /// `channel_pattern` (e.g. `seckill:*:lock:released`), on the first of `nodes` that
+    /// answers. It reconnects by itself, to the next node when one goes away (on a Cluster
+    /// every node hears every `PUBLISH`).
     pub fn start(
-        client: redis::Client,
-        conn: ConnectionManager,
+        nodes: Vec<redis::Client>,
+        conn: RedisConn,
         lease: Duration,
         channel_pattern: &str,
     ) -> Self {
@@ -90,7 +92,7 @@ impl WatchdogLocks {
             counters: WatchdogCounters::default(),
         });
         tokio::spawn(subscribe(
-            client,
+            nodes,
             channel_pattern.to_owned(),
             Arc::downgrade(&shared),
         ));
@@ -193,9 +195,9 @@ impl Shared {
 }
 
 /// The instance's one subscription: every release message wakes one local waiter.
-async fn subscribe(client: redis::Client, pattern: String, shared: Weak<Shared>) {
+async fn subscribe(nodes: Vec<redis::Client>, pattern: String, shared: Weak<Shared>) {
     let mut backoff = Duration::from_millis(50);
-    loop {
+    for client in nodes.iter().cycle() {
         let connected =
             tokio::time::timeout(Duration::from_secs(2), client.get_async_pubsub()).await;
         if let Ok(Ok(mut pubsub)) = connected

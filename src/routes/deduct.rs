@@ -62,7 +62,14 @@ struct Answer {
     order: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     shard: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'static str>,
 }
+
+/// What an `unconfirmed` answer tells the client, plainly.
+const UNCONFIRMED: &str = "the unit was taken and the order recorded on the master, but too few \
+    replicas confirmed it in time: it may or may not survive a failover; do not retry blindly, \
+    look the order up";
 
 async fn deduct(
     state: AppState,
@@ -95,7 +102,9 @@ async fn run(
     let knobs = Knobs::parse(variant, &params, &settings.limits, settings.faults)?;
     let product = knobs.product.to_string();
     let deduction = Deduction {
-        redis: state.redis.clone(),
+        redis: state.store.conn(),
+        store: state.store.clone(),
+        wait: settings.wait,
         product: ProductKeys::new(&knobs.product),
         knobs,
         variant,
@@ -126,6 +135,7 @@ fn answer(state: &AppState, variant: Variant, product: String, outcome: Outcome)
         Outcome::LockBusy => StatusCode::TOO_MANY_REQUESTS,
         Outcome::LockLost => StatusCode::SERVICE_UNAVAILABLE,
         Outcome::Abandoned => StatusCode::INTERNAL_SERVER_ERROR,
+        Outcome::Unconfirmed { .. } => StatusCode::SERVICE_UNAVAILABLE,
     };
     let mut answer = Answer {
         outcome: outcome.name(),
@@ -135,6 +145,7 @@ fn answer(state: &AppState, variant: Variant, product: String, outcome: Outcome)
         remaining: None,
         order: None,
         shard: None,
+        note: None,
     };
     match outcome {
         Outcome::Deducted {
@@ -147,6 +158,11 @@ fn answer(state: &AppState, variant: Variant, product: String, outcome: Outcome)
             answer.shard = Some(shard);
         }
         Outcome::SoldOut { remaining } => answer.remaining = Some(remaining),
+        Outcome::Unconfirmed { order, shard } => {
+            answer.order = Some(order);
+            answer.shard = Some(shard);
+            answer.note = Some(UNCONFIRMED);
+        }
         Outcome::LockBusy | Outcome::LockLost | Outcome::Abandoned => {}
     }
     let mut response = json(status, &answer);

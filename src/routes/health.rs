@@ -24,8 +24,9 @@ async fn healthz(State(state): State<AppState>) -> Json<Value> {
 }
 
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
+    // On a Cluster, PING goes to every master: ready when all of them answer.
     let _: String = redis::cmd("PING")
-        .query_async(&mut state.redis.clone())
+        .query_async(&mut state.store.conn())
         .await?;
     Ok(Json(
         json!({ "status": "ready", "instance": &*state.settings.instance }),

@@ -25,7 +25,7 @@ async fn stock(
     headers: HeaderMap,
 ) -> Result<Json<Value>, AppError> {
     let product = product_param(query.as_deref(), &headers)?;
-    let (remaining, per_shard) = product::remaining(&state.redis, &product).await?;
+    let (remaining, per_shard) = product::remaining(&state.store, &product).await?;
     Ok(Json(json!({
         "product": product.as_str(),
         "remaining": remaining,
@@ -39,7 +39,7 @@ async fn stats(
     headers: HeaderMap,
 ) -> Result<Json<Stats>, AppError> {
     let product = product_param(query.as_deref(), &headers)?;
-    Ok(Json(product::stats(&state.redis, &product).await?))
+    Ok(Json(product::stats(&state.store, &product).await?))
 }
 
 /// `product` is the only parameter these take.

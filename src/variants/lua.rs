@@ -13,14 +13,14 @@ use std::sync::Arc;
 
 use futures_util::future::join_all;
 use redis::RedisError;
-use redis::aio::ConnectionManager;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::{Deduction, Outcome, Variant};
+use super::{Deduction, Outcome, ReplicaWait, Variant};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
 use crate::scripts;
+use crate::store::RedisConn;
 
 /// Most deductions in one call. Past a few dozen, a bigger call saves nothing more.
 pub const MAX_BATCH: usize = 128;
@@ -32,7 +32,7 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let taken = if d.knobs.batch {
         d.lua.deduct(shard, order.clone()).await?
     } else {
-        call(&mut d.redis.clone(), &d.instance, &shard, &[&order])
+        call(&mut d.redis.clone(), &d.instance, &shard, &[&order], d.wait)
             .await
             .map(|sold| sold.of(0))?
     };
@@ -44,45 +44,61 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
             order,
             shard: index,
         }),
+        Taken::Unconfirmed => Ok(Outcome::Unconfirmed {
+            order,
+            shard: index,
+        }),
     }
 }
 
 /// What one deduction got from a call of the script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Taken {
-    Unit { remaining: i64 },
+    Unit {
+        remaining: i64,
+    },
+    /// A unit taken and recorded, that too few replicas confirmed in time.
+    Unconfirmed,
     SoldOut,
     NotForSale,
 }
 
 /// What the script answered for a call: the stock before it, and how many units it sold
-/// (to the first deductions of the call); `None` when the product has no stock key.
+/// (to the first deductions of the call); `None` when the product has no stock key. And
+/// whether the replicas asked for confirmed the call's sales.
 #[derive(Debug, Clone, Copy)]
-struct Sold(Option<(i64, i64)>);
+struct Sold {
+    script: Option<(i64, i64)>,
+    confirmed: bool,
+}
 
 impl Sold {
     /// What the `i`-th deduction of the call (from 0) got.
     fn of(self, i: usize) -> Taken {
-        let Some((before, sold)) = self.0 else {
+        let Some((before, sold)) = self.script else {
             return Taken::NotForSale;
         };
         let i = i as i64;
-        if i < sold {
+        if i >= sold {
+            Taken::SoldOut
+        } else if !self.confirmed {
+            Taken::Unconfirmed
+        } else {
             Taken::Unit {
                 remaining: before - i - 1,
             }
-        } else {
-            Taken::SoldOut
         }
     }
 }
 
-/// Runs `deduct.lua` for `orders`, in that order, on one shard.
+/// Runs `deduct.lua` for `orders`, in that order, on one shard; with `wait`, one `WAIT` for
+/// the replicas covers every sale of the call.
 async fn call(
-    redis: &mut ConnectionManager,
+    redis: &mut RedisConn,
     instance: &str,
     shard: &ShardKeys,
     orders: &[&str],
+    wait: Option<ReplicaWait>,
 ) -> Result<Sold, RedisError> {
     let mut script = scripts::DEDUCT.prepare_invoke();
     script
@@ -94,7 +110,14 @@ async fn call(
     for order in orders {
         script.arg(*order);
     }
-    Ok(Sold(script.invoke_async(redis).await?))
+    let result: Option<(i64, i64)> = script.invoke_async(redis).await?;
+    let sold = result.map_or(0, |(_, sold)| sold);
+    let confirmed =
+        sold == 0 || ReplicaWait::confirm(wait, redis, &shard.stock, &shard.audit, sold).await;
+    Ok(Sold {
+        script: result,
+        confirmed,
+    })
 }
 
 /// A deduction waiting for its call.
@@ -113,9 +136,14 @@ pub struct LuaBatches {
 impl LuaBatches {
     /// Starts the sending task. `capacity` bounds the queue (requests past it wait to
     /// join it); the instance's in-flight limit keeps it well below that.
-    pub fn start(redis: ConnectionManager, instance: Arc<str>, capacity: usize) -> Self {
+    pub fn start(
+        redis: RedisConn,
+        instance: Arc<str>,
+        capacity: usize,
+        wait: Option<ReplicaWait>,
+    ) -> Self {
         let (queue, arrived) = mpsc::channel(capacity.max(1));
-        tokio::spawn(send_batches(arrived, redis, instance));
+        tokio::spawn(send_batches(arrived, redis, instance, wait));
         Self { queue }
     }
 
@@ -137,8 +165,9 @@ impl LuaBatches {
 /// arrives meanwhile is the next lot.
 async fn send_batches(
     mut arrived: mpsc::Receiver<Waiting>,
-    redis: ConnectionManager,
+    redis: RedisConn,
     instance: Arc<str>,
+    wait: Option<ReplicaWait>,
 ) {
     let mut lot = Vec::with_capacity(MAX_BATCH);
     while arrived.recv_many(&mut lot, MAX_BATCH).await > 0 {
@@ -156,17 +185,23 @@ async fn send_batches(
         }
         if by_shard.len() == 1 {
             let batch = by_shard.pop().expect("one batch");
-            send(redis.clone(), &instance, batch).await;
+            send(redis.clone(), &instance, batch, wait).await;
         } else {
+            // One call per shard, each on its own slot, all at once.
             let sends = by_shard.into_iter();
-            join_all(sends.map(|batch| send(redis.clone(), &instance, batch))).await;
+            join_all(sends.map(|batch| send(redis.clone(), &instance, batch, wait))).await;
         }
     }
 }
 
-async fn send(mut redis: ConnectionManager, instance: &str, batch: Vec<Waiting>) {
+async fn send(
+    mut redis: RedisConn,
+    instance: &str,
+    batch: Vec<Waiting>,
+    wait: Option<ReplicaWait>,
+) {
     let orders: Vec<&str> = batch.iter().map(|w| w.order.as_str()).collect();
-    let sold = call(&mut redis, instance, &batch[0].shard, &orders).await;
+    let sold = call(&mut redis, instance, &batch[0].shard, &orders, wait).await;
     for (i, waiting) in batch.into_iter().enumerate() {
         let _ = waiting
             .answer
@@ -180,11 +215,15 @@ mod tests {
 
     #[test]
     fn the_first_deductions_of_a_call_get_the_units_it_sold() {
-        let sold = Sold(Some((3, 2)));
+        let answer = |script, confirmed| Sold { script, confirmed };
+        let sold = answer(Some((3, 2)), true);
         assert_eq!(sold.of(0), Taken::Unit { remaining: 2 });
         assert_eq!(sold.of(1), Taken::Unit { remaining: 1 });
         assert_eq!(sold.of(2), Taken::SoldOut);
-        assert_eq!(Sold(Some((-4, 0))).of(0), Taken::SoldOut);
-        assert_eq!(Sold(None).of(0), Taken::NotForSale);
+        assert_eq!(answer(Some((-4, 0)), true).of(0), Taken::SoldOut);
+        assert_eq!(answer(None, true).of(0), Taken::NotForSale);
+        let unconfirmed = answer(Some((3, 2)), false);
+        assert_eq!(unconfirmed.of(1), Taken::Unconfirmed);
+        assert_eq!(unconfirmed.of(2), Taken::SoldOut);
     }
 }

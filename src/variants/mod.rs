@@ -12,15 +12,13 @@ mod setnx;
 mod token;
 mod watchdog;
 
+pub use crate::variant::Variant;
 pub use lua::{LuaBatches, MAX_BATCH};
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use redis::aio::ConnectionManager;
-use serde::Serialize;
 use uuid::Uuid;
 
 use crate::error::AppError;
@@ -29,74 +27,12 @@ use crate::knobs::Knobs;
 use crate::lock::WatchdogLocks;
 use crate::metrics::Metrics;
 use crate::scripts;
+use crate::store::{RedisConn, Store};
 
 /// How long past its own work a holder may stay in the audit's "inside" set: the time it
 /// needs for its last Redis round trips under load. A holder that dies inside stops
 /// counting as inside after its work plus this margin.
 const INSIDE_MARGIN: Duration = Duration::from_secs(2);
-
-/// One step of the progression.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Variant {
-    Naive,
-    Setnx,
-    Token,
-    Watchdog,
-    Segmented,
-    Lua,
-}
-
-impl Variant {
-    /// Every variant, in the progression's order.
-    pub const ALL: [Variant; 6] = [
-        Self::Naive,
-        Self::Setnx,
-        Self::Token,
-        Self::Watchdog,
-        Self::Segmented,
-        Self::Lua,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Naive => "naive",
-            Self::Setnx => "setnx",
-            Self::Token => "token",
-            Self::Watchdog => "watchdog",
-            Self::Segmented => "segmented",
-            Self::Lua => "lua",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|v| v.name() == name)
-    }
-
-    /// Whether a deduction holds a lock it must give back (and so must not be cut short).
-    pub fn takes_a_lock(self) -> bool {
-        !matches!(self, Self::Naive | Self::Lua)
-    }
-
-    /// The knobs this variant takes besides `product`.
-    pub fn knobs(self) -> &'static [&'static str] {
-        match self {
-            Self::Naive => &["work_ms"],
-            Self::Setnx => &["work_ms", "fault", "pause_ms"],
-            Self::Token => &["work_ms", "ttl_ms", "wait_ms", "fault", "pause_ms"],
-            Self::Watchdog | Self::Segmented => {
-                &["work_ms", "lease_ms", "wait_ms", "fault", "pause_ms"]
-            }
-            Self::Lua => &["batch"],
-        }
-    }
-}
-
-impl fmt::Display for Variant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// What a deduction came to. Each maps to its own status code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +52,10 @@ pub enum Outcome {
     LockLost,
     /// 500 (fault injection only): the holder stopped without releasing its lock.
     Abandoned,
+    /// 503: the unit was taken and its order recorded on the shard's master, but `WAIT`
+    /// saw fewer replicas than `--redis-wait-replicas` have it in time: it may or may not
+    /// survive a failover of that master. Counted as `unconfirmed` in `/stats`.
+    Unconfirmed { order: String, shard: u32 },
 }
 
 impl Outcome {
@@ -126,6 +66,7 @@ impl Outcome {
             Self::LockBusy => "lock_busy",
             Self::LockLost => "lock_lost",
             Self::Abandoned => "abandoned",
+            Self::Unconfirmed { .. } => "unconfirmed",
         }
     }
 }
@@ -138,9 +79,49 @@ enum Take {
     Set(i64),
 }
 
+/// `--redis-wait-replicas`: how many replicas must have a sale before it is answered 200,
+/// and how long `WAIT` may take to say so.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplicaWait {
+    pub replicas: u32,
+    pub timeout: Duration,
+}
+
+impl ReplicaWait {
+    /// After a sale written on `conn` to the slot of `key`: true when enough replicas have
+    /// it. When they do not (or the master went away meanwhile), the `count` sales are
+    /// counted as unconfirmed in `audit` where that can still be written.
+    pub async fn confirm(
+        wait: Option<Self>,
+        conn: &mut RedisConn,
+        key: &str,
+        audit: &str,
+        count: i64,
+    ) -> bool {
+        let Some(wait) = wait else {
+            return true;
+        };
+        match conn.wait_replicas(key, wait.replicas, wait.timeout).await {
+            Ok(acked) if acked >= wait.replicas => true,
+            outcome => {
+                tracing::warn!(?outcome, wanted = wait.replicas, %key, "sale not confirmed by replicas");
+                let counted: Result<i64, _> = conn.hincr(audit, "unconfirmed", count).await;
+                if let Err(err) = counted {
+                    tracing::warn!(error = %err, "unconfirmed sales not counted in the audit");
+                }
+                false
+            }
+        }
+    }
+}
+
 /// Everything one deduction needs.
 pub struct Deduction {
-    pub redis: ConnectionManager,
+    pub redis: RedisConn,
+    /// The stock store, for what spans shards (segmented's look at every shard).
+    pub store: Store,
+    /// Replicas every sale must reach before it is answered 200.
+    pub wait: Option<ReplicaWait>,
     pub product: ProductKeys,
     pub knobs: Knobs,
     pub variant: Variant,
@@ -179,7 +160,7 @@ impl Deduction {
 
     /// The keys of an unsplit product.
     fn whole_stock(&self) -> ShardKeys {
-        self.product.shard(0, 1)
+        self.product.whole()
     }
 
     /// The seed's business logic, run while holding a lock: enter (the audit notes who
@@ -237,11 +218,18 @@ impl Deduction {
             Take::Set(value) => script.arg("set").arg(value),
         };
         script.arg(fence.unwrap_or_default());
-        let remaining: i64 = script.invoke_async(&mut self.redis.clone()).await?;
+        let mut conn = self.redis.clone();
+        let remaining: i64 = script.invoke_async(&mut conn).await?;
         match remaining {
             -2 => return Err(self.not_for_sale().await),
             -3 => return Ok(Outcome::LockLost),
             _ => {}
+        }
+        if !ReplicaWait::confirm(self.wait, &mut conn, &shard.stock, &shard.audit, 1).await {
+            return Ok(Outcome::Unconfirmed {
+                order,
+                shard: shard.index,
+            });
         }
         Ok(Outcome::Deducted {
             remaining,

@@ -12,18 +12,14 @@ use crate::error::AppError;
 use crate::product;
 
 pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
-    let shards = product::shard_count(&d.redis, &d.product.product).await?;
+    let layout = product::layout(&d.store, &d.product.product).await?;
     // A look at every shard without locks: stock only ever goes down, so a shard seen
     // empty is empty, and nobody queues for its lock.
-    let mut peek = redis::pipe();
-    for index in 0..shards {
-        peek.get(&d.product.shard(index, shards).stock);
-    }
-    let stocks: Vec<Option<i64>> = peek.query_async(&mut d.redis.clone()).await?;
+    let stocks = product::shard_stocks(&d.store, &d.product.product, &layout).await?;
     if stocks.iter().all(Option::is_none) {
         return Err(d.not_for_sale().await);
     }
-    let with_stock: Vec<u32> = (0..shards)
+    let with_stock: Vec<u32> = (0..layout.shards())
         .zip(&stocks)
         .filter(|(_, stock)| stock.is_some_and(|s| s > 0))
         .map(|(index, _)| index)
@@ -38,7 +34,7 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     for k in 0..with_stock.len() {
         let shard = d
             .product
-            .shard(with_stock[(start + k) % with_stock.len()], shards);
+            .shard(&layout, with_stock[(start + k) % with_stock.len()]);
         let wait = deadline.saturating_duration_since(Instant::now());
         match watchdog::deduct_from(d, &shard, wait).await? {
             // Emptied since the look: on to the next shard.

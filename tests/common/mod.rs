@@ -3,16 +3,17 @@
 
 #![allow(dead_code)] // each test binary uses a different part of the helpers
 
+pub mod redis_cluster;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::AsyncCommands;
 use serde_json::{Value, json};
 
 /// A port nobody listens on right now.
@@ -43,7 +44,8 @@ fn print_log(name: &str, path: &PathBuf) {
     }
 }
 
-/// A real `redis-server` on a free loopback port, with no persistence.
+/// A real `redis-server` on a free loopback port, durable as the project runs it: AOF with
+/// `appendfsync always`, in its own data directory.
 pub struct RedisServer {
     child: Option<Child>,
     pub port: u16,
@@ -60,7 +62,11 @@ impl RedisServer {
     /// With extra `redis-server` arguments; `{port}` in them stands for the chosen port
     /// (for `--tls-port {port} --port 0`).
     pub fn start_with(extra: &[&str]) -> Self {
-        let port = free_port();
+        Self::start_on(free_port(), extra)
+    }
+
+    /// On `port`, with extra `redis-server` arguments.
+    pub fn start_on(port: u16, extra: &[&str]) -> Self {
         let mut server = Self {
             child: None,
             port,
@@ -78,6 +84,11 @@ impl RedisServer {
         &self.dir
     }
 
+    /// Whether the process is still there (not killed by the test).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     fn spawn(&mut self) {
         let port = self.port.to_string();
         let plain = !self.extra.iter().any(|a| a == "--tls-port");
@@ -85,7 +96,14 @@ impl RedisServer {
             .args(if plain { vec!["--port", &port] } else { vec![] })
             .args(["--bind", "127.0.0.1"])
             .args(&self.extra)
-            .args(["--save", "", "--appendonly", "no"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
             .arg("--dir")
             .arg(&self.dir)
             .arg("--logfile")
@@ -114,7 +132,7 @@ impl RedisServer {
             .expect("a connection to the test redis")
     }
 
-    /// Kills the server (SIGKILL): everything in it is lost.
+    /// Kills the server (SIGKILL): what it had not written to its AOF is lost.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -122,9 +140,18 @@ impl RedisServer {
         }
     }
 
-    /// Starts it again, empty, on the same port.
+    /// Starts it again on the same port and the same AOF (after `kill`: a crash and a
+    /// restart).
     pub fn restart(&mut self) {
         self.kill();
+        self.spawn();
+    }
+
+    /// Starts it again on the same port with its data gone: a Redis that lost everything.
+    pub fn restart_empty(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        std::fs::create_dir_all(&self.dir).expect("a scratch directory");
         self.spawn();
     }
 }
@@ -346,27 +373,51 @@ impl Cluster {
         load_urls(http, vec![url], requests, concurrency, false)
     }
 
+    /// A load to `url` that goes on until `stop` is set (or `requests` were sent), and does
+    /// not borrow the cluster.
+    pub fn load_until(
+        http: reqwest::Client,
+        url: String,
+        requests: usize,
+        concurrency: usize,
+        stop: Arc<AtomicBool>,
+    ) -> impl Future<Output = LoadReport> + Send + 'static {
+        load_urls_until(http, vec![url], requests, concurrency, false, stop)
+    }
+
     /// Every order id recorded in Redis for a product, over all its shards.
     pub async fn recorded_orders(&self, product: &str) -> BTreeMap<String, String> {
-        let mut conn = self.redis.conn().await;
-        let shards: Option<u32> = conn
-            .hget(format!("seckill:{{{product}}}:meta"), "shards")
+        recorded_orders(&mut self.redis.conn().await, product).await
+    }
+}
+
+/// Every order id recorded for a product, over all its shards, wherever the reset put them
+/// (the tags in its meta).
+pub async fn recorded_orders(
+    conn: &mut impl redis::aio::ConnectionLike,
+    product: &str,
+) -> BTreeMap<String, String> {
+    let meta: BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(format!("seckill:{{{product}}}:meta"))
+        .query_async(conn)
+        .await
+        .unwrap();
+    let tags: Vec<String> = match meta.get("tags") {
+        Some(tags) if meta.get("shards").is_some_and(|n| n != "1") => {
+            tags.split(',').map(str::to_owned).collect()
+        }
+        _ => vec![product.to_owned()],
+    };
+    let mut orders = BTreeMap::new();
+    for tag in tags {
+        let shard: BTreeMap<String, String> = redis::cmd("HGETALL")
+            .arg(format!("seckill:{{{tag}}}:orders"))
+            .query_async(conn)
             .await
             .unwrap();
-        let tags: Vec<String> = match shards.unwrap_or(1) {
-            1 => vec![product.to_owned()],
-            n => (0..n).map(|i| format!("{product}/{i}")).collect(),
-        };
-        let mut orders = BTreeMap::new();
-        for tag in tags {
-            let shard: BTreeMap<String, String> = conn
-                .hgetall(format!("seckill:{{{tag}}}:orders"))
-                .await
-                .unwrap();
-            orders.extend(shard);
-        }
-        orders
+        orders.extend(shard);
     }
+    orders
 }
 
 /// `requests` POSTs spread over `urls`, from `concurrency` workers.
@@ -377,16 +428,30 @@ async fn load_urls(
     concurrency: usize,
     stop_when_sold_out: bool,
 ) -> LoadReport {
+    let never = Arc::new(AtomicBool::new(false));
+    load_urls_until(http, urls, requests, concurrency, stop_when_sold_out, never).await
+}
+
+/// Like `load_urls`, and every worker also stops once `stop` is set.
+async fn load_urls_until(
+    http: reqwest::Client,
+    urls: Vec<String>,
+    requests: usize,
+    concurrency: usize,
+    stop_when_sold_out: bool,
+    stop: Arc<AtomicBool>,
+) -> LoadReport {
     let next = Arc::new(AtomicUsize::new(0));
     let urls = Arc::new(urls);
     let workers: Vec<_> = (0..concurrency)
         .map(|_| {
             let (next, urls, http) = (next.clone(), urls.clone(), http.clone());
+            let stop = stop.clone();
             tokio::spawn(async move {
                 let mut report = LoadReport::default();
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
-                    if n >= requests {
+                    if n >= requests || stop.load(Ordering::Relaxed) {
                         break;
                     }
                     let sent = Instant::now();

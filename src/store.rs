@@ -1,0 +1,368 @@
+//! Which Redis, in which topology: the one module that knows.
+//!
+//! As Redisson picks `useSingleServer` or `useClusterServers` once and everything above
+//! talks to one executor, an instance picks its topology here, once, and the variants,
+//! locks and audit talk to a [`RedisConn`] without knowing whether a Cluster is behind it.
+//!
+//! - `standalone`: one server, one multiplexed connection ([`ConnectionManager`]) that
+//!   reconnects by itself.
+//! - `cluster`: redis-rs's async cluster client, from a list of seed nodes; it follows
+//!   slot moves and failovers by itself. Every script keeps its keys in one hash tag, so
+//!   each call lands on one slot; what spans shards goes as one call per shard.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail, ensure};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
+
+/// How the stock store is deployed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RedisMode {
+    /// One Redis server (`--redis-url` is one URL).
+    Standalone,
+    /// Redis Cluster (`--redis-url` lists seed nodes, comma-separated).
+    Cluster,
+}
+
+/// What it takes to connect: the topology, its URLs, and the CA for `rediss://`.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub mode: RedisMode,
+    /// One URL, or (cluster) a comma-separated list of seed nodes.
+    pub urls: String,
+    /// PEM of the CA that signed the servers' TLS certificates.
+    pub tls_ca: Option<Vec<u8>>,
+    /// Bound on every command and every connection attempt.
+    pub timeout: Duration,
+}
+
+impl StoreConfig {
+    /// The URLs, trimmed, empty ones dropped.
+    pub fn url_list(&self) -> Vec<&str> {
+        self.urls
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .collect()
+    }
+}
+
+/// A connection to the store, whatever its topology. Cheap to clone: clones share one
+/// multiplexed connection (per node, on a Cluster).
+#[derive(Clone)]
+pub enum RedisConn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for RedisConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(conn) => conn.get_db(),
+            Self::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+impl RedisConn {
+    /// `WAIT replicas timeout` on the master that owns `key`'s slot, on the connection
+    /// that wrote to it (WAIT covers the writes of its own connection): how many replicas
+    /// have everything written so far.
+    pub async fn wait_replicas(
+        &mut self,
+        key: &str,
+        replicas: u32,
+        timeout: Duration,
+    ) -> Result<u32, RedisError> {
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(millis(timeout));
+        let acked = match self {
+            Self::Single(conn) => wait.query_async(conn).await?,
+            Self::Cluster(conn) => {
+                let route = Route::new(key_slot(key.as_bytes()), SlotAddr::Master);
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+                redis::from_redis_value(conn.route_command(wait, routing).await?)?
+            }
+        };
+        Ok(acked)
+    }
+
+    /// The masters and the slots each serves, ordered by their first slot. A standalone
+    /// server is the one master of every slot.
+    pub async fn masters(&mut self, config: &StoreConfig) -> Result<Vec<Master>, RedisError> {
+        match self {
+            Self::Single(_) => Ok(vec![Master {
+                addr: config
+                    .url_list()
+                    .first()
+                    .map(|url| node_address(url))
+                    .unwrap_or_default(),
+                slots: vec![(0, 16383)],
+            }]),
+            Self::Cluster(conn) => {
+                let slots: Value = redis::cmd("CLUSTER").arg("SLOTS").query_async(conn).await?;
+                Ok(parse_cluster_slots(slots))
+            }
+        }
+    }
+}
+
+/// One master of the store, and the slot ranges it serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Master {
+    /// `host:port`, as the Cluster announces it.
+    pub addr: String,
+    pub slots: Vec<(u16, u16)>,
+}
+
+impl Master {
+    pub fn serves(&self, slot: u16) -> bool {
+        self.slots
+            .iter()
+            .any(|&(from, to)| (from..=to).contains(&slot))
+    }
+}
+
+/// The master that serves `key`'s slot, if the list has it.
+pub fn master_of<'a>(masters: &'a [Master], key: &str) -> Option<&'a Master> {
+    let slot = key_slot(key.as_bytes());
+    masters.iter().find(|m| m.serves(slot))
+}
+
+/// `CLUSTER SLOTS`: `[[from, to, [ip, port, id], replicas…], …]`, grouped by master.
+fn parse_cluster_slots(reply: Value) -> Vec<Master> {
+    let mut masters: Vec<Master> = Vec::new();
+    let Value::Array(ranges) = reply else {
+        return masters;
+    };
+    for range in ranges {
+        let Value::Array(parts) = range else { continue };
+        let (Some(from), Some(to), Some(Value::Array(node))) =
+            (parts.first(), parts.get(1), parts.get(2))
+        else {
+            continue;
+        };
+        let (Ok(from), Ok(to)) = (
+            redis::from_redis_value_ref::<u16>(from),
+            redis::from_redis_value_ref::<u16>(to),
+        ) else {
+            continue;
+        };
+        let (Some(host), Some(port)) = (node.first(), node.get(1)) else {
+            continue;
+        };
+        let (Ok(host), Ok(port)) = (
+            redis::from_redis_value_ref::<String>(host),
+            redis::from_redis_value_ref::<u16>(port),
+        ) else {
+            continue;
+        };
+        let addr = format!("{host}:{port}");
+        match masters.iter_mut().find(|m| m.addr == addr) {
+            Some(master) => master.slots.push((from, to)),
+            None => masters.push(Master {
+                addr,
+                slots: vec![(from, to)],
+            }),
+        }
+    }
+    for master in &mut masters {
+        master.slots.sort_unstable();
+    }
+    masters.sort_by_key(|m| m.slots.first().map(|s| s.0));
+    masters
+}
+
+/// The stock store of an instance: its connection, and what the few things that must
+/// talk to one node at a time (the release subscription) need to find one.
+#[derive(Clone)]
+pub struct Store {
+    pub config: StoreConfig,
+    conn: RedisConn,
+    /// One client per URL given, for the pub/sub subscription: any node of a Cluster
+    /// hears every `PUBLISH`, so the subscriber moves to the next when one goes away.
+    nodes: Vec<redis::Client>,
+}
+
+impl Store {
+    /// Connects lazily: nothing is asked of Redis until the first command, so an instance
+    /// starts (and answers 503) while Redis is away.
+    pub fn connect(config: StoreConfig) -> anyhow::Result<Self> {
+        let urls = config.url_list();
+        ensure!(!urls.is_empty(), "--redis-url names no server");
+        let nodes = urls
+            .iter()
+            .map(|url| client(url, config.tls_ca.as_deref()))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let conn = match config.mode {
+            RedisMode::Standalone => {
+                if urls.len() > 1 {
+                    bail!(
+                        "--redis-url lists {} servers; use --redis-mode cluster for a list",
+                        urls.len()
+                    );
+                }
+                RedisConn::Single(
+                    ConnectionManager::new_lazy_with_config(
+                        nodes[0].clone(),
+                        manager_config(config.timeout),
+                    )
+                    .context("creating the redis connection")?,
+                )
+            }
+            RedisMode::Cluster => {
+                let mut builder = ClusterClient::builder(urls.iter().copied())
+                    .connection_timeout(config.timeout)
+                    .response_timeout(config.timeout)
+                    // A request fails fast while a master is down: the failover takes
+                    // seconds, and the client answers 503 meanwhile instead of queueing.
+                    .retries(1)
+                    .min_retry_wait(50)
+                    .max_retry_wait(500);
+                if let Some(ca) = &config.tls_ca {
+                    builder = builder.certs(redis::TlsCertificates {
+                        client_tls: None,
+                        root_cert: Some(ca.clone()),
+                    });
+                }
+                let client = builder
+                    .build()
+                    .context("--redis-url (cluster seed nodes)")?;
+                let cluster_config = ClusterConfig::new()
+                    .set_connection_timeout(config.timeout)
+                    .set_response_timeout(config.timeout);
+                RedisConn::Cluster(client.get_pending_async_connection_with_config(cluster_config))
+            }
+        };
+        Ok(Self {
+            config,
+            conn,
+            nodes,
+        })
+    }
+
+    pub fn conn(&self) -> RedisConn {
+        self.conn.clone()
+    }
+
+    /// Where a subscriber can listen for every lock's release messages: the one server,
+    /// or any node of the Cluster (a plain `PUBLISH` reaches them all).
+    pub fn subscribe_targets(&self) -> Vec<redis::Client> {
+        self.nodes.clone()
+    }
+
+    pub fn mode(&self) -> RedisMode {
+        self.config.mode
+    }
+
+    pub async fn masters(&self) -> Result<Vec<Master>, RedisError> {
+        self.conn.clone().masters(&self.config).await
+    }
+}
+
+/// A client for one URL, trusting `ca` for TLS when given.
+pub fn client(url: &str, ca: Option<&[u8]>) -> anyhow::Result<redis::Client> {
+    let Some(ca) = ca else {
+        return redis::Client::open(url).with_context(|| format!("redis URL {url:?}"));
+    };
+    let certificates = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(ca.to_vec()),
+    };
+    redis::Client::build_with_tls(url, certificates)
+        .with_context(|| format!("redis URL {url:?} with the TLS CA"))
+}
+
+/// Fail fast while Redis is away: every command and every connection attempt is bounded by
+/// `timeout`, and reconnection is retried in the background rather than by waiting callers.
+fn manager_config(timeout: Duration) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout))
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(500))
+}
+
+/// `host:port` of a `redis://[user:pass@]host:port[/db]` URL.
+fn node_address(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    rest.split('/').next().unwrap_or(rest).to_owned()
+}
+
+/// The Cluster slot of a key: CRC16 (XMODEM) of its hash tag, or of the whole key when it
+/// has none, modulo 16384 — as Redis computes it.
+pub fn key_slot(key: &[u8]) -> u16 {
+    let hashed = match key.iter().position(|&b| b == b'{') {
+        Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
+            Some(0) | None => key,
+            Some(len) => &key[open + 1..open + 1 + len],
+        },
+        None => key,
+    };
+    crc16(hashed) % 16384
+}
+
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from CLUSTER KEYSLOT on a real Redis 7.
+        assert_eq!(crc16(b"123456789"), 0x31c3);
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"seckill:{101}:stock"), key_slot(b"101"));
+        assert_eq!(key_slot(b"{}x"), key_slot(b"{}x"));
+        assert_ne!(key_slot(b"{}x"), key_slot(b"x"));
+    }
+
+    #[test]
+    fn node_addresses_drop_scheme_password_and_db() {
+        assert_eq!(node_address("redis://127.0.0.1:7001"), "127.0.0.1:7001");
+        assert_eq!(node_address("rediss://:pw@host:6380/2"), "host:6380");
+    }
+}

@@ -1,0 +1,156 @@
+//! Durable by default: a standalone Redis killed under load comes back on its AOF with
+//! every order it acknowledged, and `--redis-wait-replicas` answers 200 only for sales a
+//! replica has.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Cluster, Instance, Nginx, RedisServer, int};
+
+/// `kill -9` of the one Redis under lua load, then a restart on the same AOF: every order
+/// answered 200 is there, the stock and the orders add up, nothing is oversold, and sales
+/// resume by themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_redis_restarts_on_its_aof_with_every_acknowledged_order() {
+    let mut cluster = Cluster::start(2, &[]);
+    let nginx = Nginx::start(&cluster.instances);
+    let initial = 100_000;
+    nginx.reset(&cluster.http, initial, 1).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = tokio::spawn(Cluster::load_until(
+        cluster.http.clone(),
+        nginx.url("/deduct_stock/lua"),
+        90_000,
+        20,
+        stop.clone(),
+    ));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while int(&nginx.stats(&cluster.http).await, "sold") < 500 {
+        assert!(Instant::now() < deadline, "no sales before the kill");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cluster.redis.kill();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.redis.restart();
+    // Sales resume by themselves once the instances have reconnected.
+    let sold_then = loop {
+        if let Some(sold) = nginx.stats(&cluster.http).await["sold"].as_i64() {
+            break sold;
+        }
+        assert!(Instant::now() < deadline, "/stats did not come back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    while int(&nginx.stats(&cluster.http).await, "sold") < sold_then + 100 {
+        assert!(Instant::now() < deadline, "sales did not resume");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let load = load.await.unwrap();
+
+    let stats = nginx.stats(&cluster.http).await;
+    let recorded = cluster.recorded_orders("101").await;
+    let lost: Vec<&String> = load
+        .orders
+        .iter()
+        .filter(|o| !recorded.contains_key(*o))
+        .collect();
+    eprintln!("{load:?}; stats {stats}");
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged orders lost: {lost:?}",
+        lost.len()
+    );
+    assert!(load.count(503) > 0, "the outage was seen: {load:?}");
+    assert!(
+        load.statuses.keys().all(|s| [200, 503].contains(s)),
+        "only sales and clean 503s: {load:?}"
+    );
+    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
+    assert_eq!(int(&stats, "lost_updates"), 0, "{stats}");
+    assert_eq!(
+        int(&stats, "sold") + int(&stats, "remaining"),
+        initial,
+        "{stats}"
+    );
+    assert_eq!(int(&stats, "sold") as usize, recorded.len(), "{stats}");
+}
+
+/// With `--redis-wait-replicas 1` and a replica attached, sales are answered 200; with
+/// the replica gone, each sale is answered 503 `unconfirmed` (its order recorded, since
+/// the master has it), and `/stats` counts them.
+#[tokio::test]
+async fn sales_no_replica_confirmed_are_answered_unconfirmed() {
+    let master = RedisServer::start();
+    let mut replica =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let instance = Instance::start(
+        &master.url(),
+        &[
+            "--redis-wait-replicas",
+            "1",
+            "--redis-wait-timeout-ms",
+            "200",
+        ],
+    );
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !redis_info(&replica).await.contains("master_link_status:up") {
+        assert!(Instant::now() < deadline, "the replica did not sync");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reset = http
+        .post(instance.url("/admin/reset"))
+        .json(&serde_json::json!({ "product": "101", "stock": 10 }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reset.status(), 200);
+
+    for variant in ["lua", "token", "watchdog"] {
+        let answer = http
+            .post(instance.url(&format!("/deduct_stock/{variant}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "{variant} confirmed by the replica");
+    }
+
+    replica.kill();
+    for variant in ["lua", "token", "watchdog"] {
+        let answer = http
+            .post(instance.url(&format!("/deduct_stock/{variant}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 503, "{variant} with no replica");
+        let body: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(body["outcome"], "unconfirmed", "{body}");
+        assert!(
+            body["order"].is_string(),
+            "the answer names its order: {body}"
+        );
+    }
+    let stats: serde_json::Value = http
+        .get(instance.url("/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(int(&stats, "unconfirmed"), 3, "{stats}");
+    assert_eq!(int(&stats, "sold"), 6, "the master has all six: {stats}");
+    assert_eq!(int(&stats, "remaining"), 4, "{stats}");
+}
+
+async fn redis_info(server: &RedisServer) -> String {
+    redis::cmd("INFO")
+        .arg("replication")
+        .query_async(&mut server.conn().await)
+        .await
+        .unwrap()
+}

@@ -1,0 +1,301 @@
+//! The stock on a real Redis Cluster of three masters and three replicas: the progression
+//! through Nginx, shards spread over the masters, and a master killed under load, with and
+//! without `WAIT` for its replica.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::redis_cluster::RedisCluster;
+use common::{Cluster, Instance, LoadReport, Nginx, int, recorded_orders};
+use serde_json::Value;
+
+/// Two instances in cluster mode on `redis`, with `extra` flags.
+fn instances(redis: &RedisCluster, extra: &[&str]) -> Vec<Instance> {
+    let mut args = vec!["--redis-mode", "cluster"];
+    args.extend_from_slice(extra);
+    (0..2)
+        .map(|_| Instance::start(&redis.urls(), &args))
+        .collect()
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+async fn stats(http: &reqwest::Client, nginx: &Nginx, product: &str) -> Value {
+    http.get(nginx.url(&format!("/stats?product={product}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn reset(
+    http: &reqwest::Client,
+    nginx: &Nginx,
+    product: &str,
+    stock: i64,
+    shards: u32,
+) -> Value {
+    let response = http
+        .post(nginx.url("/admin/reset"))
+        .json(&serde_json::json!({ "product": product, "stock": stock, "shards": shards }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "reset on the cluster");
+    response.json().await.unwrap()
+}
+
+/// On a 3-master Cluster, through Nginx: naive loses updates; setnx, token, watchdog,
+/// segmented (on shards across the masters) and lua sell exactly the stock, and the audit
+/// adds up, as on one Redis.
+#[tokio::test]
+async fn progression_on_a_three_master_cluster_through_nginx() {
+    let redis = RedisCluster::start(3, 1);
+    let instances = instances(&redis, &[]);
+    let nginx = Nginx::start(&instances);
+    let http = http();
+    let load = |path: String, requests, concurrency| {
+        Cluster::load_detached(http.clone(), nginx.url(&path), requests, concurrency)
+    };
+
+    reset(&http, &nginx, "101", 100, 1).await;
+    load("/deduct_stock/naive".into(), 400, 40).await;
+    let naive = stats(&http, &nginx, "101").await;
+    assert!(
+        int(&naive, "lost_updates") > 0 || int(&naive, "oversold") > 0,
+        "naive on a cluster: {naive}"
+    );
+
+    for (variant, shards) in [
+        ("setnx?work_ms=1", 1),
+        ("token?work_ms=1&wait_ms=5000", 1),
+        ("watchdog?work_ms=1", 1),
+        ("segmented?work_ms=1", 6),
+        ("lua", 1),
+    ] {
+        reset(&http, &nginx, "101", 60, shards).await;
+        // setnx fails fast, so it gets rounds until the stock is gone.
+        for _ in 0..40 {
+            load(format!("/deduct_stock/{variant}"), 200, 20).await;
+            if int(&stats(&http, &nginx, "101").await, "remaining") == 0 {
+                break;
+            }
+        }
+        let stats = stats(&http, &nginx, "101").await;
+        assert_eq!(int(&stats, "sold"), 60, "{variant}: {stats}");
+        assert_eq!(int(&stats, "remaining"), 0, "{variant}: {stats}");
+        assert_eq!(int(&stats, "oversold"), 0, "{variant}: {stats}");
+        assert_eq!(int(&stats, "lost_updates"), 0, "{variant}: {stats}");
+        assert_eq!(int(&stats, "lock_overlaps"), 0, "{variant}: {stats}");
+        let orders = recorded_orders(&mut redis.conn().await, "101").await;
+        assert_eq!(
+            orders.len(),
+            60,
+            "{variant}: one order per unit, in the cluster"
+        );
+    }
+}
+
+/// A product reset into 6 shards on 3 masters has 2 shards on each; `/stats` says where,
+/// and segmented sells every shard out.
+#[tokio::test]
+async fn six_shards_spread_two_per_master_and_all_sell() {
+    let redis = RedisCluster::start(3, 1);
+    let instances = instances(&redis, &[]);
+    let nginx = Nginx::start(&instances);
+    let http = http();
+
+    reset(&http, &nginx, "7", 120, 6).await;
+    let before = stats(&http, &nginx, "7").await;
+    let nodes: Vec<String> = serde_json::from_value(before["shard_nodes"].clone()).unwrap();
+    let masters: Vec<String> = redis
+        .master_ports()
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    for master in &masters {
+        let held = nodes.iter().filter(|n| *n == master).count();
+        assert_eq!(held, 2, "{master} holds {held} of 6 shards: {before}");
+    }
+    let tags: BTreeSet<String> = serde_json::from_value(before["shard_tags"].clone()).unwrap();
+    assert_eq!(tags.len(), 6, "six distinct tags: {before}");
+
+    let report = Cluster::load_detached(
+        http.clone(),
+        nginx.url("/deduct_stock/segmented?product=7&work_ms=1"),
+        400,
+        40,
+    )
+    .await;
+    let after = stats(&http, &nginx, "7").await;
+    assert_eq!(report.count(200), 120, "{report:?}");
+    assert_eq!(int(&after, "sold"), 120, "{after}");
+    assert_eq!(int(&after, "remaining"), 0, "{after}");
+    let per_shard: Vec<i64> = serde_json::from_value(after["shard_remaining"].clone()).unwrap();
+    assert_eq!(per_shard, vec![0; 6], "every shard sold out: {after}");
+    let by_shard = after["locks"].as_array().unwrap().len();
+    assert_eq!(by_shard, 6);
+    assert_eq!(int(&after, "lock_overlaps"), 0, "{after}");
+}
+
+/// What a master killed under lua load did to the acknowledged orders.
+struct Failover {
+    load: LoadReport,
+    stats: Value,
+    /// Orders answered 200 that are not in the Cluster afterwards.
+    lost: usize,
+}
+
+/// Kills (SIGKILL) the master of product 101's slot while lua load runs through Nginx,
+/// waits for its replica to take over and for sales to resume, then stops the load and
+/// compares the 200s with what the Cluster has.
+async fn kill_master_under_lua_load(extra: &[&str]) -> Failover {
+    let mut redis = RedisCluster::start(3, 1);
+    let instances = instances(&redis, extra);
+    let nginx = Nginx::start(&instances);
+    let http = http();
+    let initial = 100_000;
+    reset(&http, &nginx, "101", initial, 1).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = tokio::spawn(Cluster::load_until(
+        http.clone(),
+        nginx.url("/deduct_stock/lua"),
+        90_000,
+        20,
+        stop.clone(),
+    ));
+    // Let sales run, then kill the master while they do.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while int(&stats(&http, &nginx, "101").await, "sold") < 500 {
+        assert!(Instant::now() < deadline, "no sales before the kill");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let slot: u16 = redis
+        .cli(
+            redis.nodes[0].port,
+            &["cluster", "keyslot", "seckill:{101}:stock"],
+        )
+        .trim()
+        .parse()
+        .unwrap();
+    let master = redis.master_port_of_slot(slot).expect("a master for 101");
+    redis.kill(master);
+    let killed_at = Instant::now();
+    // The waits below block (redis-cli); the load goes on on the other worker thread.
+    tokio::task::block_in_place(|| redis.wait_for_failover(Duration::from_secs(30)));
+    let promoted = redis
+        .master_port_of_slot(slot)
+        .expect("a new master for 101");
+    assert_ne!(promoted, master, "a replica took over");
+    eprintln!("failover took {:?}", killed_at.elapsed());
+    // The old master comes back, as the promoted one's replica: until then the promoted
+    // master has no replica, and with WAIT every sale is (rightly) unconfirmed.
+    redis.restart(master);
+    tokio::task::block_in_place(|| redis.wait_replica_synced(master, Duration::from_secs(30)));
+
+    // Sales resume by themselves: watch sold go up on the new master (`/stats` itself
+    // may answer 503 until the instances have found it).
+    let resumed = Instant::now() + Duration::from_secs(20);
+    let sold = || async { stats(&http, &nginx, "101").await["sold"].as_i64() };
+    let mut sold_then = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        match (sold_then, sold().await) {
+            (None, now) => sold_then = now,
+            (Some(then), Some(now)) if now > then + 100 => break,
+            _ => {}
+        }
+        assert!(
+            Instant::now() < resumed,
+            "sales did not resume after the failover"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    let load = load.await.unwrap();
+    let after = http
+        .post(nginx.url("/deduct_stock/lua"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        after.status(),
+        200,
+        "sales resume: {}",
+        after.text().await.unwrap()
+    );
+    let stats = stats(&http, &nginx, "101").await;
+    let recorded = recorded_orders(&mut redis.conn().await, "101").await;
+    let lost = load
+        .orders
+        .iter()
+        .filter(|order| !recorded.contains_key(*order))
+        .count();
+    eprintln!(
+        "{extra:?}: {:?}; acknowledged orders lost: {lost}; stats: {stats}",
+        load
+    );
+
+    assert_eq!(
+        load.transport_errors, 0,
+        "every request got an answer: {load:?}"
+    );
+    assert!(
+        load.statuses.keys().all(|s| [200, 503].contains(s)),
+        "only sales and clean 503s: {load:?}"
+    );
+    assert_eq!(load.without_retry_after, 0, "{load:?}");
+    // Redis timeout 1 s, WAIT 0.5 s, a batch in flight before: nothing waits much longer.
+    assert!(
+        load.slowest < Duration::from_secs(4),
+        "a request hung: {load:?}"
+    );
+    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
+    assert_eq!(
+        int(&stats, "sold") + int(&stats, "remaining"),
+        initial,
+        "what the replica has adds up: {stats}"
+    );
+    assert_eq!(int(&stats, "sold") as usize, recorded.len());
+    for instance in &instances {
+        let health = http.get(instance.url("/healthz")).send().await.unwrap();
+        assert_eq!(health.status(), 200, "no instance died");
+    }
+    Failover { load, stats, lost }
+}
+
+/// With `--redis-wait-replicas 1`, a master killed under load loses no order that was
+/// answered 200: every one is on the promoted replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_master_with_wait_loses_no_acknowledged_order() {
+    let run = kill_master_under_lua_load(&["--redis-wait-replicas", "1"]).await;
+    assert_eq!(run.lost, 0, "an acknowledged order was lost: {}", run.stats);
+    assert!(
+        run.load.count(503) > 0,
+        "the failover was seen as 503s: {:?}",
+        run.load
+    );
+}
+
+/// Without WAIT the same kill may lose acknowledged orders (replication is asynchronous):
+/// the figure is printed, not asserted, since how many depends on timing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_master_without_wait_reports_lost_acknowledged_orders() {
+    let run = kill_master_under_lua_load(&[]).await;
+    println!(
+        "without WAIT: {} of {} acknowledged orders lost in the failover",
+        run.lost,
+        run.load.count(200)
+    );
+}
