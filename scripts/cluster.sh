@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# A local seckill cluster on loopback: one redis-server, N instances, Nginx in front, with
-# pid files and logs in one run folder.
+# A local seckill cluster on loopback: Redis (one durable server, or a Redis Cluster of 3
+# masters + 3 replicas), N instances, Nginx in front, with pid files, logs and Redis data
+# in one run folder.
 #
-#   scripts/cluster.sh start     start what is not running (idempotent)
+#   scripts/cluster.sh start     start what is not running (idempotent; a Redis that
+#                                crashed is started again on its own AOF)
 #   scripts/cluster.sh stop      stop everything it started; nothing is left running
+#                                (Redis data stays in the run folder, as a real one would)
+#   scripts/cluster.sh clean     stop, and delete the Redis data
 #   scripts/cluster.sh status    say what runs
+#   scripts/cluster.sh redis-flags   print the instances' (and the bench's) Redis flags
 #
 # Settings, from the environment:
+#   REDIS=standalone       or `cluster`: 3 masters + 3 replicas, and the instances in
+#                          --redis-mode cluster
 #   INSTANCES=2            how many seckill instances
 #   FIRST_PORT=8081        instance i listens on FIRST_PORT+i-1
 #   NGINX_PORT=8080        where clients connect
-#   REDIS_PORT=6390        the cluster's own redis-server
+#   REDIS_PORT=6390        the standalone redis-server
+#   CLUSTER_PORT=7001      the Cluster's nodes listen on CLUSTER_PORT … CLUSTER_PORT+5
+#   REDIS_APPENDFSYNC=always  AOF fsync policy (always|everysec|no), or `off` for no AOF
+#                          (to measure what durability costs)
 #   NGINX_WORKERS=1        Nginx worker processes
 #   RUN_DIR=./run          pid files, logs, the rendered nginx.conf
 #   SECKILL_SERVE_ARGS=""  extra flags for every instance, e.g. "--faults --lock-lease-ms 200"
@@ -23,6 +33,10 @@ FIRST_PORT=${FIRST_PORT:-8081}
 NGINX_PORT=${NGINX_PORT:-8080}
 REDIS_PORT=${REDIS_PORT:-6390}
 NGINX_WORKERS=${NGINX_WORKERS:-1}
+REDIS=${REDIS:-standalone}
+CLUSTER_PORT=${CLUSTER_PORT:-7001}
+CLUSTER_NODES=6
+REDIS_APPENDFSYNC=${REDIS_APPENDFSYNC:-always}
 RUN_DIR=${RUN_DIR:-$PWD/run}
 SECKILL_SERVE_ARGS=${SECKILL_SERVE_ARGS:-}
 BIN=$PWD/target/release/seckill
@@ -34,7 +48,13 @@ RUN_DIR=$(cd "$RUN_DIR" && pwd)
 say() { echo "cluster: $*" >&2; }
 
 alive() { # pid file
-  [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
+  local pid
+  [ -f "$1" ] || return 1
+  pid=$(cat "$1")
+  kill -0 "$pid" 2>/dev/null || return 1
+  # A daemon killed with -9 whose parent does not reap it (PID 1 in some containers) is a
+  # zombie: kill -0 still finds it, but it serves nothing.
+  ! grep -qs '^State:[[:space:]]*Z' "/proc/$pid/status"
 }
 
 wait_port() { # port what
@@ -68,23 +88,91 @@ render_nginx() {
   scripts/nginx-config.sh "$RUN_DIR" "127.0.0.1:$NGINX_PORT" "$NGINX_WORKERS" "${addrs[@]}" >"$RUN_DIR/nginx.conf"
 }
 
+durability() {
+  if [ "$REDIS_APPENDFSYNC" = off ]; then
+    echo --appendonly no
+  else
+    echo --appendonly yes --appendfsync "$REDIS_APPENDFSYNC"
+  fi
+}
+
+# One durable redis-server: AOF in $RUN_DIR/redis-data, so a restart after a crash finds
+# every write it acknowledged (with appendfsync always).
+start_standalone() {
+  mkdir -p "$RUN_DIR/redis-data"
+  if ! alive "$RUN_DIR/redis.pid"; then
+    # shellcheck disable=SC2046 # durability() is a list of flags
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" $(durability) \
+      --daemonize yes --pidfile "$RUN_DIR/redis.pid" --logfile "$RUN_DIR/redis.log" \
+      --dir "$RUN_DIR/redis-data"
+    wait_port "$REDIS_PORT" redis-server
+  fi
+}
+
+# A Redis Cluster of 3 masters and 3 replicas, each node with its own AOF and nodes.conf
+# under $RUN_DIR/redis-cluster/PORT; created once, and rejoined from nodes.conf after.
+start_cluster() {
+  local port i addrs=()
+  for i in $(seq 0 $((CLUSTER_NODES - 1))); do
+    port=$((CLUSTER_PORT + i))
+    addrs+=("127.0.0.1:$port")
+    mkdir -p "$RUN_DIR/redis-cluster/$port"
+    if ! alive "$RUN_DIR/redis-$port.pid"; then
+      # shellcheck disable=SC2046 # durability() is a list of flags
+      redis-server --port "$port" --bind 127.0.0.1 --save "" $(durability) \
+        --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+        --repl-diskless-sync-delay 0 \
+        --daemonize yes --pidfile "$RUN_DIR/redis-$port.pid" --logfile "$RUN_DIR/redis-$port.log" \
+        --dir "$RUN_DIR/redis-cluster/$port"
+    fi
+  done
+  for i in $(seq 0 $((CLUSTER_NODES - 1))); do wait_port $((CLUSTER_PORT + i)) "redis-server"; done
+  if redis-cli -p "$CLUSTER_PORT" cluster info | grep -q '^cluster_slots_assigned:0'; then
+    say "creating the Redis Cluster: ${addrs[*]}"
+    redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$RUN_DIR/cluster-create.log"
+  fi
+  for _ in $(seq 1 300); do
+    local ok=1
+    for i in $(seq 0 $((CLUSTER_NODES - 1))); do
+      redis-cli -p $((CLUSTER_PORT + i)) cluster info | grep -q '^cluster_state:ok' || ok=0
+    done
+    [ "$ok" = 1 ] && break
+    sleep 0.1
+  done
+  [ "$ok" = 1 ] || { say "the Redis Cluster did not reach cluster_state:ok; see $RUN_DIR/redis-*.log"; return 1; }
+}
+
+# The --redis-mode and --redis-url the instances and the bench are given.
+redis_flags() {
+  local i urls=()
+  case "$REDIS" in
+    standalone) echo --redis-mode standalone --redis-url "redis://127.0.0.1:$REDIS_PORT" ;;
+    cluster)
+      for i in $(seq 0 $((CLUSTER_NODES - 1))); do urls+=("redis://127.0.0.1:$((CLUSTER_PORT + i))"); done
+      echo --redis-mode cluster --redis-url "$(IFS=,; echo "${urls[*]}")"
+      ;;
+    *) say "REDIS must be standalone or cluster, not $REDIS"; return 2 ;;
+  esac
+}
+
 start() {
   scripts/install-deps.sh
   if [ -z "${SKIP_BUILD:-}" ]; then cargo build --release --quiet; fi
   ulimit -n 65536 2>/dev/null || true
 
-  if ! alive "$RUN_DIR/redis.pid"; then
-    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-      --daemonize yes --pidfile "$RUN_DIR/redis.pid" --logfile "$RUN_DIR/redis.log" --dir "$RUN_DIR"
-    wait_port "$REDIS_PORT" redis-server
-  fi
+  local redis_flags
+  redis_flags=$(redis_flags)
+  case "$REDIS" in
+    standalone) start_standalone ;;
+    cluster) start_cluster ;;
+  esac
 
   local i port
   for i in $(seq 1 "$INSTANCES"); do
     port=$((FIRST_PORT + i - 1))
     if ! alive "$RUN_DIR/seckill-$i.pid"; then
-      # shellcheck disable=SC2086 # SECKILL_SERVE_ARGS is a list of flags
-      nohup "$BIN" serve --listen "127.0.0.1:$port" --redis-url "redis://127.0.0.1:$REDIS_PORT" \
+      # shellcheck disable=SC2086 # SECKILL_SERVE_ARGS and redis_flags are lists of flags
+      nohup "$BIN" serve --listen "127.0.0.1:$port" $redis_flags \
         --instance-id "seckill-$i" $SECKILL_SERVE_ARGS >"$RUN_DIR/seckill-$i.log" 2>&1 &
       echo $! >"$RUN_DIR/seckill-$i.pid"
     fi
@@ -98,7 +186,7 @@ start() {
     nginx -p "$RUN_DIR" -c "$RUN_DIR/nginx.conf" -e "$RUN_DIR/nginx-error.log"
   fi
   wait_port "$NGINX_PORT" nginx
-  say "up: nginx http://127.0.0.1:$NGINX_PORT -> $INSTANCES instances from :$FIRST_PORT, redis :$REDIS_PORT; logs in $RUN_DIR"
+  say "up: nginx http://127.0.0.1:$NGINX_PORT -> $INSTANCES instances from :$FIRST_PORT, $redis_flags; logs in $RUN_DIR"
 }
 
 stop() {
@@ -107,13 +195,21 @@ stop() {
   for pidfile in "$RUN_DIR"/seckill-*.pid; do
     [ -e "$pidfile" ] && stop_pid "$pidfile" "$(basename "$pidfile" .pid)"
   done
-  stop_pid "$RUN_DIR/redis.pid" redis-server
+  for pidfile in "$RUN_DIR"/redis.pid "$RUN_DIR"/redis-*.pid; do
+    [ -e "$pidfile" ] && stop_pid "$pidfile" "$(basename "$pidfile" .pid)"
+  done
   say "stopped"
+}
+
+clean() {
+  stop
+  rm -rf "$RUN_DIR/redis-data" "$RUN_DIR/redis-cluster"
+  say "Redis data deleted"
 }
 
 status() {
   local pidfile
-  for pidfile in "$RUN_DIR"/redis.pid "$RUN_DIR"/seckill-*.pid "$RUN_DIR"/nginx.pid; do
+  for pidfile in "$RUN_DIR"/redis.pid "$RUN_DIR"/redis-*.pid "$RUN_DIR"/seckill-*.pid "$RUN_DIR"/nginx.pid; do
     [ -e "$pidfile" ] || continue
     if alive "$pidfile"; then echo "$(basename "$pidfile" .pid): running (pid $(cat "$pidfile"))"
     else echo "$(basename "$pidfile" .pid): not running (stale pid file)"; fi
@@ -123,6 +219,8 @@ status() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
+  clean) clean ;;
   status) status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  redis-flags) redis_flags ;;
+  *) echo "usage: $0 start|stop|clean|status|redis-flags" >&2; exit 2 ;;
 esac

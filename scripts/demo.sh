@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole progression, reproduced under load through Nginx: start a local cluster (one
-# Redis, two instances, Nginx), run `seckill bench` over every variant and the failure
+# durable Redis, or a Redis Cluster with REDIS=cluster; two instances; Nginx), run `seckill bench` over every variant and the failure
 # lessons, print the table and where the chart is, stop the cluster. Nothing is left
 # running, even on Ctrl-C.
 #
@@ -29,7 +29,7 @@ SKIP_BUILD=1 scripts/cluster.sh start
 
 target/release/seckill bench --lessons \
   --url "http://127.0.0.1:$NGINX_PORT" \
-  --redis-url "redis://127.0.0.1:$REDIS_PORT" \
+  $(scripts/cluster.sh redis-flags) \
   --short-ttl-ms "$LEASE_MS" \
   --json "$RUN_DIR/bench.json" \
   --chart "$RUN_DIR/bench.svg" \

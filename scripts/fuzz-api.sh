@@ -30,7 +30,7 @@ cleanup() {
 trap cleanup EXIT
 
 redis_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
+redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync always --daemonize yes \
   --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --dir "$dir"
 for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$redis_port") 2>/dev/null && break; sleep 0.1; done
 

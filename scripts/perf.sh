@@ -5,6 +5,11 @@
 # ratio, stop the cluster.
 #
 #   scripts/perf.sh [extra seckill bench flags, e.g. --requests 40000 --rounds 5]
+#
+# SUITE=ceiling (or any other suite) runs that one instead; REDIS=cluster runs on a local
+# Redis Cluster, REDIS_APPENDFSYNC=off without the AOF (see scripts/cluster.sh), e.g.
+#   REDIS_APPENDFSYNC=off SUITE=ceiling scripts/perf.sh
+#   REDIS=cluster SUITE=progression scripts/perf.sh --variants lua,watchdog,segmented --shards 6
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,9 +30,9 @@ instances=""
 for i in $(seq 1 "$INSTANCES"); do
   instances+="${instances:+,}http://127.0.0.1:$((FIRST_PORT + i - 1))"
 done
-target/release/seckill bench --suite performance \
+target/release/seckill bench --suite "${SUITE:-performance}" \
   --url "http://127.0.0.1:$NGINX_PORT" \
-  --redis-url "redis://127.0.0.1:$REDIS_PORT" \
+  $(scripts/cluster.sh redis-flags) \
   --instance-urls "$instances" \
   --json "$RUN_DIR/perf.json" \
   --chart "$RUN_DIR/perf.svg" \

@@ -20,7 +20,8 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
 
 /// How the stock store is deployed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum RedisMode {
     /// One Redis server (`--redis-url` is one URL).
     Standalone,
@@ -237,11 +238,13 @@ impl Store {
                 let mut builder = ClusterClient::builder(urls.iter().copied())
                     .connection_timeout(config.timeout)
                     .response_timeout(config.timeout)
-                    // A request fails fast while a master is down: the failover takes
-                    // seconds, and the client answers 503 meanwhile instead of queueing.
-                    .retries(1)
-                    .min_retry_wait(50)
-                    .max_retry_wait(500);
+                    // Enough tries to follow a MOVED after a failover (the first try may
+                    // hit the dead master, the next a node that redirects), few enough
+                    // that a request fails fast while no master serves its slot: the
+                    // failover takes seconds, and the client answers 503 meanwhile.
+                    .retries(3)
+                    .min_retry_wait(20)
+                    .max_retry_wait(200);
                 if let Some(ca) = &config.tls_ca {
                     builder = builder.certs(redis::TlsCertificates {
                         client_tls: None,

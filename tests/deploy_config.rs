@@ -120,6 +120,29 @@ fn compose_and_dockerfile_use_real_flags() {
     }
 }
 
+/// The compose file's Redis is durable as the local one is: AOF with appendfsync always,
+/// its data directory on a named volume that outlives the container.
+#[test]
+fn compose_redis_is_durable() {
+    let compose = read("docker-compose.yml");
+    let command = compose
+        .lines()
+        .find(|l| l.trim_start().starts_with("command: [\"redis-server\""))
+        .expect("a redis-server command");
+    for pair in [
+        "\"--appendonly\", \"yes\"",
+        "\"--appendfsync\", \"always\"",
+        "\"--dir\", \"/data\"",
+    ] {
+        assert!(command.contains(pair), "redis runs with {pair}: {command}");
+    }
+    assert!(compose.contains("- redis-data:/data"), "/data is a volume");
+    assert!(
+        compose.contains("volumes:\n  redis-data:"),
+        "the volume is declared"
+    );
+}
+
 /// Nginx in compose gets both config files, where docker.conf expects locations.conf.
 #[test]
 fn compose_mounts_the_nginx_configs_where_they_are_included() {

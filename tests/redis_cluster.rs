@@ -299,3 +299,81 @@ async fn killed_master_without_wait_reports_lost_acknowledged_orders() {
         run.load.count(200)
     );
 }
+
+/// The instances' release subscription listens on the first seed node. Killing that node
+/// (a master) moves it to the next: after the failover, watchdog waiters are still woken
+/// by unlock messages (with a 30 s lease and a 5 s wait, a waiter that missed them would
+/// give up with 429), and the wake-up counter goes on rising.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_waiters_are_woken_after_the_subscribed_node_fails() {
+    let mut redis = RedisCluster::start(3, 1);
+    let instances = instances(&redis, &[]);
+    let nginx = Nginx::start(&instances);
+    let http = http();
+    let first_seed = redis.nodes[0].port;
+    assert!(
+        redis.master_ports().contains(&first_seed),
+        "the first seed is a master"
+    );
+
+    redis.kill(first_seed);
+    tokio::task::block_in_place(|| redis.wait_for_failover(Duration::from_secs(30)));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let ready = http
+            .get(nginx.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        if ready == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "instances not ready after the failover"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    reset(&http, &nginx, "101", 40, 1).await;
+    let wakeups = || async {
+        let mut total = 0.0;
+        for instance in &instances {
+            let text = http
+                .get(instance.url("/metrics"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            total += text
+                .lines()
+                .filter(|l| l.starts_with("seckill_lock_wakeups_total"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>();
+        }
+        total
+    };
+    let before = wakeups().await;
+    let report = Cluster::load_detached(
+        http.clone(),
+        nginx.url("/deduct_stock/watchdog?work_ms=20&wait_ms=5000"),
+        40,
+        10,
+    )
+    .await;
+    let after = wakeups().await;
+    let stats = stats(&http, &nginx, "101").await;
+    assert_eq!(
+        report.count(200),
+        40,
+        "every waiter got the lock in time: {report:?}"
+    );
+    assert_eq!(int(&stats, "sold"), 40, "{stats}");
+    assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
+    assert!(
+        after > before,
+        "waiters were woken by messages: {before} -> {after}"
+    );
+}

@@ -8,6 +8,7 @@
 
 mod chart;
 mod load;
+mod redis_usage;
 mod suites;
 mod table;
 
@@ -23,6 +24,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::store::RedisMode;
 use crate::variant::Variant;
 
 /// Flags of `seckill bench`.
@@ -45,12 +47,18 @@ pub struct BenchArgs {
     pub admin_token: Option<String>,
 
     /// The Redis the instances share, read with INFO for commands and CPU per unit sold.
+    /// In cluster mode, seed nodes (comma-separated): every master is read, and the rows
+    /// show the CPU per unit of each.
     #[arg(
         long,
         env = "SECKILL_REDIS_URL",
         default_value = "redis://127.0.0.1:6379"
     )]
     pub redis_url: String,
+
+    /// How that Redis is deployed, as the instances were told.
+    #[arg(long, env = "SECKILL_REDIS_MODE", value_enum, default_value_t = RedisMode::Standalone)]
+    pub redis_mode: RedisMode,
 
     /// What to run: the progression (the default), or a performance suite.
     #[arg(long, value_enum, default_value_t = Suite::Progression)]
@@ -162,8 +170,10 @@ pub struct Row {
     pub p99_ms: f64,
     /// Redis commands per unit sold, as Redis's INFO counts them (calls inside scripts too).
     pub redis_commands_per_unit: Option<f64>,
-    /// Redis CPU time (user + sys) per unit sold, in microseconds.
+    /// Redis CPU time (user + sys) per unit sold, in microseconds, over every master.
     pub redis_cpu_us_per_unit: Option<f64>,
+    /// The same, master by master (`host:port`), when the store has more than one.
+    pub redis_cpu_us_per_unit_by_master: Vec<(String, f64)>,
     /// `/stats` after the load, as the service returned it (null for healthz).
     pub stats: Value,
 }
@@ -277,11 +287,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
         .pool_max_idle_per_host(usize::try_from(concurrency).unwrap_or(usize::MAX))
         .timeout(Duration::from_secs(120))
         .build()?;
-    let redis = redis::Client::open(args.redis_url.as_str()).context("--redis-url")?;
-    let mut info = redis
-        .get_multiplexed_async_connection()
-        .await
-        .with_context(|| format!("connecting to {} for INFO", args.redis_url))?;
+    let mut info = redis_usage::Masters::connect(args.redis_mode, &args.redis_url).await?;
 
     let mut rows = Vec::with_capacity(scenarios.len());
     for scenario in scenarios {
@@ -326,6 +332,7 @@ fn settings(args: &BenchArgs) -> Value {
     json!({
         "suite": args.suite,
         "url": args.url,
+        "redis_mode": args.redis_mode,
         "requests": args.requests,
         "concurrency": args.concurrency,
         "stock": args.stock,
@@ -341,7 +348,7 @@ fn settings(args: &BenchArgs) -> Value {
 async fn run_one(
     args: &BenchArgs,
     http: &reqwest::Client,
-    info: &mut redis::aio::MultiplexedConnection,
+    info: &mut redis_usage::Masters,
     scenario: Scenario,
 ) -> anyhow::Result<Row> {
     let base = args.url.trim_end_matches('/');
@@ -365,9 +372,9 @@ async fn run_one(
         url = format!("{url}&{}", scenario.knobs);
     }
 
-    let before = RedisUsage::read(info).await?;
+    let before = info.read().await?;
     let load = drive(http, load::Method::Post, &url, &scenario).await?;
-    let after = RedisUsage::read(info).await?;
+    let after = info.read().await?;
 
     let stats: Value = http
         .get(format!("{base}/stats?product={}", args.product))
@@ -385,9 +392,17 @@ async fn run_one(
         .flatten();
     let window = sell_out.unwrap_or(load.elapsed).as_secs_f64().max(1e-9);
     let per_unit = |total: f64| (sold > 0).then(|| total / sold as f64);
-    // The INFO before the load is counted in the one after it.
-    let commands = after.commands.saturating_sub(before.commands + 1) as f64;
-    let cpu_us = (after.cpu_seconds - before.cpu_seconds).max(0.0) * 1e6;
+    let spent = redis_usage::spent(&before, &after);
+    let commands = spent.iter().map(|(_, commands, _)| *commands).sum::<u64>() as f64;
+    let cpu_us: f64 = spent.iter().map(|(_, _, cpu)| cpu).sum();
+    let by_master = if spent.len() > 1 {
+        spent
+            .iter()
+            .filter_map(|(addr, _, cpu)| Some((addr.clone(), per_unit(*cpu)?)))
+            .collect()
+    } else {
+        Vec::new()
+    };
 
     let (throughput, p50_ms, p99_ms) = (
         load.throughput(),
@@ -411,6 +426,7 @@ async fn run_one(
         p99_ms,
         redis_commands_per_unit: per_unit(commands),
         redis_cpu_us_per_unit: per_unit(cpu_us),
+        redis_cpu_us_per_unit_by_master: by_master,
         stats,
         scenario,
     })
@@ -462,6 +478,7 @@ async fn run_baseline(
         goodput: 0.0,
         redis_commands_per_unit: None,
         redis_cpu_us_per_unit: None,
+        redis_cpu_us_per_unit_by_master: Vec::new(),
         stats: Value::Null,
         scenario,
     })
@@ -492,27 +509,4 @@ async fn reset(
         );
     }
     Ok(())
-}
-
-/// Redis's own counters, from `INFO`.
-struct RedisUsage {
-    commands: u64,
-    cpu_seconds: f64,
-}
-
-impl RedisUsage {
-    async fn read(conn: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<Self> {
-        let info: String = redis::cmd("INFO").query_async(conn).await?;
-        let value = |name: &str| {
-            info.lines()
-                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-                .map(str::trim)
-                .with_context(|| format!("INFO has no {name}"))
-        };
-        Ok(Self {
-            commands: value("total_commands_processed")?.parse()?,
-            cpu_seconds: value("used_cpu_sys")?.parse::<f64>()?
-                + value("used_cpu_user")?.parse::<f64>()?,
-        })
-    }
 }

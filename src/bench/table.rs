@@ -85,7 +85,24 @@ fn cells(row: &Row) -> Vec<String> {
         format!("{:.2}", row.p50_ms),
         format!("{:.2}", row.p99_ms),
         optional(row.redis_commands_per_unit, 1),
-        optional(row.redis_cpu_us_per_unit, 1),
+        cpu_per_unit(row),
         row.remaining.to_string(),
     ]
+}
+
+/// Redis CPU per unit sold; on a Cluster, the total and each master's share after it:
+/// `9.3 (3.1/3.0/3.2)`.
+fn cpu_per_unit(row: &Row) -> String {
+    let Some(total) = row.redis_cpu_us_per_unit else {
+        return "-".into();
+    };
+    if row.redis_cpu_us_per_unit_by_master.is_empty() {
+        return format!("{total:.1}");
+    }
+    let each: Vec<String> = row
+        .redis_cpu_us_per_unit_by_master
+        .iter()
+        .map(|(_, cpu)| format!("{cpu:.1}"))
+        .collect();
+    format!("{total:.1} ({})", each.join("/"))
 }
