@@ -111,7 +111,7 @@ fn make_certificates(dir: &Path) {
 }
 
 /// `rediss://` to a Redis that speaks only TLS, trusting a private CA with --redis-tls-ca:
-/// deductions, the pooled admin connection and the watchdog's pub/sub all work over it.
+/// deductions, the admin reset and the watchdog's pub/sub all work over it.
 /// Without the CA the certificate is not trusted, and the instance answers 503.
 #[tokio::test]
 async fn redis_over_tls_with_a_private_ca() {
@@ -136,7 +136,7 @@ async fn redis_over_tls_with_a_private_ca() {
     ]);
     let url = format!("rediss://127.0.0.1:{}", redis.port);
     let trusted = Instance::start(&url, &["--redis-tls-ca", &ca]);
-    assert_eq!(reset(&trusted, 5).await, 200, "the admin pool over TLS");
+    assert_eq!(reset(&trusted, 5).await, 200, "the admin reset over TLS");
     for variant in ["lua", "setnx", "watchdog"] {
         let (status, body) = post(trusted.url(&format!("/deduct_stock/{variant}"))).await;
         assert_eq!(status, 200, "{variant} over TLS: {body}");
