@@ -25,9 +25,41 @@ pub struct ServeArgs {
     )]
     pub redis_url: String,
 
-    /// How the stock store is deployed: one server, or a Redis Cluster.
+    /// How the stock store is deployed: one server, a Redis Cluster, or a master watched
+    /// by Redis Sentinel (then --redis-url lists the sentinels).
     #[arg(long, env = "SECKILL_REDIS_MODE", value_enum, default_value_t = RedisMode::Standalone)]
     pub redis_mode: RedisMode,
+
+    /// The name the sentinels know the stock store's master by (sentinel mode).
+    #[arg(long, env = "SECKILL_REDIS_SENTINEL_MASTER")]
+    pub redis_sentinel_master: Option<String>,
+
+    /// The lock store, for setnx, token, watchdog and segmented locks, as --redis-url is
+    /// for the stock [default: the stock store itself].
+    #[arg(long, env = "SECKILL_LOCK_REDIS_URL")]
+    pub lock_redis_url: Option<String>,
+
+    /// How the lock store is deployed [default: standalone, or the stock store's mode when
+    /// the lock store is the stock store].
+    #[arg(long, env = "SECKILL_LOCK_REDIS_MODE", value_enum)]
+    pub lock_redis_mode: Option<RedisMode>,
+
+    /// The name the sentinels know the lock store's master by (sentinel mode).
+    #[arg(long, env = "SECKILL_LOCK_REDIS_SENTINEL_MASTER")]
+    pub lock_redis_sentinel_master: Option<String>,
+
+    /// Replicas of the lock store that must have a lock (`WAIT`) before its holder goes
+    /// on, as Redisson's `checkLockSyncedSlaves`; a lock no replica confirmed in
+    /// --redis-wait-timeout-ms is given back and the request answered 503
+    /// `lock_unconfirmed`. 0: no WAIT.
+    #[arg(long, env = "SECKILL_LOCK_WAIT_REPLICAS", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=16))]
+    pub lock_wait_replicas: u32,
+
+    /// The independent Redis masters of the `redlock` variant: 3 or 5 standalone URLs,
+    /// comma-separated. Without them, `redlock` answers 503.
+    #[arg(long, env = "SECKILL_REDLOCK_URLS", value_delimiter = ',')]
+    pub redlock_urls: Vec<String>,
 
     /// Replicas that must have a sale (`WAIT` on the shard's master) before it is answered
     /// 200; when fewer confirm in time, the answer is 503 `unconfirmed`. 0: no WAIT.
@@ -169,6 +201,16 @@ impl ServeArgs {
             "--redis-wait-timeout-ms ({}) must be below --redis-timeout-ms ({}), which bounds it",
             self.redis_wait_timeout_ms,
             self.limits.redis_timeout_ms
+        );
+        ensure!(
+            self.redlock_urls.is_empty() || matches!(self.redlock_urls.len(), 3 | 5),
+            "--redlock-urls takes 3 or 5 servers, got {}",
+            self.redlock_urls.len()
+        );
+        ensure!(
+            self.lock_redis_url.is_some()
+                || (self.lock_redis_mode.is_none() && self.lock_redis_sentinel_master.is_none()),
+            "--lock-redis-mode and --lock-redis-sentinel-master go with --lock-redis-url"
         );
         if let Some(id) = &self.instance_id {
             check_instance_id(id)?;

@@ -35,6 +35,10 @@ pub enum AppError {
     #[error("redis unavailable")]
     RedisUnavailable(#[source] RedisError),
 
+    /// 503: the instance was not started with what this needs (the text says what).
+    #[error("{0}")]
+    NotConfigured(String),
+
     /// 500: anything else. Logged here, answered with a generic message.
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
@@ -47,7 +51,7 @@ impl AppError {
             Self::UnknownVariant(_) | Self::UnknownProduct(_) => StatusCode::NOT_FOUND,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
-            Self::RedisUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::RedisUnavailable(_) | Self::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -61,6 +65,7 @@ impl AppError {
             Self::Unauthorized => "unauthorized",
             Self::Forbidden => "forbidden",
             Self::RedisUnavailable(_) => "redis_unavailable",
+            Self::NotConfigured(_) => "not_configured",
             Self::Internal(_) => "error",
         }
     }

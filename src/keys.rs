@@ -167,6 +167,9 @@ pub struct ShardKeys {
     pub orders: String,
     /// Hash of counters: `sold/<instance>/<variant>`, `lock_overlaps`, `lock_lost`.
     pub audit: String,
+    /// Hash: `issued`, the last fencing token handed to a lock holder of this shard, and
+    /// `seen`, the highest one that has read or written its stock.
+    pub fence: String,
 }
 
 impl ShardKeys {
@@ -179,17 +182,18 @@ impl ShardKeys {
             inside: key(tag, "inside"),
             orders: key(tag, "orders"),
             audit: key(tag, "audit"),
+            fence: key(tag, "fence"),
         }
     }
 
-    /// Every key of the shard, for a reset to delete.
-    pub fn all(&self) -> [&str; 5] {
+    /// The shard's keys in the stock store (all but its lock), for a reset to delete.
+    pub fn stock_side(&self) -> [&str; 5] {
         [
             &self.stock,
-            &self.lock,
             &self.inside,
             &self.orders,
             &self.audit,
+            &self.fence,
         ]
     }
 }

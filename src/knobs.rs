@@ -44,6 +44,10 @@ pub struct Knobs {
     /// lua only: send this deduction in the instance's next shared call (`batch=on`, the
     /// default) or in a call of its own (`batch=off`).
     pub batch: bool,
+    /// Lock variants: present a fencing token at the stock (`fence=on`), so that a commit
+    /// from a holder older than one the stock has already seen is refused. Off by default,
+    /// so that the lessons fail as the seeds say.
+    pub fence: bool,
 }
 
 impl Knobs {
@@ -87,7 +91,7 @@ impl Knobs {
         let ttl = millis(get("ttl_ms"), "ttl_ms", 10, limits.max_ttl_ms)?;
         let lease = millis(get("lease_ms"), "lease_ms", 10, limits.max_ttl_ms)?;
         let default_wait = match variant {
-            Variant::Watchdog | Variant::Segmented => {
+            Variant::Watchdog | Variant::Segmented | Variant::Redlock => {
                 DEFAULT_LOCK_WAIT.min(Duration::from_millis(limits.max_wait_ms))
             }
             _ => Duration::ZERO,
@@ -130,6 +134,17 @@ impl Knobs {
             }
         };
 
+        let fence = match get("fence") {
+            None | Some("off") => false,
+            Some("on") => true,
+            Some(other) => {
+                return Err(bad(format!(
+                    "fence must be on or off, got {}",
+                    quoted(other)
+                )));
+            }
+        };
+
         Ok(Self {
             product,
             work,
@@ -138,6 +153,7 @@ impl Knobs {
             wait,
             fault,
             batch,
+            fence,
         })
     }
 

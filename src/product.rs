@@ -29,6 +29,7 @@ pub const MAX_STOCK: i64 = 100_000_000;
 /// a reset finds its shard either before or after it, never half-set.
 pub async fn reset(
     store: &Store,
+    locks: &Store,
     product: &ProductId,
     stock: i64,
     shards: u32,
@@ -58,15 +59,18 @@ pub async fn reset(
         }
     }
     let conn = store.conn();
+    let lock_conn = locks.conn();
     try_join_all(clear.iter().map(|(shard, units)| {
         let mut conn = conn.clone();
+        let mut lock_conn = lock_conn.clone();
         async move {
             let mut pipe = redis::pipe();
-            pipe.atomic().del(&shard.all()[..]).ignore();
+            pipe.atomic().del(&shard.stock_side()[..]).ignore();
             if let Some(units) = units {
                 pipe.set(&shard.stock, units).ignore();
             }
-            pipe.query_async::<()>(&mut conn).await
+            pipe.query_async::<()>(&mut conn).await?;
+            lock_conn.del::<_, ()>(&shard.lock).await
         }
     }))
     .await?;
@@ -114,10 +118,14 @@ const MAX_PLACEMENT_TRIES: u32 = 100_000;
 
 /// Deletes every lock of a product, whoever holds them, and wakes their waiters: the
 /// operator's way out of a setnx deadlock. Returns how many locks were held.
-pub async fn force_unlock(store: &Store, product: &ProductId) -> Result<u32, AppError> {
+pub async fn force_unlock(
+    store: &Store,
+    locks: &Store,
+    product: &ProductId,
+) -> Result<u32, AppError> {
     let layout = layout(store, product).await?;
     let keys = ProductKeys::new(product);
-    let conn = store.conn();
+    let conn = locks.conn();
     let freed = try_join_all((0..layout.shards()).map(|index| {
         let shard = keys.shard(&layout, index);
         let mut conn = conn.clone();
@@ -208,6 +216,12 @@ pub struct Stats {
     /// time. Each is recorded as an order (it is in `sold` if it survived), but whether it
     /// outlives a failover of its master nobody can say.
     pub unconfirmed: i64,
+    /// Commits refused because the holder's fencing token was older than one the stock
+    /// had already seen (`fence=on`): a lock that failed, caught at the stock.
+    pub fenced: i64,
+    /// Locks given back because fewer replicas of the lock store than
+    /// `--lock-wait-replicas` confirmed them in time.
+    pub lock_unconfirmed: i64,
     pub by_instance: BTreeMap<String, i64>,
     pub by_variant: BTreeMap<String, i64>,
     pub shard_remaining: Vec<i64>,
@@ -237,6 +251,8 @@ impl Stats {
                     "lock_overlaps" => self.lock_overlaps += count,
                     "lock_lost" => self.lock_lost += count,
                     "unconfirmed" => self.unconfirmed += count,
+                    "fenced" => self.fenced += count,
+                    "lock_unconfirmed" => self.lock_unconfirmed += count,
                     _ => {}
                 }
             }
@@ -255,7 +271,7 @@ pub struct LockState {
     pub never_expires: bool,
 }
 
-pub async fn stats(store: &Store, product: &ProductId) -> Result<Stats, AppError> {
+pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<Stats, AppError> {
     let keys = ProductKeys::new(product);
     let mut conn = store.conn();
     let meta: BTreeMap<String, String> = conn.hgetall(&keys.meta).await?;
@@ -266,18 +282,22 @@ pub async fn stats(store: &Store, product: &ProductId) -> Result<Stats, AppError
     let shards = u32::try_from(shards).unwrap_or(1).clamp(1, MAX_SHARDS);
     let layout = Layout::from_meta(product, shards, meta.get("tags").map(String::as_str));
 
-    // One pipeline per shard, each on its own slot, all at once.
-    type ShardRow = (Option<i64>, i64, BTreeMap<String, i64>, i64);
-    let rows: Vec<ShardRow> = try_join_all((0..layout.shards()).map(|index| {
+    // One pipeline per shard, each on its own slot, all at once; the locks' TTLs from
+    // the lock store.
+    type ShardRow = (Option<i64>, i64, BTreeMap<String, i64>);
+    let lock_conn = locks.conn();
+    let rows: Vec<(ShardRow, i64)> = try_join_all((0..layout.shards()).map(|index| {
         let shard = keys.shard(&layout, index);
         let mut conn = conn.clone();
+        let mut lock_conn = lock_conn.clone();
         async move {
             let mut pipe = redis::pipe();
             pipe.get(&shard.stock)
                 .hlen(&shard.orders)
-                .hgetall(&shard.audit)
-                .pttl(&shard.lock);
-            pipe.query_async::<ShardRow>(&mut conn).await
+                .hgetall(&shard.audit);
+            let row = pipe.query_async::<ShardRow>(&mut conn).await?;
+            let pttl: i64 = lock_conn.pttl(&shard.lock).await?;
+            Ok::<_, redis::RedisError>((row, pttl))
         }
     }))
     .await?;
@@ -302,6 +322,8 @@ pub async fn stats(store: &Store, product: &ProductId) -> Result<Stats, AppError
         lock_overlaps: 0,
         lock_lost: 0,
         unconfirmed: 0,
+        fenced: 0,
+        lock_unconfirmed: 0,
         by_instance: BTreeMap::new(),
         by_variant: BTreeMap::new(),
         shard_remaining: Vec::with_capacity(rows.len()),
@@ -309,7 +331,7 @@ pub async fn stats(store: &Store, product: &ProductId) -> Result<Stats, AppError
         shard_nodes: Vec::with_capacity(rows.len()),
         locks: Vec::with_capacity(rows.len()),
     };
-    for (index, (stock, orders, audit, pttl)) in (0..).zip(rows) {
+    for (index, ((stock, orders, audit), pttl)) in (0..).zip(rows) {
         let stock = stock.unwrap_or_default();
         stats.remaining += stock;
         stats.shard_remaining.push(stock);

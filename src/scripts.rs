@@ -35,6 +35,10 @@ pub static WATCHDOG_UNLOCK: LazyLock<Script> =
 pub static WATCHDOG_RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/watchdog_renew.lua")));
 
+/// Extend a Redlock lock on one server, if it is still the caller's.
+pub static REDLOCK_EXTEND: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/redlock_extend.lua")));
+
 /// Delete any lock and wake its waiters.
 pub static FORCE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/force_unlock.lua")));

@@ -18,11 +18,11 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use crate::config::{ServeArgs, check_instance_id, instance_id_from};
 use crate::keys::LOCK_CHANNEL_PATTERN;
-use crate::lock::{OwnerIds, WatchdogLocks};
+use crate::lock::{OwnerIds, Redlock, WatchdogLocks};
 use crate::metrics::Metrics;
 use crate::routes;
 use crate::state::{AppState, Settings};
-use crate::store::{Store, StoreConfig};
+use crate::store::{RedisMode, Store, StoreConfig};
 use crate::variants::LuaBatches;
 
 pub struct Application {
@@ -44,12 +44,19 @@ impl Application {
             .unwrap_or_else(|| instance_id_from(local_addr));
         check_instance_id(&instance)?;
 
-        let store = Store::connect(store_config(&args)?)?;
+        let (stock_config, lock_config) = store_configs(&args)?;
+        let store = Store::connect(stock_config)?;
+        let lock_store = match lock_config {
+            Some(config) => Some(Store::connect(config).context("--lock-redis-url")?),
+            None => None,
+        };
+        let redlock = Redlock::connect(&args.redlock_urls, args.limits.redis_timeout())?;
         let settings = Settings::new(&args, instance.clone());
         let lease = Duration::from_millis(args.limits.lock_lease_ms);
+        let lock_side = lock_store.as_ref().unwrap_or(&store);
         let locks = WatchdogLocks::start(
-            store.subscribe_targets(),
-            store.conn(),
+            lock_side.subscribe_targets(),
+            lock_side.conn(),
             lease,
             LOCK_CHANNEL_PATTERN,
         );
@@ -61,6 +68,9 @@ impl Application {
             settings.wait,
         );
         let state = AppState {
+            lock_store: lock_store.unwrap_or_else(|| store.clone()),
+            separate_lock_store: args.lock_redis_url.is_some(),
+            redlock,
             store,
             settings: Arc::new(settings),
             metrics: Arc::new(Metrics::new(locks.counters())),
@@ -148,18 +158,28 @@ async fn overloaded(err: BoxError) -> Response {
     response
 }
 
-/// The stock store's topology and URLs, and the CA to trust for `rediss://` when one is given.
-fn store_config(args: &ServeArgs) -> anyhow::Result<StoreConfig> {
+/// The stock store's and the lock store's topology and URLs (the lock store is the stock
+/// store unless one is named), and the CA to trust for `rediss://` when one is given.
+fn store_configs(args: &ServeArgs) -> anyhow::Result<(StoreConfig, Option<StoreConfig>)> {
     let tls_ca = match &args.redis_tls_ca {
         Some(ca) => Some(std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?),
         None => None,
     };
-    Ok(StoreConfig {
+    let stock = StoreConfig {
         mode: args.redis_mode,
         urls: args.redis_url.clone(),
+        tls_ca: tls_ca.clone(),
+        timeout: args.limits.redis_timeout(),
+        sentinel_master: args.redis_sentinel_master.clone(),
+    };
+    let locks = args.lock_redis_url.as_ref().map(|urls| StoreConfig {
+        mode: args.lock_redis_mode.unwrap_or(RedisMode::Standalone),
+        urls: urls.clone(),
         tls_ca,
         timeout: args.limits.redis_timeout(),
-    })
+        sentinel_master: args.lock_redis_sentinel_master.clone(),
+    });
+    Ok((stock, locks))
 }
 
 async fn shutdown_signal() {

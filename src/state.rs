@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::config::{Limits, ServeArgs};
-use crate::lock::{OwnerIds, WatchdogLocks};
+use crate::lock::{OwnerIds, Redlock, WatchdogLocks};
 use crate::metrics::Metrics;
 use crate::store::Store;
 use crate::variant::Variant;
@@ -16,6 +16,13 @@ pub struct AppState {
     /// onto it, so Redis access never waits for a free connection. It reconnects by
     /// itself when Redis comes back (and follows a Cluster's failovers).
     pub store: Store,
+    /// The lock store: setnx, token, watchdog and segmented locks. The stock store
+    /// itself unless `--lock-redis-url` names another.
+    pub lock_store: Store,
+    /// Whether `--lock-redis-url` named a lock store of its own.
+    pub separate_lock_store: bool,
+    /// The `redlock` variant's servers (`--redlock-urls`).
+    pub redlock: Option<Redlock>,
     pub settings: Arc<Settings>,
     pub metrics: Arc<Metrics>,
     pub owners: Arc<OwnerIds>,
@@ -35,6 +42,8 @@ pub struct Settings {
     pub limits: Limits,
     /// `--redis-wait-replicas`, when above 0.
     pub wait: Option<ReplicaWait>,
+    /// `--lock-wait-replicas`, when above 0.
+    pub lock_wait: Option<ReplicaWait>,
 }
 
 impl Settings {
@@ -47,6 +56,10 @@ impl Settings {
             limits: args.limits.clone(),
             wait: (args.redis_wait_replicas > 0).then(|| ReplicaWait {
                 replicas: args.redis_wait_replicas,
+                timeout: std::time::Duration::from_millis(args.redis_wait_timeout_ms),
+            }),
+            lock_wait: (args.lock_wait_replicas > 0).then(|| ReplicaWait {
+                replicas: args.lock_wait_replicas,
                 timeout: std::time::Duration::from_millis(args.redis_wait_timeout_ms),
             }),
         }

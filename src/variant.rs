@@ -16,11 +16,24 @@ pub enum Variant {
     Watchdog,
     Segmented,
     Lua,
+    Redlock,
 }
 
 impl Variant {
-    /// Every variant, in the progression's order.
-    pub const ALL: [Variant; 6] = [
+    /// Every variant: the progression's order, then `redlock` (which needs servers of its
+    /// own, `--redlock-urls`).
+    pub const ALL: [Variant; 7] = [
+        Self::Naive,
+        Self::Setnx,
+        Self::Token,
+        Self::Watchdog,
+        Self::Segmented,
+        Self::Lua,
+        Self::Redlock,
+    ];
+
+    /// The progression on one Redis, as the bench runs it by default.
+    pub const PROGRESSION: [Variant; 6] = [
         Self::Naive,
         Self::Setnx,
         Self::Token,
@@ -37,6 +50,7 @@ impl Variant {
             Self::Watchdog => "watchdog",
             Self::Segmented => "segmented",
             Self::Lua => "lua",
+            Self::Redlock => "redlock",
         }
     }
 
@@ -53,12 +67,13 @@ impl Variant {
     pub fn knobs(self) -> &'static [&'static str] {
         match self {
             Self::Naive => &["work_ms"],
-            Self::Setnx => &["work_ms", "fault", "pause_ms"],
-            Self::Token => &["work_ms", "ttl_ms", "wait_ms", "fault", "pause_ms"],
-            Self::Watchdog | Self::Segmented => {
-                &["work_ms", "lease_ms", "wait_ms", "fault", "pause_ms"]
-            }
+            Self::Setnx => &["work_ms", "fault", "pause_ms", "fence"],
+            Self::Token => &["work_ms", "ttl_ms", "wait_ms", "fault", "pause_ms", "fence"],
+            Self::Watchdog | Self::Segmented => &[
+                "work_ms", "lease_ms", "wait_ms", "fault", "pause_ms", "fence",
+            ],
             Self::Lua => &["batch"],
+            Self::Redlock => &["work_ms", "ttl_ms", "wait_ms", "fault", "fence"],
         }
     }
 }

@@ -107,12 +107,12 @@ async fn progression_on_a_three_master_cluster_through_nginx() {
     }
 }
 
-/// A product reset into 6 shards on 3 masters has 2 shards on each; `/stats` says where,
-/// and segmented sells every shard out.
+/// A product reset into 6 shards on 3 masters has 2 shards on each; `/stats` says where;
+/// admin unlock frees a lock left on one of them; and segmented sells every shard out.
 #[tokio::test]
 async fn six_shards_spread_two_per_master_and_all_sell() {
     let redis = RedisCluster::start(3, 1);
-    let instances = instances(&redis, &[]);
+    let instances = instances(&redis, &["--faults", "--lock-lease-ms", "60000"]);
     let nginx = Nginx::start(&instances);
     let http = http();
 
@@ -130,6 +130,42 @@ async fn six_shards_spread_two_per_master_and_all_sell() {
     }
     let tags: BTreeSet<String> = serde_json::from_value(before["shard_tags"].clone()).unwrap();
     assert_eq!(tags.len(), 6, "six distinct tags: {before}");
+
+    // A holder dies on one shard; the operator frees it, slot by slot.
+    let abandoned = http
+        .post(nginx.url("/deduct_stock/segmented?product=7&fault=abandon"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(abandoned.status(), 500, "the holder abandoned its lock");
+    let held = |stats: &Value| {
+        stats["locks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["held"] == true)
+            .count()
+    };
+    assert_eq!(
+        held(&stats(&http, &nginx, "7").await),
+        1,
+        "one shard's lock left held"
+    );
+    let unlocked: Value = http
+        .post(nginx.url("/admin/unlock"))
+        .json(&serde_json::json!({ "product": "7" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(unlocked["freed"], 1, "{unlocked}");
+    assert_eq!(
+        held(&stats(&http, &nginx, "7").await),
+        0,
+        "every lock free again"
+    );
 
     let report = Cluster::load_detached(
         http.clone(),

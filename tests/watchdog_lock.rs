@@ -13,7 +13,7 @@ use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use seckill::lock::watchdog::DEFAULT_LEASE;
 use seckill::lock::{OwnerIds, WatchdogLock, WatchdogLocks};
-use seckill::store::RedisConn;
+use seckill::store::{Nodes, RedisConn};
 
 const PATTERN: &str = "test:*:released";
 
@@ -21,7 +21,12 @@ const PATTERN: &str = "test:*:released";
 async fn instance(redis: &RedisServer, lease: Duration) -> WatchdogLocks {
     let client = redis::Client::open(redis.url()).unwrap();
     let conn = ConnectionManager::new(client.clone()).await.unwrap();
-    let locks = WatchdogLocks::start(vec![client], RedisConn::Single(conn), lease, PATTERN);
+    let locks = WatchdogLocks::start(
+        Nodes::Fixed(vec![client]),
+        RedisConn::Single(conn),
+        lease,
+        PATTERN,
+    );
     // Let the subscription start, so the first unlock message is not missed (a missed one
     // would only be caught by the TTL retry, which these tests tell apart from a wake-up).
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -60,6 +60,10 @@ pub struct BenchArgs {
     #[arg(long, env = "SECKILL_REDIS_MODE", value_enum, default_value_t = RedisMode::Standalone)]
     pub redis_mode: RedisMode,
 
+    /// The master's name, in sentinel mode (--redis-url then lists the sentinels).
+    #[arg(long, env = "SECKILL_REDIS_SENTINEL_MASTER")]
+    pub redis_sentinel_master: Option<String>,
+
     /// What to run: the progression (the default), or a performance suite.
     #[arg(long, value_enum, default_value_t = Suite::Progression)]
     pub suite: Suite,
@@ -205,7 +209,7 @@ impl Row {
 /// The progression: every chosen variant under the same load, then the lessons if asked.
 pub fn progression(args: &BenchArgs) -> Vec<Scenario> {
     let variants = if args.variants.is_empty() {
-        Variant::ALL.to_vec()
+        Variant::PROGRESSION.to_vec()
     } else {
         args.variants.clone()
     };
@@ -287,7 +291,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
         .pool_max_idle_per_host(usize::try_from(concurrency).unwrap_or(usize::MAX))
         .timeout(Duration::from_secs(120))
         .build()?;
-    let mut info = redis_usage::Masters::connect(args.redis_mode, &args.redis_url).await?;
+    let mut info = redis_usage::Masters::connect(
+        args.redis_mode,
+        &args.redis_url,
+        args.redis_sentinel_master.as_deref(),
+    )
+    .await?;
 
     let mut rows = Vec::with_capacity(scenarios.len());
     for scenario in scenarios {

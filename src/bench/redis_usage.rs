@@ -24,12 +24,17 @@ pub struct Usage {
 impl Masters {
     /// The masters behind `urls` (one server, or the seed nodes of a Cluster, which is
     /// asked for its masters), each with a connection of its own.
-    pub async fn connect(mode: RedisMode, urls: &str) -> anyhow::Result<Self> {
+    pub async fn connect(
+        mode: RedisMode,
+        urls: &str,
+        sentinel_master: Option<&str>,
+    ) -> anyhow::Result<Self> {
         let config = StoreConfig {
             mode,
             urls: urls.to_owned(),
             tls_ca: None,
             timeout: Duration::from_secs(5),
+            sentinel_master: sentinel_master.map(str::to_owned),
         };
         let seeds = config
             .url_list()
@@ -49,7 +54,7 @@ impl Masters {
         for master in masters {
             let url = match mode {
                 RedisMode::Standalone => first.clone(),
-                RedisMode::Cluster => with_address(&first, &master.addr),
+                RedisMode::Cluster | RedisMode::Sentinel => with_address(&first, &master.addr),
             };
             let conn = redis::Client::open(url.as_str())?
                 .get_multiplexed_async_connection()

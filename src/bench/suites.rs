@@ -180,7 +180,7 @@ fn shards(args: &BenchArgs) -> Vec<Scenario> {
 }
 
 fn latency(args: &BenchArgs) -> Vec<Scenario> {
-    Variant::ALL
+    Variant::PROGRESSION
         .into_iter()
         .map(|variant| {
             let knobs = match variant {

@@ -9,15 +9,19 @@
 //! - [`WatchdogLock`] — Redisson's reentrant lock: a hash `owner -> hold count` with a
 //!   lease a watchdog renews, and waiters woken through one shared subscription
 //!   ([`WatchdogLocks`]). Correct even when the work outlasts the lease.
+//! - [`Redlock`] — one lock over 3 or 5 independent masters, held by a majority, as the
+//!   Redis docs describe it; survives the loss of a minority of them.
 //!
 //! All of them take a lock with `try_lock` and give it back with `unlock`. Release is async,
 //! so it cannot run in `Drop`: a caller that forgets it leaves the lock to its TTL (or, for
 //! `SetnxLock`, forever), which is exactly what the setnx lesson shows.
 
+pub mod redlock;
 mod setnx;
 mod token;
 pub mod watchdog;
 
+pub use redlock::{Redlock, RedlockLock};
 pub use setnx::SetnxLock;
 pub use token::TokenLock;
 pub use watchdog::{WatchdogLock, WatchdogLocks};

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 use super::LockError;
 use crate::scripts;
-use crate::store::RedisConn;
+use crate::store::{Nodes, RedisConn};
 
 /// Redisson's `lockWatchdogTimeout`: the lease used, and renewed, when none is asked for.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -79,12 +79,7 @@ impl WatchdogLocks {
     /// `channel_pattern` (e.g. `seckill:*:lock:released`), on the first of `nodes` that
     /// answers. It reconnects by itself, to the next node when one goes away (on a Cluster
     /// every node hears every `PUBLISH`).
-    pub fn start(
-        nodes: Vec<redis::Client>,
-        conn: RedisConn,
-        lease: Duration,
-        channel_pattern: &str,
-    ) -> Self {
+    pub fn start(nodes: Nodes, conn: RedisConn, lease: Duration, channel_pattern: &str) -> Self {
         let shared = Arc::new(Shared {
             conn,
             lease,
@@ -195,11 +190,18 @@ impl Shared {
 }
 
 /// The instance's one subscription: every release message wakes one local waiter.
-async fn subscribe(nodes: Vec<redis::Client>, pattern: String, shared: Weak<Shared>) {
+async fn subscribe(nodes: Nodes, pattern: String, shared: Weak<Shared>) {
     let mut backoff = Duration::from_millis(50);
-    for client in nodes.iter().cycle() {
-        let connected =
-            tokio::time::timeout(Duration::from_secs(2), client.get_async_pubsub()).await;
+    for attempt in 0.. {
+        let connected = match nodes.pick(attempt).await {
+            Some(client) => {
+                tokio::time::timeout(Duration::from_secs(2), client.get_async_pubsub()).await
+            }
+            None => Ok(Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "no node to subscribe on",
+            )))),
+        };
         if let Ok(Ok(mut pubsub)) = connected
             && pubsub.psubscribe(&pattern).await.is_ok()
         {

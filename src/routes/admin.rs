@@ -78,7 +78,14 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
             "shards must be from 1 to {MAX_SHARDS}"
         )));
     }
-    let layout = product::reset(&state.store, &product, request.stock, request.shards).await?;
+    let layout = product::reset(
+        &state.store,
+        &state.lock_store,
+        &product,
+        request.stock,
+        request.shards,
+    )
+    .await?;
     tracing::info!(%product, stock = request.stock, shards = request.shards, "stock reset");
     Ok(Json(json!({
         "outcome": "reset",
@@ -100,7 +107,7 @@ struct UnlockRequest {
 async fn unlock(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, AppError> {
     let request: UnlockRequest = json_body(&body, r#"{"product": "101"}"#)?;
     let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
-    let freed = product::force_unlock(&state.store, &product).await?;
+    let freed = product::force_unlock(&state.store, &state.lock_store, &product).await?;
     tracing::warn!(%product, freed, "locks deleted by an operator");
     Ok(Json(
         json!({ "outcome": "unlocked", "product": product.as_str(), "freed": freed }),

@@ -104,7 +104,11 @@ async fn run(
     let deduction = Deduction {
         redis: state.store.conn(),
         store: state.store.clone(),
+        lock_redis: state.lock_store.conn(),
+        locks_beside_stock: !state.separate_lock_store,
         wait: settings.wait,
+        lock_wait: settings.lock_wait,
+        redlock: state.redlock.clone(),
         product: ProductKeys::new(&knobs.product),
         knobs,
         variant,
@@ -135,7 +139,9 @@ fn answer(state: &AppState, variant: Variant, product: String, outcome: Outcome)
         Outcome::LockBusy => StatusCode::TOO_MANY_REQUESTS,
         Outcome::LockLost => StatusCode::SERVICE_UNAVAILABLE,
         Outcome::Abandoned => StatusCode::INTERNAL_SERVER_ERROR,
-        Outcome::Unconfirmed { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        Outcome::Unconfirmed { .. } | Outcome::Fenced | Outcome::LockUnconfirmed => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
     };
     let mut answer = Answer {
         outcome: outcome.name(),
@@ -163,7 +169,11 @@ fn answer(state: &AppState, variant: Variant, product: String, outcome: Outcome)
             answer.shard = Some(shard);
             answer.note = Some(UNCONFIRMED);
         }
-        Outcome::LockBusy | Outcome::LockLost | Outcome::Abandoned => {}
+        Outcome::LockBusy
+        | Outcome::LockLost
+        | Outcome::Abandoned
+        | Outcome::Fenced
+        | Outcome::LockUnconfirmed => {}
     }
     let mut response = json(status, &answer);
     if status == StatusCode::SERVICE_UNAVAILABLE {

@@ -39,7 +39,9 @@ async fn stats(
     headers: HeaderMap,
 ) -> Result<Json<Stats>, AppError> {
     let product = product_param(query.as_deref(), &headers)?;
-    Ok(Json(product::stats(&state.store, &product).await?))
+    Ok(Json(
+        product::stats(&state.store, &state.lock_store, &product).await?,
+    ))
 }
 
 /// `product` is the only parameter these take.

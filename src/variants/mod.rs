@@ -7,6 +7,7 @@
 
 mod lua;
 mod naive;
+mod redlock;
 mod segmented;
 mod setnx;
 mod token;
@@ -24,7 +25,7 @@ use uuid::Uuid;
 use crate::error::AppError;
 use crate::keys::{ProductKeys, ShardKeys};
 use crate::knobs::Knobs;
-use crate::lock::WatchdogLocks;
+use crate::lock::{Redlock, WatchdogLocks};
 use crate::metrics::Metrics;
 use crate::scripts;
 use crate::store::{RedisConn, Store};
@@ -56,6 +57,12 @@ pub enum Outcome {
     /// saw fewer replicas than `--redis-wait-replicas` have it in time: it may or may not
     /// survive a failover of that master. Counted as `unconfirmed` in `/stats`.
     Unconfirmed { order: String, shard: u32 },
+    /// 503: the stock refused the commit: the holder's fencing token was older than one
+    /// that had already read or written the stock (`fence=on`). Nothing was sold.
+    Fenced,
+    /// 503: the lock was taken but fewer replicas of the lock store than
+    /// `--lock-wait-replicas` confirmed it in time; it was given back, nothing was sold.
+    LockUnconfirmed,
 }
 
 impl Outcome {
@@ -67,7 +74,28 @@ impl Outcome {
             Self::LockLost => "lock_lost",
             Self::Abandoned => "abandoned",
             Self::Unconfirmed { .. } => "unconfirmed",
+            Self::Fenced => "fenced",
+            Self::LockUnconfirmed => "lock_unconfirmed",
         }
+    }
+}
+
+/// What a lock holder presents at the stock.
+#[derive(Default, Clone, Copy)]
+pub(super) struct Guard<'a> {
+    /// Watchdog: the owner that must still hold the shard's lock hash at commit, checked
+    /// inside the commit script — only when the lock lives in the stock store.
+    pub owner: Option<&'a str>,
+    /// `fence=on`: the fencing token the holder was granted.
+    pub token: Option<i64>,
+    /// Asked just before the commit: true when the holder knows its lock is gone (a
+    /// Redlock extension that missed its quorum).
+    pub lost: Option<&'a (dyn Fn() -> bool + Send + Sync)>,
+}
+
+impl Guard<'_> {
+    fn token_arg(&self) -> String {
+        self.token.map(|t| t.to_string()).unwrap_or_default()
     }
 }
 
@@ -117,11 +145,21 @@ impl ReplicaWait {
 
 /// Everything one deduction needs.
 pub struct Deduction {
+    /// The stock store's connection.
     pub redis: RedisConn,
     /// The stock store, for what spans shards (segmented's look at every shard).
     pub store: Store,
+    /// The lock store's connection (setnx, token; the watchdog locks hold their own).
+    pub lock_redis: RedisConn,
+    /// Whether locks live in the stock store itself, so that a commit can check the lock
+    /// hash in the same script (the watchdog's fence).
+    pub locks_beside_stock: bool,
     /// Replicas every sale must reach before it is answered 200.
     pub wait: Option<ReplicaWait>,
+    /// Replicas of the lock store every lock must reach before its holder goes on.
+    pub lock_wait: Option<ReplicaWait>,
+    /// The redlock variant's servers, when configured.
+    pub redlock: Option<Redlock>,
     pub product: ProductKeys,
     pub knobs: Knobs,
     pub variant: Variant,
@@ -143,11 +181,13 @@ impl Deduction {
             Variant::Token => token::deduct(self).await,
             Variant::Watchdog => watchdog::deduct(self).await,
             Variant::Segmented => segmented::deduct(self).await,
+            Variant::Redlock => redlock::deduct(self).await,
             Variant::Lua => return lua::deduct(self).await,
         }?;
         let counter = match outcome {
             Outcome::SoldOut { .. } => "sold_out",
             Outcome::LockBusy => "lock_busy",
+            Outcome::LockUnconfirmed => "lock_unconfirmed",
             _ => return Ok(outcome),
         };
         let _: i64 = self
@@ -164,14 +204,12 @@ impl Deduction {
     }
 
     /// The seed's business logic, run while holding a lock: enter (the audit notes who
-    /// else is inside), read the stock, check it, work, take one unit and leave.
-    ///
-    /// With a `fence` (the watchdog lock's owner), the unit is taken only if that owner
-    /// still holds the shard's lock at that moment, checked inside the same script.
+    /// else is inside), read the stock, check it, work, take one unit and leave. What the
+    /// holder presents at the stock is in `guard`.
     async fn critical_section(
         &self,
         shard: &ShardKeys,
-        fence: Option<&str>,
+        guard: Guard<'_>,
     ) -> Result<Outcome, AppError> {
         let mut conn = self.redis.clone();
         let stay = self.knobs.work + INSIDE_MARGIN;
@@ -179,8 +217,10 @@ impl Deduction {
             .key(&shard.stock)
             .key(&shard.inside)
             .key(&shard.audit)
+            .key(&shard.fence)
             .arg(&self.holder)
             .arg(stay.as_millis() as u64)
+            .arg(guard.token_arg())
             .invoke_async(&mut conn)
             .await?;
         let Some(stock) = stock else {
@@ -191,7 +231,13 @@ impl Deduction {
             return Ok(Outcome::SoldOut { remaining: stock });
         }
         self.work().await;
-        self.commit(shard, Take::Decrement, fence).await
+        if guard.lost.is_some_and(|lost| lost()) {
+            // The holder knows its lock is gone: it must not commit.
+            let _: u64 = conn.zrem(&shard.inside, &self.holder).await?;
+            let _: i64 = conn.hincr(&shard.audit, "lock_lost", 1).await?;
+            return Ok(Outcome::LockLost);
+        }
+        self.commit(shard, Take::Decrement, guard).await
     }
 
     /// Takes one unit, records the order and leaves the critical section, in one round trip.
@@ -199,7 +245,7 @@ impl Deduction {
         &self,
         shard: &ShardKeys,
         take: Take,
-        fence: Option<&str>,
+        guard: Guard<'_>,
     ) -> Result<Outcome, AppError> {
         let order = Uuid::now_v7().to_string();
         let mut script = scripts::COMMIT.prepare_invoke();
@@ -209,6 +255,7 @@ impl Deduction {
             .key(&shard.orders)
             .key(&shard.audit)
             .key(&shard.lock)
+            .key(&shard.fence)
             .arg(&self.holder)
             .arg(&order)
             .arg(&*self.instance)
@@ -217,12 +264,15 @@ impl Deduction {
             Take::Decrement => script.arg("decr").arg(0),
             Take::Set(value) => script.arg("set").arg(value),
         };
-        script.arg(fence.unwrap_or_default());
+        // The lock hash can be checked in the commit only where it lives beside the stock.
+        let owner = guard.owner.filter(|_| self.locks_beside_stock);
+        script.arg(owner.unwrap_or_default()).arg(guard.token_arg());
         let mut conn = self.redis.clone();
         let remaining: i64 = script.invoke_async(&mut conn).await?;
         match remaining {
             -2 => return Err(self.not_for_sale().await),
             -3 => return Ok(Outcome::LockLost),
+            -4 => return Ok(Outcome::Fenced),
             _ => {}
         }
         if !ReplicaWait::confirm(self.wait, &mut conn, &shard.stock, &shard.audit, 1).await {
@@ -236,6 +286,37 @@ impl Deduction {
             order,
             shard: shard.index,
         })
+    }
+
+    /// With `fence=on`, a fencing token for a holder that has just taken `shard`'s lock:
+    /// the next number of the shard's counter in the stock store. The stock store issues
+    /// it because the stock store is what checks it: the counter and the highest token
+    /// seen sit in one hash on the shard's slot, so whatever happens to the lock store (a
+    /// failover that forgets a lock), the same token is never handed out twice while the
+    /// stock remembers tokens.
+    async fn fencing_token(&self, shard: &ShardKeys) -> Result<Option<i64>, AppError> {
+        if !self.knobs.fence {
+            return Ok(None);
+        }
+        let token: i64 = self.redis.clone().hincr(&shard.fence, "issued", 1).await?;
+        Ok(Some(token))
+    }
+
+    /// With `--lock-wait-replicas`, whether enough replicas of the lock store have the
+    /// lock at `key` just taken (Redisson's `checkLockSyncedSlaves`).
+    async fn lock_confirmed(&self, key: &str) -> Result<bool, AppError> {
+        let Some(wait) = self.lock_wait else {
+            return Ok(true);
+        };
+        let acked = self
+            .lock_redis
+            .clone()
+            .wait_replicas(key, wait.replicas, wait.timeout)
+            .await?;
+        if acked < wait.replicas {
+            tracing::warn!(%key, acked, wanted = wait.replicas, "lock not confirmed by the lock store's replicas");
+        }
+        Ok(acked >= wait.replicas)
     }
 
     /// The business time the seeds spend inside the critical section.

@@ -6,7 +6,7 @@
 
 use redis::AsyncCommands;
 
-use super::{Deduction, Outcome, Take};
+use super::{Deduction, Guard, Outcome, Take};
 use crate::error::AppError;
 
 pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
@@ -19,5 +19,6 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         return Ok(Outcome::SoldOut { remaining: stock });
     }
     d.work().await;
-    d.commit(&shard, Take::Set(stock - 1), None).await
+    d.commit(&shard, Take::Set(stock - 1), Guard::default())
+        .await
 }

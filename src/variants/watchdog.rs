@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::{Deduction, Outcome};
+use super::{Deduction, Guard, Outcome};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
 
@@ -26,11 +26,21 @@ pub(super) async fn deduct_from(
     if !d.acquire(lock.try_lock(wait, d.knobs.lease)).await? {
         return Ok(Outcome::LockBusy);
     }
+    if !d.lock_confirmed(&shard.lock).await? {
+        d.log_release(lock.unlock().await.map_err(Into::into));
+        return Ok(Outcome::LockUnconfirmed);
+    }
     if d.knobs.abandons() {
         lock.abandon();
         return Ok(Outcome::Abandoned);
     }
-    let result = d.critical_section(shard, Some(lock.owner())).await;
+    let token = d.fencing_token(shard).await?;
+    let guard = Guard {
+        owner: Some(lock.owner()),
+        token,
+        lost: None,
+    };
+    let result = d.critical_section(shard, guard).await;
     if let Some(pause) = d.knobs.pause_before_release() {
         tokio::time::sleep(pause).await;
     }

@@ -215,6 +215,20 @@ impl Instance {
             .expect("VmHWM in /proc/<pid>/status")
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to the process: a paused holder, as a long GC pause
+    /// or a frozen VM would make one.
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success(), "kill -{signal}");
+    }
+
     /// SIGKILL: the process dies wherever it is, without releasing anything.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -9,6 +9,17 @@
 //! - `cluster`: redis-rs's async cluster client, from a list of seed nodes; it follows
 //!   slot moves and failovers by itself. Every script keeps its keys in one hash tag, so
 //!   each call lands on one slot; what spans shards goes as one call per shard.
+//! - `sentinel`: a master found through Redis Sentinel ([`SentinelConn`]); on a connection
+//!   error or a `READONLY` answer the connection is dropped and the sentinels are asked
+//!   again, so an instance follows a failover by itself.
+//!
+//! An instance has two stores: the stock store (stock, orders, audit) and the lock store
+//! (setnx, token, watchdog and segmented locks), which is the stock store unless
+//! `--lock-redis-url` names another, as real deployments keep locks and data apart.
+
+mod sentinel;
+
+pub use sentinel::SentinelConn;
 
 use std::time::Duration;
 
@@ -27,6 +38,9 @@ pub enum RedisMode {
     Standalone,
     /// Redis Cluster (`--redis-url` lists seed nodes, comma-separated).
     Cluster,
+    /// A master and its replicas watched by Redis Sentinel (`--redis-url` lists the
+    /// sentinels, and the master's name is given apart).
+    Sentinel,
 }
 
 /// What it takes to connect: the topology, its URLs, and the CA for `rediss://`.
@@ -39,6 +53,8 @@ pub struct StoreConfig {
     pub tls_ca: Option<Vec<u8>>,
     /// Bound on every command and every connection attempt.
     pub timeout: Duration,
+    /// The name the sentinels know the master by (sentinel mode).
+    pub sentinel_master: Option<String>,
 }
 
 impl StoreConfig {
@@ -58,6 +74,7 @@ impl StoreConfig {
 pub enum RedisConn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(SentinelConn),
 }
 
 impl ConnectionLike for RedisConn {
@@ -65,6 +82,7 @@ impl ConnectionLike for RedisConn {
         match self {
             Self::Single(conn) => conn.req_packed_command(cmd),
             Self::Cluster(conn) => conn.req_packed_command(cmd),
+            Self::Sentinel(conn) => conn.req_packed_command(cmd),
         }
     }
 
@@ -77,6 +95,7 @@ impl ConnectionLike for RedisConn {
         match self {
             Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
             Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Sentinel(conn) => conn.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -84,6 +103,7 @@ impl ConnectionLike for RedisConn {
         match self {
             Self::Single(conn) => conn.get_db(),
             Self::Cluster(conn) => conn.get_db(),
+            Self::Sentinel(conn) => conn.get_db(),
         }
     }
 }
@@ -102,6 +122,7 @@ impl RedisConn {
         wait.arg(replicas).arg(millis(timeout));
         let acked = match self {
             Self::Single(conn) => wait.query_async(conn).await?,
+            Self::Sentinel(conn) => wait.query_async(conn).await?,
             Self::Cluster(conn) => {
                 let route = Route::new(key_slot(key.as_bytes()), SlotAddr::Master);
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
@@ -127,6 +148,10 @@ impl RedisConn {
                 let slots: Value = redis::cmd("CLUSTER").arg("SLOTS").query_async(conn).await?;
                 Ok(parse_cluster_slots(slots))
             }
+            Self::Sentinel(conn) => Ok(vec![Master {
+                addr: conn.master_address().await?,
+                slots: vec![(0, 16383)],
+            }]),
         }
     }
 }
@@ -197,15 +222,40 @@ fn parse_cluster_slots(reply: Value) -> Vec<Master> {
     masters
 }
 
-/// The stock store of an instance: its connection, and what the few things that must
-/// talk to one node at a time (the release subscription) need to find one.
+/// A store of an instance: its connection, and what the few things that must talk to one
+/// node at a time (the release subscription) need to find one.
 #[derive(Clone)]
 pub struct Store {
     pub config: StoreConfig,
     conn: RedisConn,
-    /// One client per URL given, for the pub/sub subscription: any node of a Cluster
+    nodes: Nodes,
+}
+
+/// Where a subscriber can listen for every lock's release messages.
+#[derive(Clone)]
+pub enum Nodes {
+    /// The one server, or (Cluster) each URL given, tried in turn: any node of a Cluster
     /// hears every `PUBLISH`, so the subscriber moves to the next when one goes away.
-    nodes: Vec<redis::Client>,
+    Fixed(Vec<redis::Client>),
+    /// The master the sentinels name at the time.
+    Sentinel(SentinelConn),
+}
+
+impl Nodes {
+    /// The node to try on the `attempt`-th (re)connection.
+    pub async fn pick(&self, attempt: usize) -> Option<redis::Client> {
+        match self {
+            Self::Fixed(clients) if clients.is_empty() => None,
+            Self::Fixed(clients) => Some(clients[attempt % clients.len()].clone()),
+            Self::Sentinel(conn) => match conn.master_client().await {
+                Ok(client) => Some(client),
+                Err(err) => {
+                    tracing::warn!(error = %err, "no master from the sentinels");
+                    None
+                }
+            },
+        }
+    }
 }
 
 impl Store {
@@ -214,10 +264,24 @@ impl Store {
     pub fn connect(config: StoreConfig) -> anyhow::Result<Self> {
         let urls = config.url_list();
         ensure!(!urls.is_empty(), "--redis-url names no server");
-        let nodes = urls
+        if config.mode == RedisMode::Sentinel {
+            let master = config
+                .sentinel_master
+                .as_deref()
+                .context("sentinel mode needs the master's name (--redis-sentinel-master)")?;
+            let conn = SentinelConn::new(&urls, master, config.timeout)
+                .context("--redis-url (sentinels)")?;
+            return Ok(Self {
+                config,
+                conn: RedisConn::Sentinel(conn.clone()),
+                nodes: Nodes::Sentinel(conn),
+            });
+        }
+        let clients = urls
             .iter()
             .map(|url| client(url, config.tls_ca.as_deref()))
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let nodes = Nodes::Fixed(clients.clone());
         let conn = match config.mode {
             RedisMode::Standalone => {
                 if urls.len() > 1 {
@@ -228,7 +292,7 @@ impl Store {
                 }
                 RedisConn::Single(
                     ConnectionManager::new_lazy_with_config(
-                        nodes[0].clone(),
+                        clients[0].clone(),
                         manager_config(config.timeout),
                     )
                     .context("creating the redis connection")?,
@@ -259,6 +323,7 @@ impl Store {
                     .set_response_timeout(config.timeout);
                 RedisConn::Cluster(client.get_pending_async_connection_with_config(cluster_config))
             }
+            RedisMode::Sentinel => unreachable!("handled above"),
         };
         Ok(Self {
             config,
@@ -272,8 +337,9 @@ impl Store {
     }
 
     /// Where a subscriber can listen for every lock's release messages: the one server,
-    /// or any node of the Cluster (a plain `PUBLISH` reaches them all).
-    pub fn subscribe_targets(&self) -> Vec<redis::Client> {
+    /// any node of the Cluster (a plain `PUBLISH` reaches them all), or the master the
+    /// sentinels name.
+    pub fn subscribe_targets(&self) -> Nodes {
         self.nodes.clone()
     }
 

@@ -1,0 +1,102 @@
+//! Fencing tokens at the stock: a lock holder paused (SIGSTOP) past its TTL loses the lock
+//! to a second holder; both get inside. With `fence=on` the stock refuses the older
+//! holder's commit; without, the unit sells twice. The locks live in a lock store of
+//! their own, so the old "commit checks the lock hash" fence cannot help here.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Instance, RedisServer, int};
+use serde_json::{Value, json};
+
+async fn post(http: &reqwest::Client, instance: &Instance, path: &str) -> (u16, Value) {
+    let response = http.post(instance.url(path)).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Stock 1. Holder A takes the token lock (TTL 300 ms) and starts 500 ms of work; its
+/// process is frozen for a second. Holder B gets the expired lock, and sells the unit.
+/// A thaws and commits. Returns A's answer and `/stats`.
+async fn paused_holder(fence: &str) -> ((u16, Value), Value) {
+    let stock = RedisServer::start();
+    let locks = RedisServer::start();
+    let args = ["--lock-redis-url", &locks.url()];
+    let a = Instance::start(&stock.url(), &args);
+    let b = Instance::start(&stock.url(), &args);
+    let http = reqwest::Client::new();
+    let reset = http
+        .post(a.url("/admin/reset"))
+        .json(&json!({ "product": "101", "stock": 1 }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reset.status(), 200);
+
+    let first = {
+        let http = http.clone();
+        let url = a.url(&format!(
+            "/deduct_stock/token?work_ms=500&ttl_ms=300&fence={fence}"
+        ));
+        tokio::spawn(async move {
+            let response = http.post(url).send().await.unwrap();
+            let status = response.status().as_u16();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    a.signal("STOP");
+    let second = post(
+        &http,
+        &b,
+        &format!("/deduct_stock/token?wait_ms=3000&fence={fence}"),
+    )
+    .await;
+    assert_eq!(
+        second.0, 200,
+        "B got the expired lock and sold: {}",
+        second.1
+    );
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    a.signal("CONT");
+    let first = first.await.unwrap();
+    let stats: Value = http
+        .get(b.url("/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (first, stats)
+}
+
+/// With `fence=on` the paused holder's commit is refused: 503 `fenced`, one unit sold.
+#[tokio::test]
+async fn paused_holder_is_fenced_at_the_stock() {
+    let ((status, body), stats) = paused_holder("on").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["outcome"], "fenced", "{body}");
+    assert!(
+        int(&stats, "lock_overlaps") >= 1,
+        "both were inside: {stats}"
+    );
+    assert_eq!(int(&stats, "sold"), 1, "{stats}");
+    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
+    assert_eq!(int(&stats, "fenced"), 1, "{stats}");
+}
+
+/// Without fencing the same pause sells the one unit twice.
+#[tokio::test]
+async fn paused_holder_without_fence_oversells() {
+    let ((status, body), stats) = paused_holder("off").await;
+    assert_eq!(status, 200, "the paused holder sold too: {body}");
+    assert!(int(&stats, "lock_overlaps") >= 1, "{stats}");
+    assert_eq!(int(&stats, "sold"), 2, "{stats}");
+    assert_eq!(int(&stats, "oversold"), 1, "{stats}");
+    assert_eq!(int(&stats, "fenced"), 0, "{stats}");
+}

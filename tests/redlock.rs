@@ -1,0 +1,117 @@
+//! The `redlock` variant over 5 independent Redis servers, through Nginx: exact while a
+//! majority of them is up, and nothing sold when a majority is gone.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Cluster, Instance, Nginx, RedisServer, int};
+use serde_json::Value;
+
+struct Setup {
+    stock: RedisServer,
+    lock_servers: Vec<RedisServer>,
+    instances: Vec<Instance>,
+    nginx: Nginx,
+    http: reqwest::Client,
+}
+
+/// A stock store, 5 lock servers, two instances with `--redlock-urls`, Nginx.
+fn setup() -> Setup {
+    let stock = RedisServer::start();
+    let lock_servers: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();
+    let urls = lock_servers
+        .iter()
+        .map(RedisServer::url)
+        .collect::<Vec<_>>()
+        .join(",");
+    let instances: Vec<Instance> = (0..2)
+        .map(|_| Instance::start(&stock.url(), &["--redlock-urls", &urls]))
+        .collect();
+    let nginx = Nginx::start(&instances);
+    Setup {
+        stock,
+        lock_servers,
+        instances,
+        nginx,
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap(),
+    }
+}
+
+impl Setup {
+    async fn sell(&self, stock: i64, requests: usize) -> (common::LoadReport, Value) {
+        self.nginx.reset(&self.http, stock, 1).await;
+        let report = Cluster::load_detached(
+            self.http.clone(),
+            self.nginx
+                .url("/deduct_stock/redlock?work_ms=1&wait_ms=5000"),
+            requests,
+            100,
+        )
+        .await;
+        (report, self.nginx.stats(&self.http).await)
+    }
+}
+
+/// 100 connections against 60 units: exactly 60 sold, never two holders inside; the same
+/// with 2 of the 5 lock servers killed; with 3 of 5 killed, no quorum: nothing sold, and
+/// every answer a 429 or a 503.
+#[tokio::test]
+async fn redlock_holds_with_a_majority_and_sells_nothing_without_one() {
+    let mut s = setup();
+    let (report, stats) = s.sell(60, 300).await;
+    assert_eq!(report.count(200), 60, "{report:?}");
+    assert_eq!(int(&stats, "sold"), 60, "{stats}");
+    assert_eq!(int(&stats, "remaining"), 0, "{stats}");
+    assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
+    assert_eq!(
+        report.count(409),
+        240,
+        "the rest found it sold out: {report:?}"
+    );
+
+    s.lock_servers[0].kill();
+    s.lock_servers[3].kill();
+    let (report, stats) = s.sell(60, 300).await;
+    assert_eq!(report.count(200), 60, "2 of 5 down: {report:?}");
+    assert_eq!(int(&stats, "sold"), 60, "{stats}");
+    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
+    assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
+
+    s.lock_servers[1].kill();
+    s.nginx.reset(&s.http, 60, 1).await;
+    let report = Cluster::load_detached(
+        s.http.clone(),
+        s.nginx.url("/deduct_stock/redlock?work_ms=1&wait_ms=200"),
+        40,
+        10,
+    )
+    .await;
+    let stats = s.nginx.stats(&s.http).await;
+    assert_eq!(report.count(200), 0, "3 of 5 down: {report:?}");
+    assert!(
+        report.statuses.keys().all(|s| [429, 503].contains(s)),
+        "only 429 and 503 without a quorum: {report:?}"
+    );
+    assert_eq!(int(&stats, "sold"), 0, "{stats}");
+    assert_eq!(int(&stats, "remaining"), 60, "{stats}");
+    drop(s.stock);
+    drop(s.instances);
+}
+
+/// Without `--redlock-urls`, `redlock` says what it needs: 503 `not_configured`.
+#[tokio::test]
+async fn redlock_without_servers_says_so() {
+    let cluster = Cluster::start(1, &[]);
+    cluster.reset("101", 5, 1).await;
+    let (status, body) = cluster.post(0, "/deduct_stock/redlock").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["outcome"], "not_configured", "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("--redlock-urls"),
+        "{body}"
+    );
+}
