@@ -100,6 +100,9 @@ fn is_unavailable(err: &RedisError) -> bool {
             err.kind(),
             ErrorKind::AuthenticationFailed
                 | ErrorKind::ClusterConnectionNotFound
+                // During a failover the sentinels still name the dead master, whose role
+                // check fails: no master for now.
+                | ErrorKind::MasterNameNotFoundBySentinel
                 | ErrorKind::Server(
                     ServerErrorKind::BusyLoading
                         | ServerErrorKind::MasterDown

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses a different part of the helpers
 
 pub mod redis_cluster;
+pub mod sentinel;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -24,7 +25,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-fn scratch_dir(what: &str) -> PathBuf {
+pub fn scratch_dir(what: &str) -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
         "seckill-test-{}-{what}-{}",
@@ -35,7 +36,7 @@ fn scratch_dir(what: &str) -> PathBuf {
     dir
 }
 
-fn print_log(name: &str, path: &PathBuf) {
+pub fn print_log(name: &str, path: &PathBuf) {
     let log = std::fs::read_to_string(path).unwrap_or_default();
     let tail: Vec<&str> = log.lines().rev().take(60).collect();
     eprintln!("----- {name} log ({}) -----", path.display());

@@ -1,0 +1,108 @@
+//! The stock store as a master with two replicas watched by three real sentinels: the
+//! master killed under lua load with `--redis-wait-replicas 1`; the instances follow the
+//! promoted replica by themselves, and every order answered 200 survives.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::sentinel::{MASTER, Sentinels};
+use common::{Cluster, Instance, Nginx, int, recorded_orders};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_sentinel_master_loses_no_acknowledged_order() {
+    let mut redis = Sentinels::start(2);
+    let args = [
+        "--redis-mode",
+        "sentinel",
+        "--redis-sentinel-master",
+        MASTER,
+        "--redis-wait-replicas",
+        "1",
+    ];
+    let instances: Vec<Instance> = (0..2)
+        .map(|_| Instance::start(&redis.urls(), &args))
+        .collect();
+    let nginx = Nginx::start(&instances);
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let initial = 100_000;
+    nginx.reset(&http, initial, 1).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = tokio::spawn(Cluster::load_until(
+        http.clone(),
+        nginx.url("/deduct_stock/lua"),
+        90_000,
+        20,
+        stop.clone(),
+    ));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while int(&nginx.stats(&http).await, "sold") < 500 {
+        assert!(Instant::now() < deadline, "no sales before the kill");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let old = redis.master.port;
+    redis.master.kill();
+    let killed_at = Instant::now();
+    let promoted =
+        tokio::task::block_in_place(|| redis.wait_for_failover(old, Duration::from_secs(30)));
+    eprintln!(
+        "sentinels promoted :{promoted} after {:?}",
+        killed_at.elapsed()
+    );
+
+    // The instances find the new master by themselves: sales go on.
+    let mut sold_then = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let sold = nginx.stats(&http).await["sold"].as_i64();
+        match (sold_then, sold) {
+            (None, now) => sold_then = now,
+            (Some(then), Some(now)) if now > then + 100 => break,
+            _ => {}
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sales did not resume on the new master"
+        );
+    }
+    let resumed_after = killed_at.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let load = load.await.unwrap();
+
+    let stats = nginx.stats(&http).await;
+    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{promoted}"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let recorded = recorded_orders(&mut conn, "101").await;
+    let lost = load
+        .orders
+        .iter()
+        .filter(|o| !recorded.contains_key(*o))
+        .count();
+    eprintln!("{load:?}; resumed after {resumed_after:?}; lost {lost}; {stats}");
+    assert_eq!(lost, 0, "every order answered 200 is on the new master");
+    assert_eq!(load.transport_errors, 0, "{load:?}");
+    assert!(
+        load.statuses.keys().all(|s| [200, 503].contains(s)),
+        "only sales and clean 503s: {load:?}"
+    );
+    assert!(
+        load.slowest < Duration::from_secs(4),
+        "a request hung: {load:?}"
+    );
+    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
+    assert_eq!(
+        int(&stats, "sold") + int(&stats, "remaining"),
+        initial,
+        "{stats}"
+    );
+    assert_eq!(int(&stats, "sold") as usize, recorded.len(), "{stats}");
+}
