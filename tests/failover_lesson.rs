@@ -1,0 +1,86 @@
+//! `scripts/failover-lesson.sh` as a test: real sentinels fail a lock store over, and the
+//! four rows come out as the lesson says.
+
+mod common;
+
+use std::net::TcpListener;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// A run of 15 free loopback ports for the script's processes.
+fn free_port_base() -> u16 {
+    for _ in 0..1_000 {
+        let base = fastrand::u16(20_000..=40_000);
+        if (0..15).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
+            return base;
+        }
+    }
+    panic!("no 15 free ports in a row");
+}
+
+/// unprotected: two holders inside, the unit sold twice; wait_replicas: no overlap (the
+/// unconfirmed lock is given back); redlock: no overlap, sold once; fenced: the overlap
+/// happens and the stock refuses the older holder, nothing oversold. Nothing is left
+/// running afterwards.
+#[test]
+fn failover_lesson_rows() {
+    let run_dir = common::scratch_dir("failover-lesson");
+    let base = free_port_base();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new(format!("{root}/scripts/failover-lesson.sh"))
+        .env("RUN_DIR", &run_dir)
+        .env("PORT_BASE", base.to_string())
+        .env("BIN", env!("CARGO_BIN_EXE_seckill"))
+        .env("SKIP_BUILD", "1")
+        .output()
+        .expect("scripts/failover-lesson.sh");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let said = String::from_utf8_lossy(&out.stderr);
+    println!("{printed}");
+    assert!(out.status.success(), "the lesson failed: {said}");
+
+    let rows: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("lesson.json")).unwrap())
+            .expect("lesson.json is a list of rows");
+    let row = |setting: &str| {
+        rows.iter()
+            .find(|r| r["setting"] == setting)
+            .unwrap_or_else(|| panic!("no {setting} row: {rows:?}"))
+            .clone()
+    };
+    let int = |r: &Value, f: &str| r[f].as_i64().unwrap_or_else(|| panic!("{f} in {r}"));
+
+    let unprotected = row("unprotected");
+    assert!(int(&unprotected, "lock_overlaps") >= 1, "{unprotected}");
+    assert_eq!(int(&unprotected, "oversold"), 1, "{unprotected}");
+    assert_eq!(int(&unprotected, "sold"), 2, "{unprotected}");
+
+    let wait = row("wait_replicas");
+    assert_eq!(int(&wait, "lock_overlaps"), 0, "{wait}");
+    assert_eq!(int(&wait, "oversold"), 0, "{wait}");
+    assert_eq!(wait["first"], "lock_unconfirmed", "{wait}");
+
+    let redlock = row("redlock");
+    assert_eq!(int(&redlock, "lock_overlaps"), 0, "{redlock}");
+    assert_eq!(int(&redlock, "oversold"), 0, "{redlock}");
+    assert_eq!(int(&redlock, "sold"), 1, "{redlock}");
+
+    let fenced = row("fenced");
+    assert!(
+        int(&fenced, "lock_overlaps") >= 1,
+        "the overlap still happens: {fenced}"
+    );
+    assert_eq!(int(&fenced, "oversold"), 0, "{fenced}");
+    assert_eq!(int(&fenced, "sold"), 1, "{fenced}");
+    assert_eq!(fenced["first"], "fenced", "{fenced}");
+
+    for i in 0..15 {
+        assert!(
+            TcpListener::bind(("127.0.0.1", base + i)).is_ok(),
+            "something still listens on :{} after the lesson",
+            base + i
+        );
+    }
+    let _ = std::fs::remove_dir_all(&run_dir);
+}
