@@ -21,6 +21,8 @@
 #   CLUSTER_PORT=7001      the Cluster's nodes listen on CLUSTER_PORT … CLUSTER_PORT+5
 #   REDIS_APPENDFSYNC=always  AOF fsync policy (always|everysec|no), or `off` for no AOF
 #                          (to measure what durability costs)
+#   REDLOCK_SERVERS=0      3 or 5: that many more independent redis-servers, from
+#                          REDLOCK_PORT=6391 on, for the redlock variant (--redlock-urls)
 #   NGINX_WORKERS=1        Nginx worker processes
 #   RUN_DIR=./run          pid files, logs, the rendered nginx.conf
 #   SECKILL_SERVE_ARGS=""  extra flags for every instance, e.g. "--faults --lock-lease-ms 200"
@@ -37,6 +39,8 @@ REDIS=${REDIS:-standalone}
 CLUSTER_PORT=${CLUSTER_PORT:-7001}
 CLUSTER_NODES=6
 REDIS_APPENDFSYNC=${REDIS_APPENDFSYNC:-always}
+REDLOCK_SERVERS=${REDLOCK_SERVERS:-0}
+REDLOCK_PORT=${REDLOCK_PORT:-6391}
 RUN_DIR=${RUN_DIR:-$PWD/run}
 SECKILL_SERVE_ARGS=${SECKILL_SERVE_ARGS:-}
 BIN=$PWD/target/release/seckill
@@ -155,6 +159,24 @@ redis_flags() {
   esac
 }
 
+# The redlock variant's independent masters: plain durable servers, no replicas.
+start_redlock() {
+  local i port urls=()
+  for i in $(seq 0 $((REDLOCK_SERVERS - 1))); do
+    port=$((REDLOCK_PORT + i))
+    urls+=("redis://127.0.0.1:$port")
+    mkdir -p "$RUN_DIR/redlock-data/$port"
+    if ! alive "$RUN_DIR/redis-redlock-$port.pid"; then
+      # shellcheck disable=SC2046 # durability() is a list of flags
+      redis-server --port "$port" --bind 127.0.0.1 --save "" $(durability) \
+        --daemonize yes --pidfile "$RUN_DIR/redis-redlock-$port.pid" \
+        --logfile "$RUN_DIR/redis-redlock-$port.log" --dir "$RUN_DIR/redlock-data/$port"
+    fi
+  done
+  for i in $(seq 0 $((REDLOCK_SERVERS - 1))); do wait_port $((REDLOCK_PORT + i)) redis-server; done
+  REDLOCK_FLAGS="--redlock-urls $(IFS=,; echo "${urls[*]}")"
+}
+
 start() {
   scripts/install-deps.sh
   if [ -z "${SKIP_BUILD:-}" ]; then cargo build --release --quiet; fi
@@ -166,13 +188,19 @@ start() {
     standalone) start_standalone ;;
     cluster) start_cluster ;;
   esac
+  REDLOCK_FLAGS=""
+  case "$REDLOCK_SERVERS" in
+    0) ;;
+    3 | 5) start_redlock ;;
+    *) say "REDLOCK_SERVERS must be 0, 3 or 5, not $REDLOCK_SERVERS"; return 2 ;;
+  esac
 
   local i port
   for i in $(seq 1 "$INSTANCES"); do
     port=$((FIRST_PORT + i - 1))
     if ! alive "$RUN_DIR/seckill-$i.pid"; then
       # shellcheck disable=SC2086 # SECKILL_SERVE_ARGS and redis_flags are lists of flags
-      nohup "$BIN" serve --listen "127.0.0.1:$port" $redis_flags \
+      nohup "$BIN" serve --listen "127.0.0.1:$port" $redis_flags $REDLOCK_FLAGS \
         --instance-id "seckill-$i" $SECKILL_SERVE_ARGS >"$RUN_DIR/seckill-$i.log" 2>&1 &
       echo $! >"$RUN_DIR/seckill-$i.pid"
     fi
@@ -203,7 +231,7 @@ stop() {
 
 clean() {
   stop
-  rm -rf "$RUN_DIR/redis-data" "$RUN_DIR/redis-cluster"
+  rm -rf "$RUN_DIR/redis-data" "$RUN_DIR/redis-cluster" "$RUN_DIR/redlock-data"
   say "Redis data deleted"
 }
 

@@ -222,7 +222,7 @@ pub fn progression(args: &BenchArgs) -> Vec<Scenario> {
             }
             if matches!(
                 variant,
-                Variant::Token | Variant::Watchdog | Variant::Segmented
+                Variant::Token | Variant::Watchdog | Variant::Segmented | Variant::Redlock
             ) {
                 knobs.push(format!("wait_ms={}", args.wait_ms));
             }
