@@ -91,6 +91,15 @@ pub struct ServeArgs {
     #[arg(long, env = "SECKILL_FAULTS")]
     pub faults: bool,
 
+    /// Where the page's lessons send their load: the Nginx in front of the instances (or
+    /// one instance), as `seckill bench --url`.
+    #[arg(
+        long,
+        env = "SECKILL_BENCH_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub bench_url: String,
+
     /// Variant served at `/deduct_stock` when the path names none.
     #[arg(long, env = "SECKILL_DEFAULT_VARIANT", value_enum, default_value_t = Variant::Lua)]
     pub default_variant: Variant,

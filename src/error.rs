@@ -23,6 +23,10 @@ pub enum AppError {
     #[error("product {0} has no stock: POST /admin/reset sets it")]
     UnknownProduct(String),
 
+    /// 409: the request conflicts with what is under way (a lesson already running).
+    #[error("{0}")]
+    Conflict(String),
+
     /// 401: admin with a token configured, and the request did not carry it.
     #[error("admin needs Authorization: Bearer <token>")]
     Unauthorized,
@@ -50,6 +54,7 @@ impl AppError {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::UnknownVariant(_) | Self::UnknownProduct(_) => StatusCode::NOT_FOUND,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Conflict(_) => StatusCode::CONFLICT,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::RedisUnavailable(_) | Self::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -63,6 +68,7 @@ impl AppError {
             Self::UnknownVariant(_) => "unknown_variant",
             Self::UnknownProduct(_) => "unknown_product",
             Self::Unauthorized => "unauthorized",
+            Self::Conflict(_) => "conflict",
             Self::Forbidden => "forbidden",
             Self::RedisUnavailable(_) => "redis_unavailable",
             Self::NotConfigured(_) => "not_configured",

@@ -16,6 +16,8 @@
 //! - [`store`] — which Redis, in which topology (one server or a Cluster): the one module
 //!   that knows; everything else talks to its [`store::RedisConn`].
 //! - [`routes`] — one module per resource: `deduct`, `stock` (and `/stats`), `admin`, `health`.
+//! - [`lessons`] — the lessons a teacher starts from the page (`GET /`): a reset and the
+//!   bench's load, driven from inside the instance.
 //! - [`knobs`] — the per-request teaching knobs (`work_ms`, `ttl_ms`, `fault`, …), parsed
 //!   and bounded before anything touches Redis.
 //! - [`variant`] — [`variant::Variant`], the variants' names, below everything that names them.
@@ -35,6 +37,7 @@ pub mod config;
 pub mod error;
 pub mod keys;
 pub mod knobs;
+pub mod lessons;
 pub mod lock;
 pub mod metrics;
 pub mod product;

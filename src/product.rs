@@ -269,6 +269,8 @@ pub struct LockState {
     pub ttl_ms: Option<i64>,
     /// Held with no TTL at all: only a DEL frees it (the setnx deadlock).
     pub never_expires: bool,
+    /// The instance whose request holds it, when one does.
+    pub holder: Option<String>,
 }
 
 pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<Stats, AppError> {
@@ -286,21 +288,25 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
     // the lock store.
     type ShardRow = (Option<i64>, i64, BTreeMap<String, i64>);
     let lock_conn = locks.conn();
-    let rows: Vec<(ShardRow, i64)> = try_join_all((0..layout.shards()).map(|index| {
-        let shard = keys.shard(&layout, index);
-        let mut conn = conn.clone();
-        let mut lock_conn = lock_conn.clone();
-        async move {
-            let mut pipe = redis::pipe();
-            pipe.get(&shard.stock)
-                .hlen(&shard.orders)
-                .hgetall(&shard.audit);
-            let row = pipe.query_async::<ShardRow>(&mut conn).await?;
-            let pttl: i64 = lock_conn.pttl(&shard.lock).await?;
-            Ok::<_, redis::RedisError>((row, pttl))
-        }
-    }))
-    .await?;
+    let rows: Vec<(ShardRow, (i64, Option<String>))> =
+        try_join_all((0..layout.shards()).map(|index| {
+            let shard = keys.shard(&layout, index);
+            let mut conn = conn.clone();
+            let mut lock_conn = lock_conn.clone();
+            async move {
+                let mut pipe = redis::pipe();
+                pipe.get(&shard.stock)
+                    .hlen(&shard.orders)
+                    .hgetall(&shard.audit);
+                let row = pipe.query_async::<ShardRow>(&mut conn).await?;
+                let lock: (i64, Option<String>) = scripts::LOCK_STATE
+                    .key(&shard.lock)
+                    .invoke_async(&mut lock_conn)
+                    .await?;
+                Ok::<_, redis::RedisError>((row, lock))
+            }
+        }))
+        .await?;
     // A split product keeps its request counters apart from its shards'.
     let product_audit: BTreeMap<String, i64> = if shards > 1 {
         conn.hgetall(&keys.audit).await?
@@ -331,7 +337,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         shard_nodes: Vec::with_capacity(rows.len()),
         locks: Vec::with_capacity(rows.len()),
     };
-    for (index, ((stock, orders, audit), pttl)) in (0..).zip(rows) {
+    for (index, ((stock, orders, audit), (pttl, holder))) in (0..).zip(rows) {
         let stock = stock.unwrap_or_default();
         stats.remaining += stock;
         stats.shard_remaining.push(stock);
@@ -349,6 +355,10 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
             held: pttl != -2,
             ttl_ms: (pttl >= 0).then_some(pttl),
             never_expires: pttl == -1,
+            holder: holder
+                .as_deref()
+                .and_then(|h| h.split_once('/'))
+                .map(|(instance, _)| instance.to_owned()),
         });
     }
     stats.add(product_audit);

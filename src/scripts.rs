@@ -39,6 +39,10 @@ pub static WATCHDOG_RENEW: LazyLock<Script> =
 pub static REDLOCK_EXTEND: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/redlock_extend.lua")));
 
+/// A lock's TTL and holder, whichever kind holds it.
+pub static LOCK_STATE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/lock_state.lua")));
+
 /// Delete any lock and wake its waiters.
 pub static FORCE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/force_unlock.lua")));

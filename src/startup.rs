@@ -18,6 +18,7 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use crate::config::{ServeArgs, check_instance_id, instance_id_from};
 use crate::keys::LOCK_CHANNEL_PATTERN;
+use crate::lessons::Lessons;
 use crate::lock::{OwnerIds, Redlock, WatchdogLocks};
 use crate::metrics::Metrics;
 use crate::routes;
@@ -74,9 +75,10 @@ impl Application {
             store,
             settings: Arc::new(settings),
             metrics: Arc::new(Metrics::new(locks.counters())),
-            owners: Arc::new(OwnerIds::new()),
+            owners: Arc::new(OwnerIds::for_instance(&instance)),
             locks,
             lua,
+            lessons: Lessons::new(&args.bench_url),
         };
         let router = app(state);
         tracing::info!(%local_addr, %instance, faults = args.faults, "seckill instance ready");

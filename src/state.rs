@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::config::{Limits, ServeArgs};
+use crate::lessons::Lessons;
 use crate::lock::{OwnerIds, Redlock, WatchdogLocks};
 use crate::metrics::Metrics;
 use crate::store::Store;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub locks: WatchdogLocks,
     /// The lua variant's shared calls to Redis.
     pub lua: LuaBatches,
+    /// The lessons the page starts.
+    pub lessons: Lessons,
 }
 
 /// The parts of the configuration handlers read.

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -46,7 +46,7 @@ fn histogram() -> Histogram<u64> {
 }
 
 /// Sends `requests` POSTs to `url` from `concurrency` workers, each on its own kept-alive
-/// connection, as oha does.
+/// connection, as oha does. Every worker stops early once `stop` is set.
 pub async fn drive(
     http: &reqwest::Client,
     method: Method,
@@ -54,6 +54,7 @@ pub async fn drive(
     requests: usize,
     concurrency: usize,
     progress: &ProgressBar,
+    stop: &Arc<AtomicBool>,
 ) -> LoadResult {
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
@@ -61,6 +62,7 @@ pub async fn drive(
         .map(|_| {
             let (http, url, next, progress) =
                 (http.clone(), url.to_owned(), next.clone(), progress.clone());
+            let stop = stop.clone();
             tokio::spawn(async move {
                 let mut result = LoadResult {
                     statuses: BTreeMap::new(),
@@ -69,7 +71,9 @@ pub async fn drive(
                     elapsed: Duration::ZERO,
                     last_ok: None,
                 };
-                while next.fetch_add(1, Ordering::Relaxed) < requests {
+                while !stop.load(Ordering::Relaxed)
+                    && next.fetch_add(1, Ordering::Relaxed) < requests
+                {
                     let sent = Instant::now();
                     let request = match method {
                         Method::Get => http.get(&url),

@@ -7,7 +7,7 @@
 //! ratio from rows of the same run); `--json` and `--chart` write the results and an SVG.
 
 mod chart;
-mod load;
+pub mod load;
 mod redis_usage;
 mod suites;
 mod table;
@@ -456,7 +456,8 @@ async fn drive(
     );
     let requests = usize::try_from(scenario.requests)?;
     let concurrency = usize::try_from(scenario.concurrency)?;
-    let load = load::drive(http, method, url, requests, concurrency, &progress).await;
+    let never = Default::default();
+    let load = load::drive(http, method, url, requests, concurrency, &progress, &never).await;
     progress.finish_and_clear();
     Ok(load)
 }

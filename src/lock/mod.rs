@@ -55,7 +55,16 @@ impl OwnerIds {
         }
     }
 
-    /// A fresh owner id, `"<process uuid>:<n>"`.
+    /// Owner ids that start with the instance's id, `"<instance>/<process uuid>:<n>"`, so
+    /// that whoever looks at a lock (`/stats`, the page) sees which instance holds it.
+    pub fn for_instance(instance: &str) -> Self {
+        Self {
+            process: format!("{instance}/{}", Uuid::new_v4()),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// A fresh owner id, `"<process uuid>:<n>"` (after the instance, when there is one).
     pub fn next(&self) -> String {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let mut id = String::with_capacity(self.process.len() + 21);

@@ -70,11 +70,22 @@ impl Redlock {
     /// A handle on the lock at `key` with a fresh token. `extend`: keep the lock while the
     /// work runs (no explicit TTL).
     pub fn lock(&self, key: &str, ttl: Duration, extend: bool) -> RedlockLock {
+        self.lock_with_token(key, ttl, extend, &Uuid::new_v4().to_string())
+    }
+
+    /// With the caller's own unique token.
+    pub fn lock_with_token(
+        &self,
+        key: &str,
+        ttl: Duration,
+        extend: bool,
+        token: &str,
+    ) -> RedlockLock {
         RedlockLock {
             servers: self.servers.clone(),
             quorum: self.quorum(),
             key: key.to_owned(),
-            token: Uuid::new_v4().to_string(),
+            token: token.to_owned(),
             ttl,
             extend,
             valid_until: Arc::new(Mutex::new(None)),

@@ -24,10 +24,16 @@ pub struct TokenLock {
 
 impl TokenLock {
     pub fn new(conn: RedisConn, key: &str, ttl: Duration) -> Self {
+        Self::with_token(conn, key, ttl, &Uuid::new_v4().to_string())
+    }
+
+    /// With the caller's own unique token (the service uses the request's holder id, which
+    /// names its instance).
+    pub fn with_token(conn: RedisConn, key: &str, ttl: Duration, token: &str) -> Self {
         Self {
             conn,
             key: key.to_owned(),
-            token: Uuid::new_v4().to_string(),
+            token: token.to_owned(),
             ttl,
         }
     }

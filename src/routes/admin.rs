@@ -16,6 +16,7 @@ use subtle::ConstantTimeEq;
 
 use crate::error::AppError;
 use crate::keys::ProductId;
+use crate::lessons;
 use crate::product::{self, MAX_SHARDS, MAX_STOCK};
 use crate::state::AppState;
 
@@ -23,6 +24,8 @@ pub fn router(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/reset", post(reset))
         .route("/unlock", post(unlock))
+        .route("/lesson", post(start_lesson).get(lesson_status))
+        .route("/lesson/cancel", post(cancel_lesson))
         .route_layer(middleware::from_fn_with_state(state, require_admin))
 }
 
@@ -112,6 +115,45 @@ async fn unlock(State(state): State<AppState>, body: Bytes) -> Result<Json<Value
     Ok(Json(
         json!({ "outcome": "unlocked", "product": product.as_str(), "freed": freed }),
     ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LessonRequest {
+    lesson: String,
+    #[serde(default = "default_product")]
+    product: String,
+}
+
+fn default_product() -> String {
+    crate::knobs::DEFAULT_PRODUCT.to_owned()
+}
+
+/// Resets the product and drives one lesson's load at `--bench-url`, in the background.
+async fn start_lesson(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, AppError> {
+    let request: LessonRequest = json_body(&body, r#"{"lesson": "naive", "product": "101"}"#)?;
+    let lesson = lessons::find(&request.lesson).ok_or_else(|| {
+        let names: Vec<&str> = lessons::LESSONS.iter().map(|l| l.name).collect();
+        AppError::BadRequest(format!("lesson must be one of: {}", names.join(", ")))
+    })?;
+    let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
+    let status = state.lessons.start(
+        lesson,
+        product,
+        state.store.clone(),
+        state.lock_store.clone(),
+        state.settings.faults,
+    )?;
+    tracing::info!(lesson = lesson.name, product = %status.product, "lesson started");
+    Ok(Json(json!(status)))
+}
+
+async fn lesson_status(State(state): State<AppState>) -> Json<Value> {
+    Json(json!(state.lessons.status()))
+}
+
+async fn cancel_lesson(State(state): State<AppState>) -> Json<Value> {
+    Json(json!(state.lessons.cancel()))
 }
 
 /// Parses a JSON body, or says what one looks like. The parser's message is cut short: it

@@ -3,6 +3,7 @@
 mod admin;
 mod deduct;
 mod health;
+mod page;
 mod stock;
 
 use axum::Router;
@@ -17,6 +18,7 @@ pub fn router(state: AppState) -> Router {
         .merge(deduct::router())
         .merge(stock::router())
         .merge(health::router())
+        .merge(page::router())
         .nest("/admin", admin::router(state.clone()))
         .with_state(state)
 }

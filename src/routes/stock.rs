@@ -45,7 +45,10 @@ async fn stats(
 }
 
 /// `product` is the only parameter these take.
-fn product_param(query: Option<&str>, headers: &HeaderMap) -> Result<ProductId, AppError> {
+pub(super) fn product_param(
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<ProductId, AppError> {
     let params = params(query, headers, &[])?;
     match params.as_slice() {
         [] => Ok(ProductId::parse(DEFAULT_PRODUCT).expect("the default product id is valid")),

@@ -19,11 +19,8 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     };
     let shard = d.whole_stock();
     let lease = d.locks.default_lease();
-    let mut lock = redlock.lock(
-        &shard.lock,
-        d.knobs.ttl.unwrap_or(lease),
-        d.knobs.ttl.is_none(),
-    );
+    let ttl = d.knobs.ttl.unwrap_or(lease);
+    let mut lock = redlock.lock_with_token(&shard.lock, ttl, d.knobs.ttl.is_none(), &d.holder);
     if !d.acquire(lock.try_lock(d.knobs.wait)).await? {
         return Ok(Outcome::LockBusy);
     }

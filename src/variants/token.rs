@@ -11,7 +11,7 @@ use crate::lock::TokenLock;
 pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
     let ttl = d.knobs.ttl.unwrap_or(DEFAULT_TTL);
-    let mut lock = TokenLock::new(d.lock_redis.clone(), &shard.lock, ttl);
+    let mut lock = TokenLock::with_token(d.lock_redis.clone(), &shard.lock, ttl, &d.holder);
     if !d.acquire(lock.try_lock(d.knobs.wait)).await? {
         return Ok(Outcome::LockBusy);
     }

@@ -536,9 +536,13 @@ impl Nginx {
 
     /// Listening on `host` (an address of this machine) instead of loopback.
     pub fn start_on(host: &str, instances: &[Instance]) -> Self {
+        Self::start_at(host, free_port(), instances)
+    }
+
+    /// On `host:port`, chosen beforehand (for instances that must know it, `--bench-url`).
+    pub fn start_at(host: &str, port: u16, instances: &[Instance]) -> Self {
         let dir = scratch_dir("nginx");
         std::fs::create_dir_all(dir.join("nginx-tmp")).unwrap();
-        let port = free_port();
         let root = env!("CARGO_MANIFEST_DIR");
         let rendered = Command::new(format!("{root}/scripts/nginx-config.sh"))
             .arg(&dir)

@@ -1,0 +1,58 @@
+//! `GET /`: the teaching page; `GET /lessons`: what it offers; `GET /live`: `/stats` as the
+//! page polls it. Starting, watching and cancelling a lesson is admin (`/admin/lesson`, in
+//! `admin.rs`).
+//!
+//! The page is plain HTML, CSS and JavaScript in one file, `src/page/index.html`, built into
+//! the binary: no build step, nothing fetched from elsewhere, so it works offline.
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use super::stock::product_param;
+use crate::error::AppError;
+use crate::lessons::{LESSONS, Lesson};
+use crate::product;
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/", get(page))
+        .route("/lessons", get(lessons))
+        .route("/live", get(live))
+}
+
+/// `/stats`, with a product that was never reset as `{"stats": null}` rather than a 404:
+/// to the page that is a state to show ("no stock yet"), not an error to log in the
+/// browser's console several times a second.
+async fn live(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Json<Value>, AppError> {
+    let product = product_param(query.as_deref(), &headers)?;
+    match product::stats(&state.store, &state.lock_store, &product).await {
+        Ok(stats) => Ok(Json(json!({ "stats": stats }))),
+        Err(AppError::UnknownProduct(_)) => Ok(Json(json!({ "stats": null }))),
+        Err(err) => Err(err),
+    }
+}
+
+async fn page() -> impl IntoResponse {
+    (
+        [
+            (CONTENT_TYPE, "text/html; charset=utf-8"),
+            (CACHE_CONTROL, "no-cache"),
+        ],
+        include_str!("../page/index.html"),
+    )
+}
+
+async fn lessons() -> Json<&'static [Lesson]> {
+    Json(LESSONS)
+}
