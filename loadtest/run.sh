@@ -7,6 +7,10 @@
 # Environment: N, C (oha only), HOST (127.0.0.1), PORT (8080: Nginx), PRODUCT (101), STOCK (100: reset
 # before the load; RESET=0 keeps the stock as it is), KNOBS (extra query, e.g.
 # "work_ms=5&wait_ms=2000").
+#
+# Exits non-zero when the tool is missing (before anything is reset), or when the load saw
+# a status no deduction answers in a healthy run (a misspelt variant's 404, a 400, a 502…):
+# 200, 409, 429 and 503 are results; 500 is one only with a fault in KNOBS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,20 +21,18 @@ HOST=${HOST:-127.0.0.1} PORT=${PORT:-8080} PRODUCT=${PRODUCT:-101} STOCK=${STOCK
 base="http://$HOST:$PORT"
 query="product=$PRODUCT${KNOBS:+&$KNOBS}"
 
-if [ "${RESET:-1}" != 0 ]; then
-  curl -fsS -X POST "$base/admin/reset" -d "{\"product\":\"$PRODUCT\",\"stock\":$STOCK}" >/dev/null
-  echo "reset $PRODUCT to $STOCK units" >&2
-fi
-
 case "$tool" in
   oha)
-    oha --no-tui -m POST -n "${N:-1000}" -c "${C:-100}" "$@" "$base/deduct_stock/$variant?$query"
+    command -v oha >/dev/null 2>&1 || {
+      echo "oha is not installed: cargo install oha --locked (about 5 minutes)" >&2
+      exit 127
+    }
     ;;
   jmeter)
-    mkdir -p run
-    # KNOBS ride in the product property, after the product id: the plan appends it to the path.
-    loadtest/jmeter.sh -n -t loadtest/seckill.jmx -Jhost="$HOST" -Jport="$PORT" \
-      -Jvariant="$variant" -Jproduct="$PRODUCT${KNOBS:+&$KNOBS}" -l "run/jmeter-$variant.jtl" "$@"
+    command -v jmeter >/dev/null 2>&1 || {
+      echo "jmeter is not installed: apt-get install jmeter (Debian's 2.13; loadtest/README.md says why loadtest/jmeter.sh wraps it)" >&2
+      exit 127
+    }
     ;;
   *)
     echo "unknown tool $tool: oha or jmeter" >&2
@@ -38,6 +40,40 @@ case "$tool" in
     ;;
 esac
 
+if [ "${RESET:-1}" != 0 ]; then
+  curl -fsS -X POST "$base/admin/reset" -d "{\"product\":\"$PRODUCT\",\"stock\":$STOCK}" >/dev/null
+  echo "reset $PRODUCT to $STOCK units" >&2
+fi
+
+mkdir -p run
+out="run/loadtest-$tool-$variant.out"
+case "$tool" in
+  oha)
+    oha --no-tui -m POST -n "${N:-1000}" -c "${C:-100}" "$@" "$base/deduct_stock/$variant?$query" | tee "$out"
+    # "  [200] 1000 responses" under "Status code distribution:".
+    statuses=$(sed -n 's/^ *\[\([0-9][0-9][0-9]\)\] .*/\1/p' "$out")
+    ;;
+  jmeter)
+    # KNOBS ride in the product property, after the product id: the plan appends it to the path.
+    rm -f "run/jmeter-$variant.jtl"
+    loadtest/jmeter.sh -n -t loadtest/seckill.jmx -Jhost="$HOST" -Jport="$PORT" \
+      -Jvariant="$variant" -Jproduct="$PRODUCT${KNOBS:+&$KNOBS}" -l "run/jmeter-$variant.jtl" "$@" | tee "$out"
+    # The results file is CSV: timeStamp,elapsed,label,responseCode,…
+    statuses=$(awk -F, 'NR > 1 { print $4 }' "run/jmeter-$variant.jtl" | sort -u)
+    ;;
+esac
+
 echo "--- GET /stats?product=$PRODUCT"
 curl -fsS "$base/stats?product=$PRODUCT"
 echo
+
+expected="200 409 429 503"
+case "${KNOBS:-}" in *fault=*) expected="$expected 500" ;; esac
+unexpected=""
+for status in $statuses; do
+  case " $expected " in *" $status "*) ;; *) unexpected="$unexpected $status" ;; esac
+done
+if [ -n "$unexpected" ]; then
+  echo "the load saw statuses no deduction answers here:$unexpected (a misspelt variant is a 404; see $out)" >&2
+  exit 1
+fi

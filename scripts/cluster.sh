@@ -196,12 +196,20 @@ start() {
   esac
 
   local i port
+  local flags
   for i in $(seq 1 "$INSTANCES"); do
     port=$((FIRST_PORT + i - 1))
+    flags="serve --listen 127.0.0.1:$port $redis_flags $REDLOCK_FLAGS --instance-id seckill-$i $SECKILL_SERVE_ARGS"
+    # An instance started with other flags (SECKILL_SERVE_ARGS changed) would leave the
+    # cluster mixed: restart it with these.
+    if alive "$RUN_DIR/seckill-$i.pid" && [ "$(cat "$RUN_DIR/seckill-$i.flags" 2>/dev/null)" != "$flags" ]; then
+      say "seckill-$i runs with other flags ($(cat "$RUN_DIR/seckill-$i.flags" 2>/dev/null || echo unknown)); restarting it with: $flags"
+      stop_pid "$RUN_DIR/seckill-$i.pid" "seckill-$i"
+    fi
     if ! alive "$RUN_DIR/seckill-$i.pid"; then
-      # shellcheck disable=SC2086 # SECKILL_SERVE_ARGS and redis_flags are lists of flags
-      nohup "$BIN" serve --listen "127.0.0.1:$port" $redis_flags $REDLOCK_FLAGS \
-        --instance-id "seckill-$i" $SECKILL_SERVE_ARGS >"$RUN_DIR/seckill-$i.log" 2>&1 &
+      echo "$flags" >"$RUN_DIR/seckill-$i.flags"
+      # shellcheck disable=SC2086 # the flags are a list
+      nohup "$BIN" $flags >"$RUN_DIR/seckill-$i.log" 2>&1 &
       echo $! >"$RUN_DIR/seckill-$i.pid"
     fi
   done

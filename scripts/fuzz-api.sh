@@ -22,20 +22,34 @@ export PATH="$PATH:/usr/sbin"
 
 dir=$(mktemp -d)
 cleanup() {
-  [ -f "$dir/seckill.pid" ] && kill "$(cat "$dir/seckill.pid")" 2>/dev/null || true
-  [ -f "$dir/redis.pid" ] && kill "$(cat "$dir/redis.pid")" 2>/dev/null || true
+  local pidfile
+  for pidfile in "$dir"/*.pid; do
+    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+  done
   sleep 0.2
   rm -rf "$dir"
 }
 trap cleanup EXIT
 
-redis_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync always --daemonize yes \
-  --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --dir "$dir"
-for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$redis_port") 2>/dev/null && break; sleep 0.1; done
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+redis() { # name -> its port
+  local port
+  port=$(free_port)
+  mkdir -p "$dir/$1"
+  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync always --daemonize yes \
+    --pidfile "$dir/$1.pid" --logfile "$dir/$1/redis.log" --dir "$dir/$1"
+  for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  echo "$port"
+}
+redis_port=$(redis redis)
+# Three Redlock servers, so the redlock variant is fuzzed too.
+redlock_urls="redis://127.0.0.1:$(redis redlock-1),redis://127.0.0.1:$(redis redlock-2),redis://127.0.0.1:$(redis redlock-3)"
 
-# Faults stay off: asking for one must be a 400, and the fuzzer will ask.
-target/debug/seckill serve --listen 127.0.0.1:0 --redis-url "redis://127.0.0.1:$redis_port" \
+# Faults stay off: asking for one must be a 400, and the fuzzer will ask. A lesson the
+# fuzzer starts sends its load to this instance itself, never to a cluster on :8080.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+target/debug/seckill serve --listen "127.0.0.1:$port" --redis-url "redis://127.0.0.1:$redis_port" \
+  --bench-url "http://127.0.0.1:$port" --redlock-urls "$redlock_urls" \
   --max-work-ms 50 --max-wait-ms 50 --max-pause-ms 50 >"$dir/out" 2>"$dir/seckill.log" &
 echo $! >"$dir/seckill.pid"
 for _ in $(seq 1 50); do grep -q "listening on" "$dir/out" 2>/dev/null && break; sleep 0.1; done

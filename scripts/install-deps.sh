@@ -1,9 +1,32 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo run against — redis-server, redis-tools (redis-cli),
-# redis-sentinel and nginx, and for the
-# tests openssl (TLS certificates) and iproute2 (a network namespace) — from Debian's
-# packages when they are missing. Runs apt-get update at most once.
+# redis-sentinel and nginx, and for the tests openssl (TLS certificates) and iproute2 (a
+# network namespace) — from Debian's packages when they are missing. Runs apt-get update
+# at most once.
+#
+#   scripts/install-deps.sh           the servers and tools
+#   scripts/install-deps.sh browser   Chromium and chromedriver, for the page's browser
+#                                     test; best effort: when they cannot be installed it
+#                                     says so and exits 0, and that test skips, saying so
 set -euo pipefail
+
+if [ "${1:-}" = browser ]; then
+  if command -v chromedriver >/dev/null 2>&1 && { [ -x /usr/bin/chromium ] || command -v chromium >/dev/null 2>&1; }; then
+    exit 0
+  fi
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "not root and no sudo: cannot install chromium; the browser test will skip" >&2; exit 0; }
+    sudo="sudo"
+  fi
+  echo "installing chromium and chromium-driver from Debian's packages (for the page's browser test)" >&2
+  install() { DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
+  # The package lists are usually fresh from the install above: update only if they are not.
+  if ! install 2>/dev/null && ! { $sudo apt-get update -qq && install; }; then
+    echo "could not install chromium: the page's browser test will skip" >&2
+  fi
+  exit 0
+fi
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)

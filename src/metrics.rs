@@ -50,8 +50,14 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(watchdog: &WatchdogCounters) -> Self {
-        let mut registry = Registry::with_prefix("seckill");
+    /// Every series carries `instance="<id>"`: through Nginx, `/metrics` answers from a
+    /// different instance each time, and the label says which.
+    pub fn new(instance: &str, watchdog: &WatchdogCounters) -> Self {
+        let labels = [(
+            std::borrow::Cow::Borrowed("instance"),
+            std::borrow::Cow::Owned(instance.to_owned()),
+        )];
+        let mut registry = Registry::with_prefix_and_labels("seckill", labels.into_iter());
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily<VariantLabels> =
             Family::new_with_constructor(latency_histogram);

@@ -74,7 +74,7 @@ impl Application {
             redlock,
             store,
             settings: Arc::new(settings),
-            metrics: Arc::new(Metrics::new(locks.counters())),
+            metrics: Arc::new(Metrics::new(&instance, locks.counters())),
             owners: Arc::new(OwnerIds::for_instance(&instance)),
             locks,
             lua,

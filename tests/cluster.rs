@@ -89,6 +89,8 @@ async fn post_moves_past_a_dead_instance() {
 async fn bench_agrees_with_stats() {
     let cluster = Cluster::start(2, &[]);
     let nginx = Nginx::start(&cluster.instances);
+    // The bench leaves the product as it found it (here: 7 units, unsplit).
+    nginx.reset(&cluster.http, 7, 1).await;
     let json_path = std::env::temp_dir().join(format!("seckill-bench-{}.json", std::process::id()));
     let chart_path = json_path.with_extension("svg");
     let output = Command::new(env!("CARGO_BIN_EXE_seckill"))
@@ -166,9 +168,17 @@ async fn bench_agrees_with_stats() {
         assert_eq!(row["sold"], 100, "{}", row["label"]);
         assert_eq!(row["oversold"], 0, "{}", row["label"]);
     }
-    // The last row is what /stats says now.
-    let live = nginx.stats(&cluster.http).await;
-    assert_eq!(rows[3]["stats"], live);
+    // The product is left as the bench found it: 7 units, unsplit, no orders.
+    let after = nginx.stats(&cluster.http).await;
+    assert_eq!(
+        (
+            int(&after, "initial"),
+            int(&after, "shards"),
+            int(&after, "sold")
+        ),
+        (7, 1, 0),
+        "left as found: {after}"
+    );
     let chart = std::fs::read_to_string(&chart_path).unwrap();
     assert!(
         chart.starts_with("<svg") && chart.contains("segmented x4"),

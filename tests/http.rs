@@ -345,10 +345,11 @@ async fn default_variant_and_get_are_served() {
     assert_eq!(body["remaining"], 3);
 }
 
-/// `/metrics` counts deductions by variant and outcome, and lock acquisitions.
+/// `/metrics` counts deductions by variant and outcome, and lock acquisitions, each series
+/// labelled with the instance that answered.
 #[tokio::test]
 async fn metrics_count_requests_by_variant_and_outcome() {
-    let cluster = Cluster::start(1, &[]);
+    let cluster = Cluster::start(1, &["--instance-id", "seckill-7"]);
     cluster.reset("101", 1, 1).await;
     cluster.post(0, "/deduct_stock/setnx").await;
     cluster.post(0, "/deduct_stock/lua").await;
@@ -362,9 +363,9 @@ async fn metrics_count_requests_by_variant_and_outcome() {
         .await
         .unwrap();
     for expected in [
-        r#"seckill_deductions_total{variant="setnx",outcome="deducted"} 1"#,
-        r#"seckill_deductions_total{variant="lua",outcome="sold_out"} 1"#,
-        r#"seckill_lock_acquire_total{variant="setnx",result="acquired"} 1"#,
+        r#"seckill_deductions_total{instance="seckill-7",variant="setnx",outcome="deducted"} 1"#,
+        r#"seckill_deductions_total{instance="seckill-7",variant="lua",outcome="sold_out"} 1"#,
+        r#"seckill_lock_acquire_total{instance="seckill-7",variant="setnx",result="acquired"} 1"#,
         "seckill_deduction_duration_seconds_bucket",
         "seckill_lock_wait_seconds_bucket",
     ] {

@@ -46,13 +46,13 @@ pub struct BenchArgs {
     #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
 
-    /// The Redis the instances share, read with INFO for commands and CPU per unit sold.
-    /// In cluster mode, seed nodes (comma-separated): every master is read, and the rows
-    /// show the CPU per unit of each.
+    /// The Redis the instances share, read with INFO for commands and CPU per unit sold
+    /// [default: the one scripts/cluster.sh starts]. In cluster mode, seed nodes
+    /// (comma-separated): every master is read, and the rows show the CPU per unit of each.
     #[arg(
         long,
         env = "SECKILL_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379"
+        default_value = "redis://127.0.0.1:6390"
     )]
     pub redis_url: String,
 
@@ -298,10 +298,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
     )
     .await?;
 
+    let found = layout_found(&args, &http).await;
     let mut rows = Vec::with_capacity(scenarios.len());
     for scenario in scenarios {
         rows.push(run_one(&args, &http, &mut info, scenario).await?);
     }
+    leave_as_found(&args, &http, found, &rows).await?;
     let peak_rss = if args.suite.reads_memory() {
         suites::peak_rss(&http, &args.instance_urls)
             .await
@@ -494,18 +496,77 @@ async fn run_baseline(
     })
 }
 
+/// The product's stock and shard count before the bench, if it had been reset.
+async fn layout_found(args: &BenchArgs, http: &reqwest::Client) -> Option<(i64, u32)> {
+    let base = args.url.trim_end_matches('/');
+    let response = http
+        .get(format!("{base}/stats?product={}", args.product))
+        .send()
+        .await
+        .ok()?;
+    let stats: Value = response.error_for_status().ok()?.json().await.ok()?;
+    Some((
+        stats["initial"].as_i64()?,
+        u32::try_from(stats["shards"].as_u64()?).ok()?,
+    ))
+}
+
+/// Every row resets the product; at the end it is set back to the stock and shard count
+/// the bench found (its orders cleared), so that what sold it before sells it again.
+async fn leave_as_found(
+    args: &BenchArgs,
+    http: &reqwest::Client,
+    found: Option<(i64, u32)>,
+    rows: &[Row],
+) -> anyhow::Result<()> {
+    let last_shards = rows
+        .iter()
+        .rev()
+        .find(|r| r.scenario.variant.is_some())
+        .map(|r| r.scenario.shards);
+    match (found, last_shards) {
+        (_, None) => {}
+        (Some((stock, shards)), Some(_)) => {
+            reset_to(args, http, stock, shards).await?;
+            eprintln!(
+                "product {} reset to {stock} units in {shards} shard(s), as the bench found it",
+                args.product
+            );
+        }
+        (None, Some(shards)) => eprintln!(
+            "product {} had no stock before the bench; it is left as the last row set it ({shards} shard(s){})",
+            args.product,
+            if shards > 1 {
+                ": only segmented sells it; reset it with shards 1 for the others"
+            } else {
+                ""
+            }
+        ),
+    }
+    Ok(())
+}
+
 async fn reset(
     args: &BenchArgs,
     http: &reqwest::Client,
     scenario: &Scenario,
+) -> anyhow::Result<()> {
+    reset_to(args, http, scenario.stock, scenario.shards).await
+}
+
+async fn reset_to(
+    args: &BenchArgs,
+    http: &reqwest::Client,
+    stock: i64,
+    shards: u32,
 ) -> anyhow::Result<()> {
     let admin = args.admin_url.as_deref().unwrap_or(&args.url);
     let mut request = http
         .post(format!("{}/admin/reset", admin.trim_end_matches('/')))
         .json(&json!({
             "product": args.product,
-            "stock": scenario.stock,
-            "shards": scenario.shards,
+            "stock": stock,
+            "shards": shards,
         }));
     if let Some(token) = &args.admin_token {
         request = request.bearer_auth(token);

@@ -382,7 +382,12 @@ pub async fn peak_rss(
             .await?;
         let bytes = text
             .lines()
-            .find_map(|line| line.strip_prefix("seckill_process_peak_resident_memory_bytes "))
+            .find_map(|line| {
+                // `name{instance="…"} value`, or `name value`.
+                let rest = line.strip_prefix("seckill_process_peak_resident_memory_bytes")?;
+                let value = rest.rsplit_once(' ')?.1;
+                (rest.starts_with('{') || rest.starts_with(' ')).then_some(value)
+            })
             .and_then(|v| v.trim().parse().ok())
             .with_context(|| format!("{url}/metrics has no peak RSS: {:.300}", text))?;
         peaks.push((url.clone(), bytes));
