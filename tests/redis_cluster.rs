@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::redis_cluster::RedisCluster;
-use common::{Cluster, Instance, LoadReport, Nginx, int, recorded_orders};
+use common::{
+    Cluster, Instance, LoadReport, Nginx, assert_survived_failover, int, recorded_orders,
+};
 use serde_json::Value;
 
 /// Two instances in cluster mode on `redis`, with `extra` flags.
@@ -273,37 +275,8 @@ async fn kill_master_under_lua_load(extra: &[&str]) -> Failover {
     );
     let stats = stats(&http, &nginx, "101").await;
     let recorded = recorded_orders(&mut redis.conn().await, "101").await;
-    let lost = load
-        .orders
-        .iter()
-        .filter(|order| !recorded.contains_key(*order))
-        .count();
-    eprintln!(
-        "{extra:?}: {:?}; acknowledged orders lost: {lost}; stats: {stats}",
-        load
-    );
-
-    assert_eq!(
-        load.transport_errors, 0,
-        "every request got an answer: {load:?}"
-    );
-    assert!(
-        load.statuses.keys().all(|s| [200, 503].contains(s)),
-        "only sales and clean 503s: {load:?}"
-    );
-    assert_eq!(load.without_retry_after, 0, "{load:?}");
-    // Redis timeout 1 s, WAIT 0.5 s, a batch in flight before: nothing waits much longer.
-    assert!(
-        load.slowest < Duration::from_secs(4),
-        "a request hung: {load:?}"
-    );
-    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
-    assert_eq!(
-        int(&stats, "sold") + int(&stats, "remaining"),
-        initial,
-        "what the replica has adds up: {stats}"
-    );
-    assert_eq!(int(&stats, "sold") as usize, recorded.len());
+    let lost = assert_survived_failover(&load, &stats, initial, &recorded);
+    eprintln!("{extra:?}: {load:?}; acknowledged orders lost: {lost}; stats: {stats}");
     for instance in &instances {
         let health = http.get(instance.url("/healthz")).send().await.unwrap();
         assert_eq!(health.status(), 200, "no instance died");

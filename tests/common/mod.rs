@@ -17,6 +17,53 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+/// `redis-cli -p PORT ARGS…` against a loopback server; what it printed.
+pub fn redis_cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("redis-cli must be installed (scripts/test.sh installs it)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// After a failover under lua load: every request answered (200, or a clean 503 with
+/// `Retry-After`), none hanging past the Redis timeout and a batch, nothing oversold, the
+/// stock and the orders adding up to `initial`, one order per unit sold. Returns how many
+/// orders answered 200 are not in `recorded` (lost in the failover).
+pub fn assert_survived_failover(
+    load: &LoadReport,
+    stats: &Value,
+    initial: i64,
+    recorded: &BTreeMap<String, String>,
+) -> usize {
+    assert_eq!(
+        load.transport_errors, 0,
+        "every request got an answer: {load:?}"
+    );
+    assert!(
+        load.statuses.keys().all(|s| [200, 503].contains(s)),
+        "only sales and clean 503s: {load:?}"
+    );
+    assert_eq!(load.without_retry_after, 0, "{load:?}");
+    // Redis timeout 1 s, WAIT 0.5 s, a batch in flight before: nothing waits much longer.
+    assert!(
+        load.slowest < Duration::from_secs(4),
+        "a request hung: {load:?}"
+    );
+    assert_eq!(int(stats, "oversold"), 0, "{stats}");
+    assert_eq!(
+        int(stats, "sold") + int(stats, "remaining"),
+        initial,
+        "the stock and the orders add up: {stats}"
+    );
+    assert_eq!(int(stats, "sold") as usize, recorded.len(), "{stats}");
+    load.orders
+        .iter()
+        .filter(|o| !recorded.contains_key(*o))
+        .count()
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

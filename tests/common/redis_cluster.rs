@@ -7,7 +7,7 @@ use std::net::TcpListener;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::RedisServer;
+use super::{RedisServer, redis_cli};
 
 /// How long a master may be unreachable before its replica takes over.
 pub const NODE_TIMEOUT_MS: u64 = 2_000;
@@ -90,12 +90,7 @@ impl RedisCluster {
 
     /// `redis-cli` against one live node.
     pub fn cli(&self, port: u16, args: &[&str]) -> String {
-        let out = Command::new("redis-cli")
-            .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-            .args(args)
-            .output()
-            .expect("redis-cli");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        redis_cli(port, args)
     }
 
     /// `CLUSTER NODES` as seen by a live node: id -> (port, flags, master id, slots).

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{RedisServer, free_port, print_log, scratch_dir};
+use super::{RedisServer, free_port, print_log, redis_cli, scratch_dir};
 
 /// The name the sentinels know the master by.
 pub const MASTER: &str = "seckill";
@@ -104,12 +104,7 @@ impl Sentinels {
     }
 
     fn cli(port: u16, args: &[&str]) -> String {
-        let out = Command::new("redis-cli")
-            .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-            .args(args)
-            .output()
-            .expect("redis-cli");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        redis_cli(port, args)
     }
 
     /// The port of the master the sentinels name now.
