@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Cluster, Instance, Nginx, RedisServer, assert_survived_failover, int};
+use common::{Cluster, Instance, Nginx, RedisServer, assert_survived_failover, get_json, int};
 
 /// `kill -9` of the one Redis under lua load, then a restart on the same AOF: every order
 /// answered 200 is there, the stock and the orders add up, nothing is oversold, and sales
@@ -115,14 +115,7 @@ async fn sales_no_replica_confirmed_are_answered_unconfirmed() {
             "the answer names its order: {body}"
         );
     }
-    let stats: serde_json::Value = http
-        .get(instance.url("/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = get_json(&http, &instance.url("/stats")).await;
     assert_eq!(int(&stats, "unconfirmed"), 3, "{stats}");
     assert_eq!(int(&stats, "sold"), 6, "the master has all six: {stats}");
     assert_eq!(int(&stats, "remaining"), 4, "{stats}");

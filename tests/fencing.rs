@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Instance, RedisServer, int};
+use common::{Instance, RedisServer, get_json, int};
 use serde_json::{Value, json};
 
 async fn post(http: &reqwest::Client, instance: &Instance, path: &str) -> (u16, Value) {
@@ -64,14 +64,7 @@ async fn paused_holder(fence: &str) -> ((u16, Value), Value) {
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     a.signal("CONT");
     let first = first.await.unwrap();
-    let stats: Value = http
-        .get(b.url("/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = get_json(&http, &b.url("/stats")).await;
     (first, stats)
 }
 

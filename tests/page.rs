@@ -11,7 +11,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Instance, Nginx, RedisServer, free_port, int};
+use common::{Instance, Nginx, RedisServer, free_port, get_json, int};
 use serde_json::{Value, json};
 
 /// chromedriver on a free port, and one browser session.
@@ -237,14 +237,7 @@ async fn page_shows_the_naive_lesson_as_stats_has_it() {
         .await;
 
     let http = reqwest::Client::new();
-    let stats: Value = http
-        .get(nginx.url("/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = get_json(&http, &nginx.url("/stats")).await;
     // The page reads /stats every 400 ms: give it a few reads to catch up.
     let shown = |field: &str| {
         format!(

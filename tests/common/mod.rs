@@ -64,6 +64,17 @@ pub fn assert_survived_failover(
         .count()
 }
 
+/// GETs `url`; its JSON body.
+pub async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    http.get(url)
+        .send()
+        .await
+        .unwrap_or_else(|err| panic!("GET {url}: {err}"))
+        .json()
+        .await
+        .unwrap_or_else(|err| panic!("GET {url}: not JSON: {err}"))
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
