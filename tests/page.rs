@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -28,10 +29,12 @@ impl Browser {
             .into_iter()
             .find(|p| std::path::Path::new(p).exists())?;
         let port = free_port();
+        // A process group of its own, so that the browsers it starts go with it.
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .ok()?;
         let base = format!("http://127.0.0.1:{port}");
@@ -168,8 +171,20 @@ impl Browser {
     }
 }
 
+impl Browser {
+    /// Ends the session: chromedriver closes the browser.
+    async fn quit(&self) {
+        let url = format!("{}/session/{}", self.base, self.session);
+        let _ = self.http.delete(url).send().await;
+    }
+}
+
 impl Drop for Browser {
     fn drop(&mut self) {
+        // The whole group: chromedriver and any browser a failed test left open.
+        let _ = Command::new("kill")
+            .args(["-s", "KILL", "--", &format!("-{}", self.driver.id())])
+            .status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
@@ -285,6 +300,7 @@ async fn page_shows_the_naive_lesson_as_stats_has_it() {
     tokio::time::sleep(Duration::from_millis(800)).await;
     browser.screenshot(&root.join("run/page-phone.png")).await;
     assert_eq!(browser.run("return window.__pageErrors").await, json!([]));
+    browser.quit().await;
     drop(browser);
     drop(nginx);
 }
