@@ -23,7 +23,8 @@
 //! - [`variant`] — [`variant::Variant`], the variants' names, below everything that names them.
 //! - [`variants`] — one file per variant of `/deduct_stock`, all the same shape, and the
 //!   critical section they share.
-//! - [`lock`] — the locks themselves (`SetnxLock`, `TokenLock`), usable without HTTP.
+//! - [`lock`] — the locks themselves (`SetnxLock`, `TokenLock`, `WatchdogLock`, `Redlock`),
+//!   usable without HTTP.
 //! - [`product`] — product-level operations: reset, and the audit behind `/stats`.
 //! - [`keys`] — every Redis key, built in one place; product ids that cannot smuggle keys.
 //! - [`scripts`] — the Lua scripts from `lua/`, each loaded once.

@@ -12,10 +12,11 @@ use crate::variants::{LuaBatches, ReplicaWait};
 
 #[derive(Clone)]
 pub struct AppState {
-    /// The stock store: stock, orders, audit (and, for now, the locks). Its connection is
-    /// multiplexed and shared by every request: commands from many tasks are pipelined
-    /// onto it, so Redis access never waits for a free connection. It reconnects by
-    /// itself when Redis comes back (and follows a Cluster's failovers).
+    /// The stock store: stock, orders, audit (and the locks, unless a lock store is
+    /// named). Its connection is multiplexed and shared by every request: commands from
+    /// many tasks are pipelined onto it, so Redis access never waits for a free
+    /// connection. It reconnects by itself when Redis comes back (and follows a Cluster's
+    /// or the sentinels' failovers).
     pub store: Store,
     /// The lock store: setnx, token, watchdog and segmented locks. The stock store
     /// itself unless `--lock-redis-url` names another.
