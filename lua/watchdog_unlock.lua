@@ -1,22 +1,20 @@
--- watchdog_unlock.lua: give back one hold of a reentrant lock; on the last one, delete it
--- and tell waiters on the lock's channel.
+-- watchdog_unlock.lua: give back one hold of a reentrant lock; on the last one, hand it to
+-- a waiter of the caller's instance, or delete it and tell the waiters (lib/lock.lua's
+-- `release`).
 --
 -- KEYS[1]  lock (hash: owner -> hold count)
 -- KEYS[2]  the lock's release channel
--- ARGV[1]  the message to publish
--- ARGV[2]  lease, ms (re-applied while holds remain)
--- ARGV[3]  owner id
+-- KEYS[3]  queue (fair only)
+-- KEYS[4]  waiting (fair only)
+-- ARGV[1]  lease, ms (re-applied while holds remain)
+-- ARGV[2]  owner id
+-- ARGV[3]  'fair' or 'unfair'
+-- ARGV[4]  the waiter to hand the lock to, or '' (unfair only)
+-- ARGV[5]  that waiter's lease, ms
 --
--- Returns: nil when the owner did not hold the lock (it expired, or was taken from it);
---          0 when the owner still holds it (holds remain); 1 when it is released.
-if redis.call('TYPE', KEYS[1]).ok ~= 'hash' or redis.call('HEXISTS', KEYS[1], ARGV[3]) == 0 then
-  return nil
+-- Returns: nil when the owner did not hold the lock; 0 holds remain; 1 released;
+--          2 handed to ARGV[4].
+if ARGV[3] == 'fair' then
+  return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], '', 0, KEYS[3], KEYS[4])
 end
-local holds = redis.call('HINCRBY', KEYS[1], ARGV[3], -1)
-if holds > 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 0
-end
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[2], ARGV[1])
-return 1
+return release(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[4], ARGV[5])

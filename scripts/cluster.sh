@@ -70,6 +70,15 @@ wait_port() { # port what
   return 1
 }
 
+wait_redis() { # port: until it answers PONG, not LOADING (an AOF being read back)
+  for _ in $(seq 1 300); do
+    [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ] && return 0
+    sleep 0.1
+  done
+  say "redis-server on port $1 did not finish loading; see $RUN_DIR"
+  return 1
+}
+
 stop_pid() { # pid file, name
   local pidfile=$1 pid
   [ -f "$pidfile" ] || return 0
@@ -111,6 +120,7 @@ start_standalone() {
       --dir "$RUN_DIR/redis-data"
     wait_port "$REDIS_PORT" redis-server
   fi
+  wait_redis "$REDIS_PORT"
 }
 
 # A Redis Cluster of 3 masters and 3 replicas, each node with its own AOF and nodes.conf
@@ -130,7 +140,10 @@ start_cluster() {
         --dir "$RUN_DIR/redis-cluster/$port"
     fi
   done
-  for i in $(seq 0 $((CLUSTER_NODES - 1))); do wait_port $((CLUSTER_PORT + i)) "redis-server"; done
+  for i in $(seq 0 $((CLUSTER_NODES - 1))); do
+    wait_port $((CLUSTER_PORT + i)) "redis-server"
+    wait_redis $((CLUSTER_PORT + i))
+  done
   if redis-cli -p "$CLUSTER_PORT" cluster info | grep -q '^cluster_slots_assigned:0'; then
     say "creating the Redis Cluster: ${addrs[*]}"
     redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$RUN_DIR/cluster-create.log"
@@ -173,7 +186,10 @@ start_redlock() {
         --logfile "$RUN_DIR/redis-redlock-$port.log" --dir "$RUN_DIR/redlock-data/$port"
     fi
   done
-  for i in $(seq 0 $((REDLOCK_SERVERS - 1))); do wait_port $((REDLOCK_PORT + i)) redis-server; done
+  for i in $(seq 0 $((REDLOCK_SERVERS - 1))); do
+    wait_port $((REDLOCK_PORT + i)) redis-server
+    wait_redis $((REDLOCK_PORT + i))
+  done
   REDLOCK_FLAGS="--redlock-urls $(IFS=,; echo "${urls[*]}")"
 }
 

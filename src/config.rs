@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, ensure};
 use clap::Args;
 
+use crate::lock::watchdog::DEFAULT_HAND_OFFS;
 use crate::store::RedisMode;
 use crate::variant::Variant;
 
@@ -55,6 +56,13 @@ pub struct ServeArgs {
     #[arg(long, env = "SECKILL_LOCK_WAIT_REPLICAS", default_value_t = 0,
           value_parser = clap::value_parser!(u32).range(0..=16))]
     pub lock_wait_replicas: u32,
+
+    /// How many times in a row a watchdog holder may hand its lock straight to a waiter
+    /// of this instance (one script, no message, no try) before it releases the lock for
+    /// every instance, so that waiters elsewhere get their chance. 0: never hand over.
+    #[arg(long, env = "SECKILL_LOCK_HAND_OFFS", default_value_t = DEFAULT_HAND_OFFS,
+          value_parser = clap::value_parser!(u32).range(0..=1_000))]
+    pub lock_hand_offs: u32,
 
     /// The independent Redis masters of the `redlock` variant: 3 or 5 standalone URLs,
     /// comma-separated. Without them, `redlock` answers 503.

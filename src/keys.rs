@@ -160,6 +160,11 @@ pub struct ShardKeys {
     pub lock: String,
     /// Pub/sub channel a watchdog unlock publishes on.
     pub lock_channel: String,
+    /// A fair watchdog lock's queue: a list of waiting owners, oldest first.
+    pub lock_queue: String,
+    /// A fair lock's waiters' deadlines: sorted set owner -> time (ms) after which a
+    /// waiter that has not tried again leaves the queue.
+    pub lock_waiting: String,
     /// Sorted set of holders inside the critical section, scored by the time they must
     /// have left by; the audit counts an overlap when a holder enters a non-empty set.
     pub inside: String,
@@ -179,11 +184,18 @@ impl ShardKeys {
             stock: key(tag, "stock"),
             lock: key(tag, "lock"),
             lock_channel: key(tag, "lock:released"),
+            lock_queue: key(tag, "lock:queue"),
+            lock_waiting: key(tag, "lock:waiting"),
             inside: key(tag, "inside"),
             orders: key(tag, "orders"),
             audit: key(tag, "audit"),
             fence: key(tag, "fence"),
         }
+    }
+
+    /// The shard's keys in the lock store: the lock and a fair lock's queue.
+    pub fn lock_side(&self) -> [&str; 3] {
+        [&self.lock, &self.lock_queue, &self.lock_waiting]
     }
 
     /// The shard's keys in the stock store (all but its lock), for a reset to delete.

@@ -48,6 +48,12 @@ pub struct Knobs {
     /// from a holder older than one the stock has already seen is refused. Off by default,
     /// so that the lessons fail as the seeds say.
     pub fence: bool,
+    /// watchdog and segmented: take the lock in arrival order across instances (`fair=on`),
+    /// as Redisson's fair lock does. Off by default: the unfair lock is faster.
+    pub fair: bool,
+    /// watchdog and segmented: a holder may hand the lock straight to a waiter of its own
+    /// instance (`handoff=on`, the default); `off` always releases for everybody, to compare.
+    pub handoff: bool,
 }
 
 impl Knobs {
@@ -123,27 +129,11 @@ impl Knobs {
             }
         };
 
-        let batch = match get("batch") {
-            None | Some("on") => true,
-            Some("off") => false,
-            Some(other) => {
-                return Err(bad(format!(
-                    "batch must be on or off, got {}",
-                    quoted(other)
-                )));
-            }
-        };
+        let batch = switch(get("batch"), "batch", true)?;
 
-        let fence = match get("fence") {
-            None | Some("off") => false,
-            Some("on") => true,
-            Some(other) => {
-                return Err(bad(format!(
-                    "fence must be on or off, got {}",
-                    quoted(other)
-                )));
-            }
-        };
+        let fence = switch(get("fence"), "fence", false)?;
+        let fair = switch(get("fair"), "fair", false)?;
+        let handoff = switch(get("handoff"), "handoff", true)?;
 
         Ok(Self {
             product,
@@ -154,6 +144,8 @@ impl Knobs {
             fault,
             batch,
             fence,
+            fair,
+            handoff,
         })
     }
 
@@ -172,6 +164,19 @@ impl Knobs {
 
 fn bad(message: String) -> AppError {
     AppError::BadRequest(message)
+}
+
+/// An `on`/`off` knob, `default` when not given.
+fn switch(raw: Option<&str>, name: &str, default: bool) -> Result<bool, AppError> {
+    match raw {
+        None => Ok(default),
+        Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => Err(bad(format!(
+            "{name} must be on or off, got {}",
+            quoted(other)
+        ))),
+    }
 }
 
 /// A whole number of milliseconds in `min..=max`.

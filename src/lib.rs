@@ -31,6 +31,7 @@
 //! - [`metrics`] — the Prometheus registry behind `/metrics`.
 //! - [`error`] — [`error::AppError`], the one error type handlers return, and its statuses.
 //! - [`telemetry`] — tracing set-up.
+//! - [`timer`] — a sleep that lasts what it says (`work_ms`), where tokio's rounds up a millisecond.
 
 pub mod bench;
 pub mod cli;
@@ -48,5 +49,6 @@ pub mod startup;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod timer;
 pub mod variant;
 pub mod variants;

@@ -99,6 +99,11 @@ impl Metrics {
             "Waiters woken by an unlock message",
             watchdog.wakeups.clone(),
         );
+        registry.register(
+            "lock_hand_offs",
+            "Locks a holder handed straight to a waiter of this instance",
+            watchdog.hand_offs.clone(),
+        );
         let rss = Gauge::default();
         let peak_rss = Gauge::default();
         registry.register(

@@ -70,7 +70,7 @@ pub async fn reset(
                 pipe.set(&shard.stock, units).ignore();
             }
             pipe.query_async::<()>(&mut conn).await?;
-            lock_conn.del::<_, ()>(&shard.lock).await
+            lock_conn.del::<_, ()>(&shard.lock_side()[..]).await
         }
     }))
     .await?;
@@ -133,7 +133,8 @@ pub async fn force_unlock(
             scripts::FORCE_UNLOCK
                 .key(&shard.lock)
                 .key(&shard.lock_channel)
-                .arg("released")
+                .key(&shard.lock_queue)
+                .key(&shard.lock_waiting)
                 .invoke_async::<u32>(&mut conn)
                 .await
         }

@@ -61,6 +61,7 @@ impl Application {
             lease,
             LOCK_CHANNEL_PATTERN,
         );
+        locks.set_hand_offs(args.lock_hand_offs);
 
         let lua = LuaBatches::start(
             store.conn(),

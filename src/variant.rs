@@ -70,7 +70,7 @@ impl Variant {
             Self::Setnx => &["work_ms", "fault", "pause_ms", "fence"],
             Self::Token => &["work_ms", "ttl_ms", "wait_ms", "fault", "pause_ms", "fence"],
             Self::Watchdog | Self::Segmented => &[
-                "work_ms", "lease_ms", "wait_ms", "fault", "pause_ms", "fence",
+                "work_ms", "lease_ms", "wait_ms", "fault", "pause_ms", "fence", "fair", "handoff",
             ],
             Self::Lua => &["batch"],
             Self::Redlock => &["work_ms", "ttl_ms", "wait_ms", "fault", "fence"],

@@ -269,3 +269,34 @@ async fn lock_variants_mixed_on_one_product_share_one_lock() {
     assert_eq!(int(&stats, "remaining"), 0, "{stats}");
     assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
 }
+
+/// watchdog with hand-offs: a holder gives the lock straight to a waiter of its instance
+/// (and lets it into the critical section in the same script). Mutual exclusion holds
+/// under the overlap audit, every unit sells once, and hand-offs did happen.
+#[tokio::test]
+async fn watchdog_hand_offs_keep_mutual_exclusion_and_sell_exactly() {
+    for (query, shards) in [
+        ("watchdog?work_ms=1&wait_ms=10000", 1),
+        ("segmented?work_ms=1&wait_ms=10000", 4),
+    ] {
+        let cluster = Cluster::start(2, &[]);
+        cluster.reset("101", 300, shards).await;
+        let report = cluster
+            .load(&format!("/deduct_stock/{query}"), 2_000, 100, true)
+            .await;
+        let stats = assert_audit_consistent(&cluster, "101", &report).await;
+        assert_eq!(report.count(200), 300, "{query}: {report:?}");
+        assert_eq!(int(&stats, "sold"), 300, "{query}: {stats}");
+        assert_eq!(int(&stats, "remaining"), 0, "{query}: {stats}");
+        assert_eq!(int(&stats, "lock_overlaps"), 0, "{query}: {stats}");
+        let hand_offs = cluster.metric("seckill_lock_hand_offs_total").await;
+        assert!(hand_offs > 0.0, "{query}: no lock was handed over");
+    }
+}
+
+/// The fair lock (`fair=on`) under load from two instances: exact, no overlap.
+#[tokio::test]
+async fn fair_watchdog_and_segmented_sell_exactly() {
+    assert_sells_exactly("watchdog?work_ms=1&fair=on&wait_ms=10000", 100).await;
+    assert_sells_exactly_over("segmented?work_ms=1&fair=on&wait_ms=10000", 101, 4).await;
+}

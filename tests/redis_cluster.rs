@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::redis_cluster::RedisCluster;
 use common::{
-    Cluster, Instance, LoadReport, Nginx, assert_survived_failover, int, recorded_orders,
+    Cluster, Instance, LoadReport, Nginx, assert_survived_failover, int, metric_total,
+    recorded_orders,
 };
 use serde_json::Value;
 
@@ -316,7 +317,8 @@ async fn killed_master_without_wait_reports_lost_acknowledged_orders() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_waiters_are_woken_after_the_subscribed_node_fails() {
     let mut redis = RedisCluster::start(3, 1);
-    let instances = instances(&redis, &[]);
+    // Hand-offs off: every release goes through the subscription.
+    let instances = instances(&redis, &["--lock-hand-offs", "0"]);
     let nginx = Nginx::start(&instances);
     let http = http();
     let first_seed = redis.nodes[0].port;
@@ -345,25 +347,7 @@ async fn watchdog_waiters_are_woken_after_the_subscribed_node_fails() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     reset(&http, &nginx, "101", 40, 1).await;
-    let wakeups = || async {
-        let mut total = 0.0;
-        for instance in &instances {
-            let text = http
-                .get(instance.url("/metrics"))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
-            total += text
-                .lines()
-                .filter(|l| l.starts_with("seckill_lock_wakeups_total"))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum::<f64>();
-        }
-        total
-    };
+    let wakeups = || metric_total(&http, &instances, "seckill_lock_wakeups_total");
     let before = wakeups().await;
     let report = Cluster::load_detached(
         http.clone(),

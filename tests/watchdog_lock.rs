@@ -99,11 +99,12 @@ async fn reentrant_lock_counts_holds() {
 }
 
 /// A holds, B waits; A releases, and B is woken and acquires long before the lease
-/// (30 s) could have expired: the unlock message did it.
+/// (30 s) could have expired: the unlock message did it (hand-offs off).
 #[tokio::test]
 async fn waiter_acquires_when_holder_releases() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
+    locks.set_hand_offs(0);
     let owners = OwnerIds::new();
     let mut a = handle(&locks, "handoff", &owners);
     a.lock().await.unwrap();
@@ -396,12 +397,15 @@ fn owners_are_per_task_not_per_thread() {
     });
 }
 
-/// One unlock wakes one waiter per instance, not every waiter.
+/// One unlock wakes one waiter per instance, not every waiter (hand-offs off).
 #[tokio::test]
 async fn unlock_wakes_one_waiter_per_instance() {
     let redis = RedisServer::start();
     let one = instance(&redis, DEFAULT_LEASE).await;
     let two = instance(&redis, DEFAULT_LEASE).await;
+    for locks in [&one, &two] {
+        locks.set_hand_offs(0);
+    }
     let owners = Arc::new(OwnerIds::new());
     let mut holder = handle(&one, "wake", &owners);
     holder.lock().await.unwrap();
@@ -447,4 +451,194 @@ async fn unlock_wakes_one_waiter_per_instance() {
         6,
         "every waiter got its turn"
     );
+}
+
+/// A holder hands the lock straight to a sleeping waiter of its own instance: no message,
+/// no try of the waiter's own; the waiter holds it in Redis, under its own name.
+#[tokio::test]
+async fn holder_hands_the_lock_to_a_waiter_of_its_instance() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let owners = OwnerIds::new();
+    let mut a = handle(&locks, "direct", &owners);
+    a.lock().await.unwrap();
+    let mut b = handle(&locks, "direct", &owners);
+    let waiting = tokio::spawn(async move {
+        let got = b.try_lock(Duration::from_secs(10), None).await.unwrap();
+        (got, b)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(a.unlock().await.unwrap());
+    let (got, mut b) = waiting.await.unwrap();
+    assert!(got, "B did not get the lock");
+    assert!(b.is_held().await.unwrap(), "Redis does not name B");
+    assert!(!a.is_held().await.unwrap());
+    assert!(b.is_renewing(), "B's watchdog did not start");
+    assert_eq!(locks.counters().hand_offs.get(), 1);
+    assert_eq!(locks.counters().wakeups.get(), 0, "a message woke B");
+    assert!(b.unlock().await.unwrap());
+    assert_eq!(key_count(&redis).await, 0);
+}
+
+/// Hand-offs in a row are bounded: past `set_hand_offs`, a holder releases the lock for
+/// every instance (a message), then hands on again.
+#[tokio::test]
+async fn hand_offs_in_a_row_are_bounded() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    locks.set_hand_offs(2);
+    let owners = Arc::new(OwnerIds::new());
+    let mut a = handle(&locks, "bounded", &owners);
+    a.lock().await.unwrap();
+    let served = Arc::new(AtomicUsize::new(0));
+    let waiters: Vec<_> = (0..4)
+        .map(|_| {
+            let mut lock = handle(&locks, "bounded", &owners);
+            let served = served.clone();
+            tokio::spawn(async move {
+                assert!(lock.try_lock(Duration::from_secs(10), None).await.unwrap());
+                served.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                assert!(lock.unlock().await.unwrap());
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.unlock().await.unwrap();
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    assert_eq!(served.load(Ordering::SeqCst), 4);
+    // Five releases: two hand-offs, a release for everybody (one waiter woken), a
+    // hand-off, and the last release with nobody left.
+    assert_eq!(locks.counters().hand_offs.get(), 3);
+    assert!(locks.counters().wakeups.get() >= 1);
+    assert_eq!(key_count(&redis).await, 0);
+}
+
+fn fair_handle(locks: &WatchdogLocks, name: &str, owners: &OwnerIds) -> WatchdogLock {
+    handle(locks, name, owners).fair(
+        &format!("test:{name}:lock:queue"),
+        &format!("test:{name}:lock:waiting"),
+    )
+}
+
+/// The fair lock serves its waiters in the order they first tried, across two instances.
+#[tokio::test]
+async fn fair_lock_serves_waiters_in_arrival_order_across_instances() {
+    let redis = RedisServer::start();
+    let one = instance(&redis, DEFAULT_LEASE).await;
+    let two = instance(&redis, DEFAULT_LEASE).await;
+    let owners = Arc::new(OwnerIds::new());
+    let mut holder = fair_handle(&one, "fair", &owners);
+    holder.lock().await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for n in 0..8 {
+        let locks = if n % 2 == 0 { &one } else { &two };
+        let mut lock = fair_handle(locks, "fair", &owners);
+        let order = order.clone();
+        waiters.push(tokio::spawn(async move {
+            assert!(lock.try_lock(Duration::from_secs(20), None).await.unwrap());
+            order.lock().unwrap().push(n);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert!(lock.unlock().await.unwrap());
+        }));
+        // Each joins the queue before the next tries.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    let queued: Vec<String> = redis
+        .conn()
+        .await
+        .lrange("test:fair:lock:queue", 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 8, "every waiter is in the queue");
+    holder.unlock().await.unwrap();
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..8).collect::<Vec<_>>());
+    assert_eq!(key_count(&redis).await, 0, "the queue is left empty");
+}
+
+/// A fair waiter that gives up leaves the queue, and the one behind it still gets its turn.
+#[tokio::test]
+async fn fair_waiter_that_gives_up_leaves_the_queue() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let owners = Arc::new(OwnerIds::new());
+    let mut a = fair_handle(&locks, "quit", &owners);
+    a.lock().await.unwrap();
+    let mut quitter = fair_handle(&locks, "quit", &owners);
+    let quitter_id = quitter.owner().to_owned();
+    let quits = tokio::spawn(async move {
+        quitter
+            .try_lock(Duration::from_millis(400), None)
+            .await
+            .unwrap()
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut patient = fair_handle(&locks, "quit", &owners);
+    let waits = tokio::spawn(async move {
+        let got = patient
+            .try_lock(Duration::from_secs(10), None)
+            .await
+            .unwrap();
+        patient.unlock().await.unwrap();
+        got
+    });
+    assert!(!quits.await.unwrap(), "the quitter got the lock");
+    let mut conn = redis.conn().await;
+    let queued: Vec<String> = conn.lrange("test:quit:lock:queue", 0, -1).await.unwrap();
+    assert!(!queued.contains(&quitter_id), "still queued: {queued:?}");
+    assert_eq!(queued.len(), 1, "the patient waiter stays: {queued:?}");
+    let timeout: Option<f64> = conn
+        .zscore("test:quit:lock:waiting", &quitter_id)
+        .await
+        .unwrap();
+    assert!(timeout.is_none());
+    a.unlock().await.unwrap();
+    assert!(
+        waits.await.unwrap(),
+        "the waiter behind the quitter starved"
+    );
+}
+
+/// A fair waiter whose instance died stays at the head of the queue only until its
+/// patience runs out; then the next waiter gets the lock.
+#[tokio::test]
+async fn dead_fair_waiter_drops_out_of_the_queue() {
+    let redis = RedisServer::start();
+    let alive = instance(&redis, DEFAULT_LEASE).await;
+    let owners = Arc::new(OwnerIds::new());
+    let mut holder = fair_handle(&alive, "dead", &owners);
+    holder.lock().await.unwrap();
+    {
+        let doomed = instance(&redis, DEFAULT_LEASE).await;
+        let mut lock = fair_handle(&doomed, "dead", &owners);
+        let task = tokio::spawn(async move { lock.try_lock(Duration::from_secs(60), None).await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The instance dies: its waiter never tries again, nor leaves.
+        task.abort();
+    }
+    let mut next = fair_handle(&alive, "dead", &owners);
+    let waits = tokio::spawn(async move {
+        let got = next.try_lock(Duration::from_secs(20), None).await.unwrap();
+        next.unlock().await.unwrap();
+        got
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    holder.unlock().await.unwrap();
+    assert!(
+        waits.await.unwrap(),
+        "the dead waiter kept its turn for ever"
+    );
+    let queued: u64 = redis
+        .conn()
+        .await
+        .llen("test:dead:lock:queue")
+        .await
+        .unwrap();
+    assert_eq!(queued, 0);
 }

@@ -19,6 +19,7 @@
 pub mod redlock;
 mod setnx;
 mod token;
+mod waiters;
 pub mod watchdog;
 
 pub use redlock::{Redlock, RedlockLock};

@@ -16,220 +16,95 @@
 //!   connections and no subscribe/unsubscribe round trips (redisson#1763, #3349). An
 //!   unlock message wakes one waiter of this instance, not all of them; a waiter also
 //!   tries again at the lock's remaining TTL, so a lost message cannot strand it.
+//! - A holder hands the lock straight to a waiter of its own instance when one is asleep
+//!   (a few times in a row, then it releases for everybody): one script instead of a
+//!   release, a message and a try ([`super::waiters`]).
+//! - The fair lock (`RedissonFairLock`) keeps Redisson's queue in Redis — a list in arrival
+//!   order and a timeout per waiter, so a dead waiter drops out — but its release names the
+//!   queue's head in the message, so only that waiter wakes, wherever it is.
+//! - Taking and giving back can carry more work on the same slot: [`WatchdogLock::try_lock_with`]
+//!   and [`WatchdogLock::unlock_with`] run the caller's script in their place (the
+//!   variants enter and commit their critical section in the same round trips).
 
-use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use prometheus_client::metrics::counter::Counter;
-use redis::AsyncCommands;
-use tokio::sync::Notify;
+use redis::{AsyncCommands, Value};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::LockError;
+use super::waiters::{Shared, Woke};
 use crate::scripts;
-use crate::store::{Nodes, RedisConn};
+
+pub use super::waiters::{DEFAULT_HAND_OFFS, WatchdogCounters, WatchdogLocks};
 
 /// Redisson's `lockWatchdogTimeout`: the lease used, and renewed, when none is asked for.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// How long a fair lock's waiter stays in the queue after each try (Redisson's
+/// `threadWaitTime`, 5 s): a waiter that died drops out of the queue this long after its
+/// last try. Waiters try again at half of it, so a live one never does.
+pub const FAIR_PATIENCE: Duration = Duration::from_secs(5);
 
 /// How often a waiter looks again at a lock whose holder's release sends no message (a
 /// setnx or token holder on the same key).
 const UNKNOWN_TTL_POLL: Duration = Duration::from_millis(100);
 
-/// What unlock publishes. Waiters only need to know that something happened.
-const RELEASED: &str = "released";
-
-/// Counters of what the watchdogs and waiters of one instance did.
-#[derive(Debug, Default, Clone)]
-pub struct WatchdogCounters {
-    /// Leases extended by a watchdog.
-    pub renewals: Counter,
-    /// Watchdog ticks that found their lock gone: the holder lost it.
-    pub lost: Counter,
-    /// Waiters woken by an unlock message.
-    pub wakeups: Counter,
+/// One try at a lock, as the script that tried answered.
+#[derive(Debug)]
+pub enum Attempt {
+    /// The lock is the caller's now; what else the script returned.
+    Acquired(Value),
+    /// Held by another: how long to sleep before trying again (a message may come first).
+    Held(Duration),
 }
 
-/// The per-instance side of the watchdog lock: the one shared subscription and the
-/// queues of waiters. Cheap to clone.
-#[derive(Clone)]
-pub struct WatchdogLocks {
-    shared: Arc<Shared>,
+/// What a release script is asked to do, for [`WatchdogLock::unlock_with`].
+#[derive(Debug, Clone)]
+pub struct Release {
+    pub owner: String,
+    /// Re-applied while holds remain.
+    pub lease: Duration,
+    /// A fair lock: the release names the queue's head.
+    pub fair: bool,
+    /// A waiter of this instance to hand the lock to, if the lock is given up.
+    pub successor: Option<Successor>,
 }
 
-struct Shared {
-    conn: RedisConn,
-    lease: Duration,
-    /// Waiters by release channel, oldest first.
-    waiters: Mutex<HashMap<String, VecDeque<Arc<Waiter>>>>,
-    counters: WatchdogCounters,
+/// The waiter a release may hand the lock to.
+#[derive(Debug, Clone)]
+pub struct Successor {
+    pub owner: String,
+    /// The lease it asked for.
+    pub lease: Duration,
+    /// How long it expects to hold the lock.
+    pub hold: Duration,
 }
 
-struct Waiter {
-    wake: Notify,
-    woken: AtomicBool,
+/// What a release script did with the lock.
+#[derive(Debug)]
+pub enum Released {
+    /// The owner did not hold it (it expired, or was taken away).
+    NotHeld,
+    /// Holds remain.
+    StillHeld,
+    /// Deleted, and the waiters told.
+    Released,
+    /// Given to the successor; what the script returned for it.
+    HandedOn(Value),
 }
 
-impl WatchdogLocks {
-    /// Starts the instance's subscription to every lock's release channel, matched by
-    /// `channel_pattern` (e.g. `seckill:*:lock:released`), on the first of `nodes` that
-    /// answers. It reconnects by itself, to the next node when one goes away (on a Cluster
-    /// every node hears every `PUBLISH`).
-    pub fn start(nodes: Nodes, conn: RedisConn, lease: Duration, channel_pattern: &str) -> Self {
-        let shared = Arc::new(Shared {
-            conn,
-            lease,
-            waiters: Mutex::new(HashMap::new()),
-            counters: WatchdogCounters::default(),
-        });
-        tokio::spawn(subscribe(
-            nodes,
-            channel_pattern.to_owned(),
-            Arc::downgrade(&shared),
-        ));
-        Self { shared }
-    }
-
-    /// A handle on the lock at `key` for `owner`. Handles with the same owner re-enter
-    /// each other's holds; give each task its own owner id.
-    pub fn lock(&self, key: &str, channel: &str, owner: &str) -> WatchdogLock {
-        WatchdogLock {
-            shared: self.shared.clone(),
-            key: key.to_owned(),
-            channel: channel.to_owned(),
-            owner: owner.to_owned(),
-            holds: 0,
-            watchdog: None,
-            lost: Arc::new(AtomicBool::new(false)),
+impl Released {
+    /// From the code `lib/lock.lua`'s `release` returns (nil, 0, 1, 2).
+    pub fn from_code(code: Option<i64>, for_successor: Value) -> Self {
+        match code {
+            None => Self::NotHeld,
+            Some(0) => Self::StillHeld,
+            Some(2) => Self::HandedOn(for_successor),
+            Some(_) => Self::Released,
         }
-    }
-
-    pub fn counters(&self) -> &WatchdogCounters {
-        &self.shared.counters
-    }
-
-    /// The lease used when a caller asks for none.
-    pub fn default_lease(&self) -> Duration {
-        self.shared.lease
-    }
-}
-
-impl Shared {
-    fn register(&self, channel: &str) -> Arc<Waiter> {
-        let waiter = Arc::new(Waiter {
-            wake: Notify::new(),
-            woken: AtomicBool::new(false),
-        });
-        self.waiters()
-            .entry(channel.to_owned())
-            .or_default()
-            .push_back(waiter.clone());
-        waiter
-    }
-
-    /// Takes `waiter` off the queue. A waiter that was woken but is leaving without the
-    /// lock passes the wake-up on, so an unlock is never spent on nobody.
-    fn deregister(&self, channel: &str, waiter: &Arc<Waiter>, acquired: bool) {
-        let mut queues = self.waiters();
-        if let Some(queue) = queues.get_mut(channel) {
-            queue.retain(|w| !Arc::ptr_eq(w, waiter));
-            if queue.is_empty() {
-                queues.remove(channel);
-            }
-        }
-        drop(queues);
-        if waiter.woken.load(Ordering::Acquire) && !acquired {
-            self.wake_one(channel);
-        }
-    }
-
-    /// An unlock on `channel`: wake the oldest waiter of this instance.
-    fn wake_one(&self, channel: &str) {
-        let mut queues = self.waiters();
-        let Some(queue) = queues.get_mut(channel) else {
-            return;
-        };
-        if let Some(waiter) = queue.pop_front() {
-            waiter.woken.store(true, Ordering::Release);
-            waiter.wake.notify_one();
-            self.counters.wakeups.inc();
-        }
-        if queue.is_empty() {
-            queues.remove(channel);
-        }
-    }
-
-    /// After the subscription was down, messages may have been missed: wake one waiter
-    /// per lock to look again.
-    fn wake_every_lock(&self) {
-        let channels: Vec<String> = self.waiters().keys().cloned().collect();
-        for channel in channels {
-            self.wake_one(&channel);
-        }
-    }
-
-    /// Wakes every waiter of this instance, to look at the lock again.
-    fn wake_everyone(&self) {
-        for (_, queue) in self.waiters().drain() {
-            for waiter in queue {
-                waiter.woken.store(true, Ordering::Release);
-                waiter.wake.notify_one();
-            }
-        }
-    }
-
-    fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<Arc<Waiter>>>> {
-        // A std Mutex: it is held for a few queue operations and never across an await.
-        // A panic while holding it cannot leave the queues half-changed, so poison is moot.
-        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// The instance's one subscription: every release message wakes one local waiter.
-async fn subscribe(nodes: Nodes, pattern: String, shared: Weak<Shared>) {
-    let mut backoff = Duration::from_millis(50);
-    for attempt in 0.. {
-        let connected = match nodes.pick(attempt).await {
-            Some(client) => {
-                tokio::time::timeout(Duration::from_secs(2), client.get_async_pubsub()).await
-            }
-            None => Ok(Err(redis::RedisError::from((
-                redis::ErrorKind::Io,
-                "no node to subscribe on",
-            )))),
-        };
-        if let Ok(Ok(mut pubsub)) = connected
-            && pubsub.psubscribe(&pattern).await.is_ok()
-        {
-            backoff = Duration::from_millis(50);
-            let Some(alive) = shared.upgrade() else {
-                return;
-            };
-            alive.wake_every_lock();
-            drop(alive);
-            let mut messages = pubsub.into_on_message();
-            while let Some(message) = messages.next().await {
-                let Some(alive) = shared.upgrade() else {
-                    return;
-                };
-                alive.wake_one(message.get_channel_name());
-            }
-            tracing::warn!("lock release subscription lost; reconnecting");
-            // Redis may be gone: let every waiter try now, and fail fast if it is, rather
-            // than sleep out its wait.
-            if let Some(alive) = shared.upgrade() {
-                alive.wake_everyone();
-            }
-        }
-        if shared.strong_count() == 0 {
-            return;
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(1));
     }
 }
 
@@ -241,17 +116,68 @@ pub struct WatchdogLock {
     shared: Arc<Shared>,
     key: String,
     channel: String,
+    /// A fair lock's queue and waiters' deadlines; `None` for the unfair lock.
+    fair: Option<(String, String)>,
     owner: String,
+    /// How long this owner expects to hold the lock, told to a holder that hands it over.
+    hold: Duration,
+    /// Whether its release may hand the lock to a waiter of this instance.
+    hands_off: bool,
     /// Holds taken through this handle and not yet given back.
     holds: u32,
     watchdog: Option<JoinHandle<()>>,
     lost: Arc<AtomicBool>,
 }
 
+impl WatchdogLocks {
+    /// A handle on the lock at `key` for `owner`. Handles with the same owner re-enter
+    /// each other's holds; give each task its own owner id.
+    pub fn lock(&self, key: &str, channel: &str, owner: &str) -> WatchdogLock {
+        WatchdogLock {
+            shared: self.shared.clone(),
+            key: key.to_owned(),
+            channel: channel.to_owned(),
+            fair: None,
+            owner: owner.to_owned(),
+            hold: Duration::ZERO,
+            hands_off: true,
+            holds: 0,
+            watchdog: None,
+            lost: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
 impl WatchdogLock {
+    /// Makes this handle take the lock fairly: in the order waiters first tried, across
+    /// instances, through the queue at `queue` and the waiters' deadlines at `waiting`
+    /// (both on the lock's slot).
+    pub fn fair(mut self, queue: &str, waiting: &str) -> Self {
+        self.fair = Some((queue.to_owned(), waiting.to_owned()));
+        self
+    }
+
+    /// How long this owner expects to hold the lock once it has it: a holder that hands
+    /// it the lock counts it as inside its critical section for that long.
+    pub fn expecting_to_hold(mut self, hold: Duration) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// Whether giving the lock back may hand it to a waiter of this instance (the
+    /// default), rather than always releasing it for everybody.
+    pub fn handing_off(mut self, hands_off: bool) -> Self {
+        self.hands_off = hands_off;
+        self
+    }
+
+    pub fn is_fair(&self) -> bool {
+        self.fair.is_some()
+    }
+
     /// Takes the lock, waiting as long as it takes. The watchdog keeps it until `unlock`.
     pub async fn lock(&mut self) -> Result<(), LockError> {
-        self.acquire(None, None).await.map(|_| ())
+        self.try_lock_inner(None, None).await.map(|_| ())
     }
 
     /// Takes the lock, waiting up to `wait`. With a `lease`, the lock expires after it
@@ -262,66 +188,122 @@ impl WatchdogLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<bool, LockError> {
-        self.acquire(Some(wait), lease).await
+        self.try_lock_inner(Some(wait), lease).await
     }
 
-    async fn acquire(
+    async fn try_lock_inner(
         &mut self,
         wait: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<bool, LockError> {
+        let conn = self.shared.conn.clone();
+        let (key, channel, owner) = (self.key.clone(), self.channel.clone(), self.owner.clone());
+        let fair = self.fair.clone();
+        let lease_ms = millis(lease.unwrap_or(self.shared.lease));
+        let attempt = move || {
+            let mut script = scripts::WATCHDOG_LOCK.key(&key);
+            script.key(&channel);
+            match &fair {
+                Some((queue, waiting)) => script.key(queue).key(waiting),
+                None => script.key(&key).key(&key),
+            };
+            script
+                .arg(lease_ms)
+                .arg(&owner)
+                .arg(if fair.is_some() { "fair" } else { "unfair" })
+                .arg(millis(FAIR_PATIENCE));
+            let mut conn = conn.clone();
+            async move {
+                let wait: Option<i64> = script.invoke_async(&mut conn).await?;
+                Ok(match wait {
+                    None => Attempt::Acquired(Value::Nil),
+                    Some(ms) => Attempt::Held(sleep_for(ms)),
+                })
+            }
+        };
+        let got = self.try_lock_with(wait, lease, attempt).await?;
+        Ok(got.is_some())
+    }
+
+    /// Takes the lock as [`try_lock`](Self::try_lock) does, but each try is `attempt`: a
+    /// script of the caller's that takes the lock (as `lib/lock.lua` does) and may do more
+    /// on the same slot once it has it. Returns what the script returned with the lock —
+    /// or, when a holder of this instance handed the lock over, what that holder's release
+    /// script returned for this owner — or `None` when `wait` ran out.
+    pub async fn try_lock_with<F, Fut>(
+        &mut self,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+        mut attempt: F,
+    ) -> Result<Option<Value>, LockError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Attempt, LockError>>,
+    {
         let deadline = wait.map(|wait| Instant::now() + wait);
+        let own_lease = lease.unwrap_or(self.shared.lease);
+        // Queued before the first try, so an unlock between a try and the sleep still
+        // reaches this waiter; it keeps its place in the queue from try to try. Queueing
+        // is local: it costs Redis nothing.
+        let waiter = self
+            .shared
+            .register(&self.channel, &self.owner, own_lease, self.hold);
         loop {
-            // Queue up before trying, so an unlock between the try and the wait still
-            // reaches this waiter. Queueing is local: it costs Redis nothing.
-            let waiter = self.shared.register(&self.channel);
-            let ttl = match self.try_once(lease).await {
-                Ok(None) => {
-                    self.shared.deregister(&self.channel, &waiter, true);
+            let nap = match attempt().await {
+                Ok(Attempt::Acquired(value)) => {
+                    waiter.leave(true);
                     self.acquired(lease);
-                    return Ok(true);
+                    return Ok(Some(value));
                 }
-                Ok(Some(ttl)) => ttl,
+                Ok(Attempt::Held(nap)) => nap,
                 Err(err) => {
-                    self.shared.deregister(&self.channel, &waiter, false);
+                    waiter.leave(false);
                     return Err(err);
                 }
             };
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if left == Some(Duration::ZERO) {
-                self.shared.deregister(&self.channel, &waiter, false);
-                return Ok(false);
+                waiter.leave(false);
+                self.leave_queue().await?;
+                return Ok(None);
             }
-            // Sleep until an unlock message, or until the lease runs out (in case the
-            // message was lost), or until the wait does.
-            let mut nap = ttl;
+            if !waiter.waiter().settle() {
+                // Woken while trying: try again at once.
+                continue;
+            }
+            // Sleep until an unlock message or a hand-off, or until the lease runs out
+            // (in case the message was lost), or until the wait does; a fair waiter also
+            // wakes in time to keep its place in the queue.
+            let mut nap = nap;
             if let Some(left) = left {
                 nap = nap.min(left);
             }
-            tokio::select! {
-                () = waiter.wake.notified() => {}
-                () = tokio::time::sleep(nap) => {}
+            if self.fair.is_some() {
+                nap = nap.min(FAIR_PATIENCE / 2);
             }
-            // Back to the queue's end on the next round: this lock is not fair.
-            self.shared.deregister(&self.channel, &waiter, true);
+            if let Woke::Granted(value) = waiter.waiter().sleep(nap).await {
+                waiter.leave(true);
+                self.acquired(lease);
+                return Ok(Some(value));
+            }
         }
     }
 
-    /// One try. `None` when the lock is now held; otherwise its remaining TTL.
-    async fn try_once(&mut self, lease: Option<Duration>) -> Result<Option<Duration>, LockError> {
-        let lease = lease.unwrap_or(self.shared.lease);
-        let ttl: Option<i64> = scripts::WATCHDOG_LOCK
+    /// A fair waiter giving up takes itself out of the queue in Redis, so that nobody
+    /// waits for its turn.
+    async fn leave_queue(&self) -> Result<(), LockError> {
+        let Some((queue, waiting)) = &self.fair else {
+            return Ok(());
+        };
+        let _: i64 = scripts::FAIR_LEAVE
             .key(&self.key)
-            .arg(millis(lease))
+            .key(&self.channel)
+            .key(queue)
+            .key(waiting)
             .arg(&self.owner)
             .invoke_async(&mut self.shared.conn.clone())
             .await?;
-        // -1: held by a setnx or token holder, whose release publishes nothing: look again
-        // every so often. -2: it expired in between: look again at once.
-        Ok(ttl.map(|ms| match ms {
-            -1 => UNKNOWN_TTL_POLL,
-            ms => Duration::from_millis(u64::try_from(ms).unwrap_or(0).max(1)),
-        }))
+        Ok(())
     }
 
     fn acquired(&mut self, lease: Option<Duration>) {
@@ -337,30 +319,96 @@ impl WatchdogLock {
         }
     }
 
-    /// Gives back one hold. On the last one the watchdog stops first, then the lock is
-    /// deleted and one waiter per instance is woken. Returns false when this owner no
-    /// longer held the lock (it expired or was taken away).
+    /// Gives back one hold. On the last one the watchdog stops first, then the lock goes to
+    /// a waiter of this instance, or is deleted and the waiters told. Returns false when
+    /// this owner no longer held the lock (it expired or was taken away).
     pub async fn unlock(&mut self) -> Result<bool, LockError> {
+        let (key, channel) = (self.key.clone(), self.channel.clone());
+        let fair = self.fair.clone();
+        let mut conn = self.shared.conn.clone();
+        self.unlock_with(move |release| async move {
+            let mut script = scripts::WATCHDOG_UNLOCK.key(&key);
+            script.key(&channel);
+            match &fair {
+                Some((queue, waiting)) => script.key(queue).key(waiting),
+                None => script.key(&key).key(&key),
+            };
+            let successor = release.successor.as_ref();
+            script
+                .arg(millis(release.lease))
+                .arg(&release.owner)
+                .arg(if release.fair { "fair" } else { "unfair" })
+                .arg(successor.map_or("", |s| s.owner.as_str()))
+                .arg(successor.map_or(0, |s| millis(s.lease)));
+            let code: Option<i64> = script.invoke_async(&mut conn).await?;
+            let released = Released::from_code(code, Value::Nil);
+            let held = !matches!(released, Released::NotHeld);
+            Ok((held, released))
+        })
+        .await
+    }
+
+    /// Gives back one hold as [`unlock`](Self::unlock) does, but through `release`: a
+    /// script of the caller's that gives the lock back (as `lib/lock.lua` does) and may do
+    /// more on the same slot, and hands the lock to the [`Release::successor`] when one is
+    /// named. Returns what `release` made of its answer. Nothing happens (and `release` is
+    /// not called) when this handle holds nothing.
+    pub async fn unlock_with<T, F, Fut>(&mut self, release: F) -> Result<T, LockError>
+    where
+        T: Default,
+        F: FnOnce(Release) -> Fut,
+        Fut: Future<Output = Result<(T, Released), LockError>>,
+    {
         if self.holds == 0 {
-            return Ok(false);
+            return Ok(T::default());
         }
         self.holds -= 1;
-        if self.holds == 0 {
+        let last = self.holds == 0;
+        if last {
             self.stop_watchdog();
         }
-        let released: Option<i64> = scripts::WATCHDOG_UNLOCK
-            .key(&self.key)
-            .key(&self.channel)
-            .arg(RELEASED)
-            .arg(millis(self.shared.lease))
-            .arg(&self.owner)
-            .invoke_async(&mut self.shared.conn.clone())
-            .await?;
-        if released.is_none() {
-            self.holds = 0;
-            self.stop_watchdog();
+        // The fair lock's next holder is the queue's head, not whoever waits here.
+        let reservation = if last && self.hands_off && self.fair.is_none() {
+            self.shared.reserve_successor(&self.channel)
+        } else {
+            None
+        };
+        let asked = Release {
+            owner: self.owner.clone(),
+            lease: self.shared.lease,
+            fair: self.fair.is_some(),
+            successor: reservation.as_ref().map(|r| Successor {
+                owner: r.owner().to_owned(),
+                lease: r.lease(),
+                hold: r.hold(),
+            }),
+        };
+        let answer = release(asked).await;
+        let (outcome, released) = match answer {
+            Ok(answer) => answer,
+            Err(err) => {
+                if let Some(reservation) = reservation {
+                    reservation.pass();
+                }
+                return Err(err);
+            }
+        };
+        match released {
+            Released::HandedOn(value) => match reservation {
+                Some(reservation) => reservation.grant(value),
+                None => tracing::warn!(key = %self.key, "a release handed the lock to nobody"),
+            },
+            other => {
+                if let Some(reservation) = reservation {
+                    reservation.pass();
+                }
+                if matches!(other, Released::NotHeld) {
+                    self.holds = 0;
+                    self.stop_watchdog();
+                }
+            }
         }
-        Ok(released.is_some())
+        Ok(outcome)
     }
 
     /// Stops as if the process died: no unlock, no more renewals. The lock expires one
@@ -374,10 +422,15 @@ impl WatchdogLock {
     pub async fn force_unlock(&mut self) -> Result<bool, LockError> {
         self.stop_watchdog();
         self.holds = 0;
+        let (queue, waiting) = self
+            .fair
+            .clone()
+            .unwrap_or_else(|| (self.key.clone(), self.key.clone()));
         let deleted: i64 = scripts::FORCE_UNLOCK
             .key(&self.key)
             .key(&self.channel)
-            .arg(RELEASED)
+            .key(&queue)
+            .key(&waiting)
             .invoke_async(&mut self.shared.conn.clone())
             .await?;
         Ok(deleted == 1)
@@ -434,6 +487,16 @@ impl WatchdogLock {
         if let Some(watchdog) = self.watchdog.take() {
             watchdog.abort();
         }
+    }
+}
+
+/// How long to sleep after a try that found the lock held, from what the script said: the
+/// holder's TTL, or -1 for a setnx or token holder, whose release publishes nothing (look
+/// again every so often).
+pub fn sleep_for(ms: i64) -> Duration {
+    match ms {
+        -1 => UNKNOWN_TTL_POLL,
+        ms => Duration::from_millis(u64::try_from(ms).unwrap_or(0).max(1)),
     }
 }
 

@@ -8,6 +8,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use super::params;
@@ -64,6 +66,9 @@ struct Answer {
     shard: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'static str>,
+    /// How long the work inside the lock really took, µs, when `work_ms` asked for some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    work_us: Option<u64>,
 }
 
 /// What an `unconfirmed` answer tells the client, plainly.
@@ -81,12 +86,12 @@ async fn deduct(
     let started = Instant::now();
     let result = run(&state, variant, query.as_deref(), &headers, &body).await;
     let outcome = match &result {
-        Ok((_, outcome)) => outcome.name(),
+        Ok((_, outcome, _)) => outcome.name(),
         Err(err) => err.outcome(),
     };
     state.metrics.deduction(variant, outcome, started.elapsed());
-    result.map_or_else(IntoResponse::into_response, |(product, outcome)| {
-        answer(&state, variant, product, outcome)
+    result.map_or_else(IntoResponse::into_response, |(product, outcome, worked)| {
+        answer(&state, variant, product, outcome, worked)
     })
 }
 
@@ -96,7 +101,7 @@ async fn run(
     query: Option<&str>,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<(String, Outcome), AppError> {
+) -> Result<(String, Outcome, Option<Duration>), AppError> {
     let params = params(query, headers, body)?;
     let settings = &state.settings;
     let knobs = Knobs::parse(variant, &params, &settings.limits, settings.faults)?;
@@ -117,22 +122,30 @@ async fn run(
         metrics: state.metrics.clone(),
         locks: state.locks.clone(),
         lua: state.lua.clone(),
+        worked_us: Default::default(),
     };
     let outcome = if variant.takes_a_lock() {
         // Spawned, so that a client hanging up (or the request timeout) cannot cut a
         // deduction short between taking a lock and giving it back.
-        tokio::spawn(async move { deduction.run().await })
+        tokio::spawn(async move { (deduction.run().await, deduction.worked()) })
             .await
-            .map_err(|err| AppError::Internal(err.into()))??
+            .map_err(|err| AppError::Internal(err.into()))?
     } else {
         // Nothing to leave half-done: lua is one atomic script, and naive's write, if it
         // is sent at all, is one script too.
-        deduction.run().await?
+        (deduction.run().await, deduction.worked())
     };
-    Ok((product, outcome))
+    let (outcome, worked) = outcome;
+    Ok((product, outcome?, worked))
 }
 
-fn answer(state: &AppState, variant: Variant, product: String, outcome: Outcome) -> Response {
+fn answer(
+    state: &AppState,
+    variant: Variant,
+    product: String,
+    outcome: Outcome,
+    worked: Option<Duration>,
+) -> Response {
     let status = match outcome {
         Outcome::Deducted { .. } => StatusCode::OK,
         Outcome::SoldOut { .. } => StatusCode::CONFLICT,
@@ -152,6 +165,7 @@ fn answer(state: &AppState, variant: Variant, product: String, outcome: Outcome)
         order: None,
         shard: None,
         note: None,
+        work_us: worked.map(|w| u64::try_from(w.as_micros()).unwrap_or(u64::MAX)),
     };
     match outcome {
         Outcome::Deducted {

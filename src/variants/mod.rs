@@ -17,6 +17,7 @@ pub use crate::variant::Variant;
 pub use lua::{LuaBatches, MAX_BATCH};
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::AsyncCommands;
@@ -29,11 +30,12 @@ use crate::lock::{Redlock, WatchdogLocks};
 use crate::metrics::Metrics;
 use crate::scripts;
 use crate::store::{RedisConn, Store};
+use crate::timer;
 
 /// How long past its own work a holder may stay in the audit's "inside" set: the time it
 /// needs for its last Redis round trips under load. A holder that dies inside stops
 /// counting as inside after its work plus this margin.
-const INSIDE_MARGIN: Duration = Duration::from_secs(2);
+pub(super) const INSIDE_MARGIN: Duration = Duration::from_secs(2);
 
 /// What a deduction came to. Each maps to its own status code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,6 +171,8 @@ pub struct Deduction {
     pub metrics: Arc<Metrics>,
     pub locks: WatchdogLocks,
     pub lua: LuaBatches,
+    /// How long the work really took, µs (0 until it ran): `work_ms` is what was asked.
+    pub worked_us: AtomicU64,
 }
 
 impl Deduction {
@@ -319,11 +323,35 @@ impl Deduction {
         Ok(acked >= wait.replicas)
     }
 
-    /// The business time the seeds spend inside the critical section.
+    /// The business time the seeds spend inside the critical section: `work_ms`, to the
+    /// tens of microseconds ([`timer`]), and measured.
     async fn work(&self) {
-        if !self.knobs.work.is_zero() {
-            tokio::time::sleep(self.knobs.work).await;
+        if self.knobs.work.is_zero() {
+            return;
         }
+        let started = tokio::time::Instant::now();
+        timer::sleep(self.knobs.work).await;
+        let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.worked_us.store(took, Ordering::Relaxed);
+    }
+
+    /// How long the work really took, when there was any.
+    pub fn worked(&self) -> Option<Duration> {
+        match self.worked_us.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+
+    /// Whether a watchdog lock can be taken and given back in the same scripts that enter
+    /// and commit the critical section: the lock must live beside the stock (one slot),
+    /// and nothing may need a step of its own between them — a fencing token issued after
+    /// the lock, the lock store's replicas asked, a fault injected.
+    fn in_one_trip(&self) -> bool {
+        self.locks_beside_stock
+            && !self.knobs.fence
+            && self.lock_wait.is_none()
+            && self.knobs.fault.is_none()
     }
 
     /// Times a lock acquisition for `/metrics`.

@@ -75,6 +75,28 @@ pub async fn get_json(http: &reqwest::Client, url: &str) -> Value {
         .unwrap_or_else(|err| panic!("GET {url}: not JSON: {err}"))
 }
 
+/// A counter summed over the instances' `/metrics` (`seckill_lock_hand_offs_total`, …).
+pub async fn metric_total(http: &reqwest::Client, instances: &[Instance], name: &str) -> f64 {
+    let mut total = 0.0;
+    for instance in instances {
+        let url = instance.url("/metrics");
+        let text = http
+            .get(&url)
+            .send()
+            .await
+            .unwrap_or_else(|err| panic!("GET {url}: {err}"))
+            .text()
+            .await
+            .unwrap();
+        total += text
+            .lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>();
+    }
+    total
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -456,6 +478,11 @@ impl Cluster {
         stop: Arc<AtomicBool>,
     ) -> impl Future<Output = LoadReport> + Send + 'static {
         load_urls_until(http, vec![url], requests, concurrency, false, stop)
+    }
+
+    /// A counter summed over the instances' `/metrics`.
+    pub async fn metric(&self, name: &str) -> f64 {
+        metric_total(&self.http, &self.instances, name).await
     }
 
     /// Every order id recorded in Redis for a product, over all its shards.

@@ -1,0 +1,44 @@
+-- commit_release.lua: a watchdog holder leaves its critical section (selling a unit or
+-- not) and gives its lock back, in one round trip; when it hands the lock to a waiter of
+-- its own instance, that waiter enters in the same trip, so it can start its work the
+-- moment the answer arrives. The lock and the stock share one hash tag (one slot).
+--
+-- KEYS[1]  stock
+-- KEYS[2]  inside
+-- KEYS[3]  orders
+-- KEYS[4]  audit
+-- KEYS[5]  lock
+-- KEYS[6]  fence
+-- KEYS[7]  the lock's release channel
+-- KEYS[8]  queue (fair only)
+-- KEYS[9]  waiting (fair only)
+-- ARGV[1]  holder id (also the lock's owner)
+-- ARGV[2]  order id
+-- ARGV[3]  instance id
+-- ARGV[4]  variant name
+-- ARGV[5]  'decr' or 'leave'
+-- ARGV[6]  lease, ms
+-- ARGV[7]  'fair' or 'unfair'
+-- ARGV[8]  the waiter to hand the lock to, or '' (unfair only)
+-- ARGV[9]  that waiter's lease, ms
+-- ARGV[10] how long that waiter may stay inside, ms
+--
+-- Returns: { units left (or -2 no stock key, -3 the lock was lost), the release's answer
+--          (as watchdog_unlock.lua; false when not held), and when the lock was handed on,
+--          the new holder's stock (or false) and overlap }.
+local left = commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2],
+  ARGV[3], ARGV[4], ARGV[5], '', ARGV[1], '')
+if left == -3 then
+  return { left, false }
+end
+local released
+if ARGV[7] == 'fair' then
+  released = release(KEYS[5], KEYS[7], ARGV[6], ARGV[1], '', 0, KEYS[8], KEYS[9])
+else
+  released = release(KEYS[5], KEYS[7], ARGV[6], ARGV[1], ARGV[8], ARGV[9])
+end
+if released == 2 then
+  local entered = enter(KEYS[1], KEYS[2], KEYS[4], KEYS[6], ARGV[8], ARGV[10], '')
+  return { left, released, entered[1], entered[2] }
+end
+return { left, released or false }

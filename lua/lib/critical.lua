@@ -1,0 +1,82 @@
+-- lib/critical.lua: entering and leaving a critical section, with the audit around it, as
+-- Lua functions. Not a script by itself: src/scripts.rs puts it in front of each script in
+-- lua/ that uses it, so every step is written once.
+--
+-- The keys of one shard, all on one slot:
+--   stock   string: units left
+--   inside  sorted set: holder id -> the time (ms) it must have left by; a holder that dies
+--           inside stops counting as inside after that
+--   orders  hash: order id -> "instance variant"
+--   audit   hash of counters: `sold/<instance>/<variant>`, `lock_overlaps`, `lock_lost`,
+--           `fenced`
+--   fence   hash: `issued`, the last fencing token handed out, and `seen`, the highest one
+--           that has read or written the stock
+-- A fencing token is '' when the holder presents none.
+
+-- A holder enters and reads the stock. The audit counts an overlap when somebody else is
+-- still inside: the lock failed. The stock remembers the highest token that has read it.
+-- Returns { stock, 1 on an overlap else 0 }; { false, 0 } without a stock key (the holder
+-- does not enter).
+local function enter(stock, inside, audit, fence, holder, stay, token)
+  local units = redis.call('GET', stock)
+  if not units then
+    return { false, 0 }
+  end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', inside, '-inf', now)
+  local overlap = 0
+  if redis.call('ZCARD', inside) > 0 then
+    redis.call('HINCRBY', audit, 'lock_overlaps', 1)
+    overlap = 1
+  end
+  redis.call('ZADD', inside, now + tonumber(stay), holder)
+  if token ~= '' then
+    local seen = tonumber(redis.call('HGET', fence, 'seen') or '0')
+    if tonumber(token) > seen then
+      redis.call('HSET', fence, 'seen', token)
+    end
+  end
+  return { units, overlap }
+end
+
+-- The holder leaves: `take` is 'decr' (take one unit in Redis), 'set' (write `value`, a
+-- stock the application computed from what it read earlier: naive's lost update) or
+-- 'leave' (sell nothing). `owner_fence`, when not '', is an owner that must still hold the
+-- watchdog lock hash `lock` (only when the lock lives beside the stock).
+-- Returns the units left; -2 when the stock key is gone (a reset, or Redis lost it); -3
+-- when the owner no longer holds the lock (counted as lock_lost); -4 when the token is
+-- older than one the stock has seen (counted as fenced). On -2, -3 and -4 nothing is sold.
+local function commit(stock, inside, orders, audit, lock, fence, holder, order, instance,
+                      variant, take, value, owner_fence, token)
+  redis.call('ZREM', inside, holder)
+  if redis.call('EXISTS', stock) == 0 then
+    return -2
+  end
+  if take == 'leave' then
+    return tonumber(redis.call('GET', stock))
+  end
+  if owner_fence ~= '' and (redis.call('TYPE', lock).ok ~= 'hash'
+      or redis.call('HEXISTS', lock, owner_fence) == 0) then
+    redis.call('HINCRBY', audit, 'lock_lost', 1)
+    return -3
+  end
+  if token ~= '' then
+    local seen = tonumber(redis.call('HGET', fence, 'seen') or '0')
+    if tonumber(token) < seen then
+      redis.call('HINCRBY', audit, 'fenced', 1)
+      return -4
+    end
+    redis.call('HSET', fence, 'seen', token)
+  end
+  local remaining
+  if take == 'set' then
+    redis.call('SET', stock, value)
+    remaining = tonumber(value)
+  else
+    remaining = redis.call('DECR', stock)
+  end
+  redis.call('HSET', orders, order, instance .. ' ' .. variant)
+  redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, 1)
+  return remaining
+end

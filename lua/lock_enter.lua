@@ -1,0 +1,31 @@
+-- lock_enter.lua: take a watchdog lock (fair or not) and, when it is taken, enter the
+-- critical section and read the stock, in one round trip. The lock and the stock share
+-- one hash tag, so both live on one slot.
+--
+-- KEYS[1]  lock
+-- KEYS[2]  the lock's release channel
+-- KEYS[3]  queue (fair only)
+-- KEYS[4]  waiting (fair only)
+-- KEYS[5]  stock
+-- KEYS[6]  inside
+-- KEYS[7]  audit
+-- KEYS[8]  fence
+-- ARGV[1]  lease, ms
+-- ARGV[2]  owner id, which is also the holder id in the audit
+-- ARGV[3]  'fair' or 'unfair'
+-- ARGV[4]  a fair waiter's patience, ms
+-- ARGV[5]  how long the holder may stay inside, ms
+--
+-- Returns: { 1, stock or false, overlap } when the lock is now the caller's and it has
+--          entered; { 0, ms to sleep, 0 } when it is held (as watchdog_lock.lua).
+local wait
+if ARGV[3] == 'fair' then
+  wait = take_fair(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], tonumber(ARGV[4]))
+else
+  wait = take(KEYS[1], ARGV[1], ARGV[2])
+end
+if wait then
+  return { 0, wait, 0 }
+end
+local entered = enter(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[2], ARGV[5], '')
+return { 1, entered[1], entered[2] }
