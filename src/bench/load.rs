@@ -26,6 +26,8 @@ pub struct LoadResult {
     pub elapsed: Duration,
     /// When the last 200 arrived, from the start.
     pub last_ok: Option<Duration>,
+    /// How long the work inside the lock really took, µs, as each 200 said (`work_us`).
+    pub work: Histogram<u64>,
 }
 
 impl LoadResult {
@@ -38,6 +40,27 @@ impl LoadResult {
     pub fn percentile_ms(&self, quantile: f64) -> f64 {
         self.latency.value_at_quantile(quantile) as f64 / 1000.0
     }
+
+    /// The mean and p99 of the real work time, in milliseconds, when answers reported it.
+    pub fn work_ms(&self) -> Option<(f64, f64)> {
+        (!self.work.is_empty()).then(|| {
+            (
+                self.work.mean() / 1000.0,
+                self.work.value_at_quantile(0.99) as f64 / 1000.0,
+            )
+        })
+    }
+}
+
+/// The `work_us` of an answer's body, found without parsing the whole of it.
+fn work_us(body: &[u8]) -> Option<u64> {
+    const FIELD: &[u8] = b"\"work_us\":";
+    let at = body.windows(FIELD.len()).position(|w| w == FIELD)? + FIELD.len();
+    let digits = body[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&body[at..at + digits])
+        .ok()?
+        .parse()
+        .ok()
 }
 
 fn histogram() -> Histogram<u64> {
@@ -70,6 +93,7 @@ pub async fn drive(
                     latency: histogram(),
                     elapsed: Duration::ZERO,
                     last_ok: None,
+                    work: histogram(),
                 };
                 while !stop.load(Ordering::Relaxed)
                     && next.fetch_add(1, Ordering::Relaxed) < requests
@@ -83,12 +107,12 @@ pub async fn drive(
                         // Read the body, so the connection can be reused.
                         Ok(response) => {
                             let status = response.status().as_u16();
-                            response.bytes().await.ok().map(|_| status)
+                            response.bytes().await.ok().map(|body| (status, body))
                         }
                         Err(_) => None,
                     };
                     progress.inc(1);
-                    let Some(status) = answer else {
+                    let Some((status, body)) = answer else {
                         result.transport_errors += 1;
                         continue;
                     };
@@ -97,6 +121,9 @@ pub async fn drive(
                     *result.statuses.entry(status).or_default() += 1;
                     if status == 200 {
                         result.last_ok = Some(started.elapsed());
+                        if let Some(us) = work_us(&body) {
+                            result.work.saturating_record(us.max(1));
+                        }
                     }
                 }
                 result
@@ -110,6 +137,7 @@ pub async fn drive(
         latency: histogram(),
         elapsed: Duration::ZERO,
         last_ok: None,
+        work: histogram(),
     };
     for worker in workers {
         let Ok(part) = worker.await else { continue };
@@ -118,8 +146,21 @@ pub async fn drive(
         }
         total.transport_errors += part.transport_errors;
         let _ = total.latency.add(&part.latency);
+        let _ = total.work.add(&part.work);
         total.last_ok = total.last_ok.max(part.last_ok);
     }
     total.elapsed = started.elapsed();
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::work_us;
+
+    #[test]
+    fn reads_work_us_from_an_answer() {
+        let body = br#"{"outcome":"deducted","remaining":3,"work_us":2031}"#;
+        assert_eq!(work_us(body), Some(2031));
+        assert_eq!(work_us(br#"{"outcome":"sold_out"}"#), None);
+    }
 }

@@ -172,6 +172,12 @@ pub struct Row {
     pub goodput: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// The slowest answer.
+    pub max_ms: f64,
+    /// The real time spent in the work inside the lock, mean and p99, as the 200s
+    /// reported it (`work_ms` is what was asked for).
+    pub work_mean_ms: Option<f64>,
+    pub work_p99_ms: Option<f64>,
     /// Redis commands per unit sold, as Redis's INFO counts them (calls inside scripts too).
     pub redis_commands_per_unit: Option<f64>,
     /// Redis CPU time (user + sys) per unit sold, in microseconds, over every master.
@@ -415,11 +421,13 @@ async fn run_one(
         Vec::new()
     };
 
-    let (throughput, p50_ms, p99_ms) = (
+    let (throughput, p50_ms, p99_ms, max_ms) = (
         load.throughput(),
         load.percentile_ms(0.50),
         load.percentile_ms(0.99),
+        load.percentile_ms(1.0),
     );
+    let work = load.work_ms();
     Ok(Row {
         statuses: load.statuses,
         transport_errors: load.transport_errors,
@@ -435,6 +443,9 @@ async fn run_one(
         goodput: real_units as f64 / window,
         p50_ms,
         p99_ms,
+        max_ms,
+        work_mean_ms: work.map(|(mean, _)| mean),
+        work_p99_ms: work.map(|(_, p99)| p99),
         redis_commands_per_unit: per_unit(commands),
         redis_cpu_us_per_unit: per_unit(cpu_us),
         redis_cpu_us_per_unit_by_master: by_master,
@@ -478,6 +489,9 @@ async fn run_baseline(
         elapsed_s: load.elapsed.as_secs_f64(),
         p50_ms: load.percentile_ms(0.50),
         p99_ms: load.percentile_ms(0.99),
+        max_ms: load.percentile_ms(1.0),
+        work_mean_ms: None,
+        work_p99_ms: None,
         statuses: load.statuses,
         transport_errors: load.transport_errors,
         sold: 0,

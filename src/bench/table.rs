@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::Row;
 
-const HEADER: [&str; 18] = [
+const HEADER: [&str; 19] = [
     "variant",
     "requests",
     "req/s",
@@ -20,6 +20,7 @@ const HEADER: [&str; 18] = [
     "sell-out s",
     "p50 ms",
     "p99 ms",
+    "work ms",
     "cmds/unit",
     "cpu us/unit",
     "remaining",
@@ -84,6 +85,10 @@ fn cells(row: &Row) -> Vec<String> {
         optional(row.sell_out_s, 2),
         format!("{:.2}", row.p50_ms),
         format!("{:.2}", row.p99_ms),
+        match (row.work_mean_ms, row.work_p99_ms) {
+            (Some(mean), Some(p99)) => format!("{mean:.2}/{p99:.2}"),
+            _ => "-".into(),
+        },
         optional(row.redis_commands_per_unit, 1),
         cpu_per_unit(row),
         row.remaining.to_string(),
