@@ -175,6 +175,10 @@ pub struct ShardKeys {
     /// Hash: `issued`, the last fencing token handed to a lock holder of this shard, and
     /// `seen`, the highest one that has read or written its stock.
     pub fence: String,
+    /// `shares`: hash claim id -> units of an instance's claimed share not yet sold.
+    pub claims: String,
+    /// `shares`: sorted set claim id -> time (ms) the claim's lease runs out.
+    pub claim_leases: String,
 }
 
 impl ShardKeys {
@@ -190,6 +194,8 @@ impl ShardKeys {
             orders: key(tag, "orders"),
             audit: key(tag, "audit"),
             fence: key(tag, "fence"),
+            claims: key(tag, "claims"),
+            claim_leases: key(tag, "claims:leases"),
         }
     }
 
@@ -199,13 +205,15 @@ impl ShardKeys {
     }
 
     /// The shard's keys in the stock store (all but its lock), for a reset to delete.
-    pub fn stock_side(&self) -> [&str; 5] {
+    pub fn stock_side(&self) -> [&str; 7] {
         [
             &self.stock,
             &self.inside,
             &self.orders,
             &self.audit,
             &self.fence,
+            &self.claims,
+            &self.claim_leases,
         ]
     }
 }

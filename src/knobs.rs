@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::config::Limits;
 use crate::error::AppError;
 use crate::keys::ProductId;
+use crate::product::MAX_STOCK;
 use crate::variant::Variant;
 
 /// The product sold when a request names none, as in the seed.
@@ -54,6 +55,8 @@ pub struct Knobs {
     /// watchdog and segmented: a holder may hand the lock straight to a waiter of its own
     /// instance (`handoff=on`, the default); `off` always releases for everybody, to compare.
     pub handoff: bool,
+    /// shares: units an instance claims at a time; `None` for a tenth of the initial stock.
+    pub share_units: Option<i64>,
 }
 
 impl Knobs {
@@ -97,7 +100,7 @@ impl Knobs {
         let ttl = millis(get("ttl_ms"), "ttl_ms", 10, limits.max_ttl_ms)?;
         let lease = millis(get("lease_ms"), "lease_ms", 10, limits.max_ttl_ms)?;
         let default_wait = match variant {
-            Variant::Watchdog | Variant::Segmented | Variant::Redlock => {
+            Variant::Watchdog | Variant::Segmented | Variant::Redlock | Variant::Shares => {
                 DEFAULT_LOCK_WAIT.min(Duration::from_millis(limits.max_wait_ms))
             }
             _ => Duration::ZERO,
@@ -130,6 +133,18 @@ impl Knobs {
         };
 
         let batch = switch(get("batch"), "batch", true)?;
+        let share_units = match get("share_units") {
+            None => None,
+            Some(raw) => match raw.parse::<i64>() {
+                Ok(units) if (1..=MAX_STOCK).contains(&units) && raw.len() <= 20 => Some(units),
+                _ => {
+                    return Err(bad(format!(
+                        "share_units must be a whole number from 1 to {MAX_STOCK}, got {}",
+                        quoted(raw)
+                    )));
+                }
+            },
+        };
 
         let fence = switch(get("fence"), "fence", false)?;
         let fair = switch(get("fair"), "fair", false)?;
@@ -146,6 +161,7 @@ impl Knobs {
             fence,
             fair,
             handoff,
+            share_units,
         })
     }
 

@@ -161,14 +161,24 @@ async fn recorded_layout(store: &Store, product: &ProductId) -> Result<Option<La
     Ok(shards.map(|n| Layout::from_meta(product, n.clamp(1, MAX_SHARDS), tags.as_deref())))
 }
 
-/// The units left, summed over shards, and per shard.
+/// The units left, summed over shards, and per shard (units in instances' shares count).
 pub async fn remaining(store: &Store, product: &ProductId) -> Result<(i64, Vec<i64>), AppError> {
     let layout = layout(store, product).await?;
-    let per_shard = shard_stocks(store, product, &layout).await?;
-    let per_shard: Vec<i64> = per_shard
-        .into_iter()
-        .map(Option::unwrap_or_default)
-        .collect();
+    let keys = ProductKeys::new(product);
+    let conn = store.conn();
+    let per_shard: Vec<i64> = try_join_all((0..layout.shards()).map(|index| {
+        let shard = keys.shard(&layout, index);
+        let mut conn = conn.clone();
+        async move {
+            let (stock, claimed): (Option<i64>, Vec<i64>) = redis::pipe()
+                .get(&shard.stock)
+                .hvals(&shard.claims)
+                .query_async(&mut conn)
+                .await?;
+            Ok::<_, redis::RedisError>(stock.unwrap_or_default() + claimed.iter().sum::<i64>())
+        }
+    }))
+    .await?;
     Ok((per_shard.iter().sum(), per_shard))
 }
 
@@ -195,8 +205,13 @@ pub struct Stats {
     /// Units set by the last reset.
     pub initial: i64,
     pub shards: u32,
-    /// Units left, summed over shards.
+    /// Units left, summed over shards (with the units in instances' shares).
     pub remaining: i64,
+    /// `shares`: units instances have claimed and not sold yet (part of `remaining`).
+    pub in_shares: i64,
+    /// `shares`: units given back to the pool when a claim's lease ran out (a dead or idle
+    /// instance's unsold share).
+    pub reclaimed: i64,
     /// Orders recorded: one per 200.
     pub sold: i64,
     /// `sold - initial`, when positive: units sold that never existed.
@@ -254,6 +269,7 @@ impl Stats {
                     "unconfirmed" => self.unconfirmed += count,
                     "fenced" => self.fenced += count,
                     "lock_unconfirmed" => self.lock_unconfirmed += count,
+                    "reclaimed" => self.reclaimed += count,
                     _ => {}
                 }
             }
@@ -287,7 +303,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
 
     // One pipeline per shard, each on its own slot, all at once; the locks' TTLs from
     // the lock store.
-    type ShardRow = (Option<i64>, i64, BTreeMap<String, i64>);
+    type ShardRow = (Option<i64>, i64, BTreeMap<String, i64>, Vec<i64>);
     let lock_conn = locks.conn();
     let rows: Vec<(ShardRow, (i64, Option<String>))> =
         try_join_all((0..layout.shards()).map(|index| {
@@ -298,7 +314,8 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
                 let mut pipe = redis::pipe();
                 pipe.get(&shard.stock)
                     .hlen(&shard.orders)
-                    .hgetall(&shard.audit);
+                    .hgetall(&shard.audit)
+                    .hvals(&shard.claims);
                 let row = pipe.query_async::<ShardRow>(&mut conn).await?;
                 let lock: (i64, Option<String>) = scripts::LOCK_STATE
                     .key(&shard.lock)
@@ -321,6 +338,8 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         initial,
         shards,
         remaining: 0,
+        in_shares: 0,
+        reclaimed: 0,
         sold: 0,
         oversold: 0,
         lost_updates: 0,
@@ -338,8 +357,10 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         shard_nodes: Vec::with_capacity(rows.len()),
         locks: Vec::with_capacity(rows.len()),
     };
-    for (index, ((stock, orders, audit), (pttl, holder))) in (0..).zip(rows) {
-        let stock = stock.unwrap_or_default();
+    for (index, ((stock, orders, audit, claimed), (pttl, holder))) in (0..).zip(rows) {
+        let claimed: i64 = claimed.iter().sum();
+        stats.in_shares += claimed;
+        let stock = stock.unwrap_or_default() + claimed;
         stats.remaining += stock;
         stats.shard_remaining.push(stock);
         stats.sold += orders;

@@ -36,6 +36,12 @@ pub static LOCK_ENTER: LazyLock<Script> =
 pub static COMMIT_RELEASE: LazyLock<Script> =
     script!("lib/lock.lua", "lib/critical.lua", "commit_release.lua");
 
+/// `shares`: claim a share of the pool (after giving expired claims back to it).
+pub static SHARE_CLAIM: LazyLock<Script> = script!("share_claim.lua");
+
+/// `shares`: record a sale from a claimed share, and renew the claim's lease.
+pub static SHARE_SELL: LazyLock<Script> = script!("share_sell.lua");
+
 /// Compare-and-delete release of a token lock.
 pub static TOKEN_RELEASE: LazyLock<Script> = script!("token_release.lua");
 

@@ -24,7 +24,7 @@ use crate::metrics::Metrics;
 use crate::routes;
 use crate::state::{AppState, Settings};
 use crate::store::{RedisMode, Store, StoreConfig};
-use crate::variants::LuaBatches;
+use crate::variants::{LuaBatches, Shares};
 
 pub struct Application {
     listener: TcpListener,
@@ -79,6 +79,7 @@ impl Application {
             owners: Arc::new(OwnerIds::for_instance(&instance)),
             locks,
             lua,
+            shares: Shares::new(Duration::from_millis(args.share_lease_ms)),
             lessons: Lessons::new(&args.bench_url),
         };
         let router = app(state);

@@ -8,7 +8,7 @@ use crate::lock::{OwnerIds, Redlock, WatchdogLocks};
 use crate::metrics::Metrics;
 use crate::store::Store;
 use crate::variant::Variant;
-use crate::variants::{LuaBatches, ReplicaWait};
+use crate::variants::{LuaBatches, ReplicaWait, Shares};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -32,6 +32,8 @@ pub struct AppState {
     pub locks: WatchdogLocks,
     /// The lua variant's shared calls to Redis.
     pub lua: LuaBatches,
+    /// The shares this instance holds (the `shares` variant).
+    pub shares: Shares,
     /// The lessons the page starts.
     pub lessons: Lessons,
 }

@@ -15,6 +15,7 @@ pub enum Variant {
     Token,
     Watchdog,
     Segmented,
+    Shares,
     Lua,
     Redlock,
 }
@@ -22,23 +23,25 @@ pub enum Variant {
 impl Variant {
     /// Every variant: the progression's order, then `redlock` (which needs servers of its
     /// own, `--redlock-urls`).
-    pub const ALL: [Variant; 7] = [
+    pub const ALL: [Variant; 8] = [
         Self::Naive,
         Self::Setnx,
         Self::Token,
         Self::Watchdog,
         Self::Segmented,
+        Self::Shares,
         Self::Lua,
         Self::Redlock,
     ];
 
     /// The progression on one Redis, as the bench runs it by default.
-    pub const PROGRESSION: [Variant; 6] = [
+    pub const PROGRESSION: [Variant; 7] = [
         Self::Naive,
         Self::Setnx,
         Self::Token,
         Self::Watchdog,
         Self::Segmented,
+        Self::Shares,
         Self::Lua,
     ];
 
@@ -49,6 +52,7 @@ impl Variant {
             Self::Token => "token",
             Self::Watchdog => "watchdog",
             Self::Segmented => "segmented",
+            Self::Shares => "shares",
             Self::Lua => "lua",
             Self::Redlock => "redlock",
         }
@@ -58,7 +62,8 @@ impl Variant {
         Self::ALL.into_iter().find(|v| v.name() == name)
     }
 
-    /// Whether a deduction holds a lock it must give back (and so must not be cut short).
+    /// Whether a deduction holds a lock it must give back, or a unit it must record (and
+    /// so must not be cut short).
     pub fn takes_a_lock(self) -> bool {
         !matches!(self, Self::Naive | Self::Lua)
     }
@@ -72,6 +77,7 @@ impl Variant {
             Self::Watchdog | Self::Segmented => &[
                 "work_ms", "lease_ms", "wait_ms", "fault", "pause_ms", "fence", "fair", "handoff",
             ],
+            Self::Shares => &["work_ms", "wait_ms", "share_units"],
             Self::Lua => &["batch"],
             Self::Redlock => &["work_ms", "ttl_ms", "wait_ms", "fault", "fence"],
         }

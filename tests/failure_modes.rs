@@ -283,3 +283,68 @@ async fn segmented_sells_every_shard_before_sold_out() {
     );
     assert_eq!(int(&stats, "sold"), 9);
 }
+
+/// shares: an instance SIGKILLed while it holds a share of the stock. Its unsold units sit
+/// in its claim until the claim's lease runs out; meanwhile the other instance, with the
+/// pool empty, answers 429 (not 409: units exist); then the next claim gives them back to
+/// the pool and it sells every one. Nothing is sold twice, nothing lost.
+#[tokio::test]
+async fn shares_of_a_killed_instance_come_back_after_their_lease() {
+    let mut cluster = Cluster::start(2, &["--share-lease-ms", "1500"]);
+    cluster.reset("101", 40, 1).await;
+    // The first instance claims a share of 15 and sells 3 of it, then dies.
+    for _ in 0..3 {
+        let (status, body) = cluster.post(0, "/deduct_stock/shares?share_units=15").await;
+        assert_eq!(status, 200, "{body}");
+    }
+    cluster.instances[0].kill();
+    let stats = cluster.get(1, "/stats").await.1;
+    assert_eq!(
+        int(&stats, "in_shares"),
+        12,
+        "the dead instance's share: {stats}"
+    );
+
+    // The other sells the pool (25 units), then finds only the dead share left.
+    let mut sold = 0;
+    loop {
+        let (status, body) = cluster
+            .post(1, "/deduct_stock/shares?share_units=15&wait_ms=0")
+            .await;
+        match status {
+            200 => sold += 1,
+            429 => break,
+            _ => panic!("{status}: {body}"),
+        }
+    }
+    assert_eq!(sold, 25, "the pool, and no more");
+    let stranded = std::time::Instant::now();
+    // A buyer who waits longer than the lease gets one of the dead instance's units.
+    let (status, body) = cluster
+        .post(1, "/deduct_stock/shares?share_units=15&wait_ms=5000")
+        .await;
+    assert_eq!(status, 200, "{body}");
+    println!(
+        "a dead instance's share came back {:.1} s after the pool ran dry (lease 1.5 s)",
+        stranded.elapsed().as_secs_f64()
+    );
+    let report = cluster
+        .load("/deduct_stock/shares?share_units=15", 100, 4, true)
+        .await;
+    let stats = cluster.get(1, "/stats").await.1;
+    assert_eq!(int(&stats, "reclaimed"), 12, "{stats}");
+    assert_eq!(int(&stats, "sold"), 40, "{stats}");
+    assert_eq!(int(&stats, "remaining"), 0, "{stats}");
+    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
+    assert_eq!(int(&stats, "lost_updates"), 0, "{stats}");
+    assert_eq!(
+        (3 + sold + 1 + report.count(200)) as i64,
+        40,
+        "every unit answered 200 once: {report:?}"
+    );
+    let (status, _) = cluster.post(1, "/deduct_stock/shares").await;
+    assert_eq!(
+        status, 409,
+        "sold out once the pool and every share are empty"
+    );
+}

@@ -228,7 +228,11 @@ pub fn progression(args: &BenchArgs) -> Vec<Scenario> {
             }
             if matches!(
                 variant,
-                Variant::Token | Variant::Watchdog | Variant::Segmented | Variant::Redlock
+                Variant::Token
+                    | Variant::Watchdog
+                    | Variant::Segmented
+                    | Variant::Shares
+                    | Variant::Redlock
             ) {
                 knobs.push(format!("wait_ms={}", args.wait_ms));
             }

@@ -32,6 +32,8 @@ pub enum Suite {
     /// The fair lock against the unfair one at 200 waiters: p99 wait against the queue's
     /// length in time, and what fairness costs.
     Fair,
+    /// The seed's per-instance shares against segmented x8, with and without work.
+    Shares,
     /// All of the performance suites, one after the other.
     Performance,
 }
@@ -305,6 +307,34 @@ fn fair(args: &BenchArgs) -> Vec<Scenario> {
     rows
 }
 
+fn shares_suite(args: &BenchArgs) -> Vec<Scenario> {
+    let mut rows = Vec::new();
+    for work_ms in [args.work_ms, 0] {
+        for (variant, shards) in [(Variant::Segmented, args.shards), (Variant::Shares, 1)] {
+            let name = if shards > 1 {
+                format!("{variant} x{shards}")
+            } else {
+                variant.to_string()
+            };
+            let requests = if work_ms == 0 {
+                args.requests * 2
+            } else {
+                args.requests
+            };
+            let mut scenario = selling(
+                at_waiters(&name, work_ms, ""),
+                variant,
+                lock_knobs(variant, work_ms, ""),
+                requests,
+                WAITERS,
+            );
+            scenario.shards = shards;
+            rows.push(scenario);
+        }
+    }
+    rows
+}
+
 fn memory() -> Vec<Scenario> {
     [Variant::Lua, Variant::Watchdog]
         .into_iter()
@@ -336,6 +366,7 @@ pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
         Suite::Memory => memory(),
         Suite::Handoff => handoff(args),
         Suite::Fair => fair(args),
+        Suite::Shares => shares_suite(args),
         Suite::Performance => [
             ceiling(args),
             waiting(args),
@@ -344,6 +375,7 @@ pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
             memory(),
             handoff(args),
             fair(args),
+            shares_suite(args),
         ]
         .concat(),
     }
@@ -466,6 +498,7 @@ pub fn ratios(args: &BenchArgs, rows: &[Row], peak_rss: &[(String, u64)]) -> Vec
     }
     ratios.extend(handoff_ratios(rows));
     ratios.extend(fair_ratios(args, rows));
+    ratios.extend(shares_ratios(args, rows));
     for (url, bytes) in peak_rss {
         ratios.push(Ratio {
             name: format!("peak RSS {url}"),
@@ -610,6 +643,27 @@ fn fair_ratios(args: &BenchArgs, rows: &[Row]) -> Vec<Ratio> {
         }
     }
     ratios
+}
+
+fn shares_ratios(args: &BenchArgs, rows: &[Row]) -> Vec<Ratio> {
+    let segmented = format!("segmented x{}", args.shards);
+    [args.work_ms, 0]
+        .into_iter()
+        .filter_map(|work_ms| {
+            let shares = row(rows, &at_waiters("shares", work_ms, ""))?;
+            let against = row(rows, &at_waiters(&segmented, work_ms, ""))?;
+            Some(Ratio {
+                name: format!("shares / {segmented}, work {work_ms}"),
+                value: shares.goodput / against.goodput,
+                target: "reported".into(),
+                met: None,
+                of: format!(
+                    "units/s at {WAITERS} connections: shares {:.0} (one local lock per instance), {segmented} {:.0}",
+                    shares.goodput, against.goodput
+                ),
+            })
+        })
+        .collect()
 }
 
 /// Each instance's peak resident memory, from its `/metrics`.

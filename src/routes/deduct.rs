@@ -122,6 +122,7 @@ async fn run(
         metrics: state.metrics.clone(),
         locks: state.locks.clone(),
         lua: state.lua.clone(),
+        shares: state.shares.clone(),
         worked_us: Default::default(),
     };
     let outcome = if variant.takes_a_lock() {

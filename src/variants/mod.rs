@@ -10,11 +10,13 @@ mod naive;
 mod redlock;
 mod segmented;
 mod setnx;
+mod shares;
 mod token;
 mod watchdog;
 
 pub use crate::variant::Variant;
 pub use lua::{LuaBatches, MAX_BATCH};
+pub use shares::Shares;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -171,6 +173,8 @@ pub struct Deduction {
     pub metrics: Arc<Metrics>,
     pub locks: WatchdogLocks,
     pub lua: LuaBatches,
+    /// This instance's shares of each product (the `shares` variant).
+    pub shares: Shares,
     /// How long the work really took, µs (0 until it ran): `work_ms` is what was asked.
     pub worked_us: AtomicU64,
 }
@@ -185,6 +189,7 @@ impl Deduction {
             Variant::Token => token::deduct(self).await,
             Variant::Watchdog => watchdog::deduct(self).await,
             Variant::Segmented => segmented::deduct(self).await,
+            Variant::Shares => shares::deduct(self).await,
             Variant::Redlock => redlock::deduct(self).await,
             Variant::Lua => return lua::deduct(self).await,
         }?;

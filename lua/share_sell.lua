@@ -1,0 +1,34 @@
+-- share_sell.lua: record a sale from an instance's claimed share. The instance took the
+-- unit from its share under its local lock; Redis keeps the share's count too, so that a
+-- dead instance's unsold units can go back to the pool, and records the order before the
+-- sale is answered 200. Each sale renews the claim's lease.
+--
+-- KEYS[1]  claims  (hash: claim id -> units of it not yet sold)
+-- KEYS[2]  leases  (sorted set: claim id -> time (ms) its lease runs out)
+-- KEYS[3]  orders  (hash: order id -> "instance variant")
+-- KEYS[4]  audit   (hash of counters; `sold/<instance>/<variant>` is bumped here)
+-- ARGV[1]  claim id
+-- ARGV[2]  lease, ms
+-- ARGV[3]  order id
+-- ARGV[4]  instance id
+-- ARGV[5]  variant name
+--
+-- Returns: the units left in the claim; -1 when the claim is gone (its lease ran out and
+--          its units went back to the pool, or a reset): nothing is sold.
+local left = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if left <= 0 then
+  return -1
+end
+left = left - 1
+if left > 0 then
+  redis.call('HSET', KEYS[1], ARGV[1], left)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+else
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+end
+redis.call('HSET', KEYS[3], ARGV[3], ARGV[4] .. ' ' .. ARGV[5])
+redis.call('HINCRBY', KEYS[4], 'sold/' .. ARGV[4] .. '/' .. ARGV[5], 1)
+return left

@@ -1,0 +1,157 @@
+//! `shares` — the end of seed 000: "split the stock into ten shares; each server holds one,
+//! and claims a new share when it has used its own up" (分成10份，每个服务器持有一份，用完再去获取新的份额).
+//!
+//! An instance claims a share of the pool in one atomic script, then sells it under a
+//! local lock — a mutex in the process, no Redis lock at all — and claims the next when
+//! it runs out. Every sale is still an order in Redis (one script, outside the local
+//! lock, so the instance's sales share Redis's round trips) before it is answered 200.
+//!
+//! Sold out (409) only when the pool and every share are empty. When the pool is empty but
+//! other instances' shares still hold units, a request waits (up to `wait_ms`) and is 429
+//! if none come free. A claim carries a lease that each sale renews: when an instance dies
+//! (or sells nothing for a lease), the next claim gives its unsold units back to the pool,
+//! so a buyer waits at most one lease (`--share-lease-ms`) for a dead instance's units.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::{Deduction, Outcome};
+use crate::error::AppError;
+use crate::keys::ProductId;
+use crate::scripts;
+
+/// How often a request whose units all sit in other instances' shares looks again.
+const RECLAIM_POLL: Duration = Duration::from_millis(50);
+
+/// This instance's shares, one per product, each behind its local lock. Cheap to clone.
+#[derive(Clone)]
+pub struct Shares {
+    /// A std Mutex around the map, held only to find or add a product's share.
+    by_product: Arc<Mutex<HashMap<ProductId, Arc<tokio::sync::Mutex<Share>>>>>,
+    lease: Duration,
+}
+
+/// The share this instance holds of one product.
+#[derive(Default)]
+struct Share {
+    /// The claim's id in Redis, and its units not yet taken here.
+    claim: Option<(String, i64)>,
+}
+
+impl Shares {
+    /// `lease`: how long a claim outlives its last sale (`--share-lease-ms`).
+    pub fn new(lease: Duration) -> Self {
+        Self {
+            by_product: Arc::default(),
+            lease,
+        }
+    }
+
+    fn of(&self, product: &ProductId) -> Arc<tokio::sync::Mutex<Share>> {
+        let mut shares = self.by_product.lock().unwrap_or_else(|e| e.into_inner());
+        shares.entry(product.clone()).or_default().clone()
+    }
+}
+
+/// What a turn at the local lock came to.
+enum Taken {
+    /// A unit taken from the claim, to be recorded in Redis.
+    Unit {
+        claim: String,
+    },
+    SoldOut,
+    /// Nothing free: the units left sit in other instances' shares.
+    Elsewhere,
+}
+
+pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
+    let shard = d.whole_stock();
+    let share = d.shares.of(&d.product.product);
+    let deadline = Instant::now() + d.knobs.wait;
+    loop {
+        let taken = {
+            // The seed's local lock: one sale of this instance's share at a time.
+            let Ok(mut share) = tokio::time::timeout_at(deadline, share.lock()).await else {
+                return Ok(Outcome::LockBusy);
+            };
+            take(d, &mut share).await?
+        };
+        match taken {
+            Taken::SoldOut => return Ok(Outcome::SoldOut { remaining: 0 }),
+            Taken::Elsewhere if Instant::now() + RECLAIM_POLL >= deadline => {
+                return Ok(Outcome::LockBusy);
+            }
+            Taken::Elsewhere => tokio::time::sleep(RECLAIM_POLL).await,
+            Taken::Unit { claim } => {
+                let order = Uuid::now_v7().to_string();
+                let left: i64 = scripts::SHARE_SELL
+                    .key(&shard.claims)
+                    .key(&shard.claim_leases)
+                    .key(&shard.orders)
+                    .key(&shard.audit)
+                    .arg(&claim)
+                    .arg(d.shares.lease.as_millis() as u64)
+                    .arg(&order)
+                    .arg(&*d.instance)
+                    .arg(d.variant.name())
+                    .invoke_async(&mut d.redis.clone())
+                    .await?;
+                if left >= 0 {
+                    return Ok(Outcome::Deducted {
+                        remaining: left,
+                        order,
+                        shard: 0,
+                    });
+                }
+                // The claim's lease ran out before this sale reached Redis (or a reset
+                // cleared it): its units went back to the pool, and this one with them.
+                let mut share = share.lock().await;
+                if share.claim.as_ref().is_some_and(|(id, _)| *id == claim) {
+                    share.claim = None;
+                }
+                if Instant::now() >= deadline {
+                    return Ok(Outcome::LockBusy);
+                }
+            }
+        }
+    }
+}
+
+/// Under the local lock: a unit from this instance's share, claiming a new share first
+/// when it is used up, with the seed's work in between.
+async fn take(d: &Deduction, share: &mut Share) -> Result<Taken, AppError> {
+    if share.claim.as_ref().is_none_or(|(_, left)| *left <= 0) {
+        let shard = d.whole_stock();
+        let id = format!("{}/{}", d.instance, Uuid::new_v4());
+        let (claimed, elsewhere): (i64, i64) = scripts::SHARE_CLAIM
+            .key(&shard.stock)
+            .key(&shard.claims)
+            .key(&shard.claim_leases)
+            .key(&d.product.meta)
+            .key(&shard.audit)
+            .arg(&id)
+            .arg(d.knobs.share_units.unwrap_or(0))
+            .arg(d.shares.lease.as_millis() as u64)
+            .invoke_async(&mut d.redis.clone())
+            .await?;
+        share.claim = None;
+        match claimed {
+            -2 => return Err(d.not_for_sale().await),
+            0 if elsewhere > 0 => return Ok(Taken::Elsewhere),
+            0 => return Ok(Taken::SoldOut),
+            units => share.claim = Some((id, units)),
+        }
+    }
+    let Some((claim, left)) = share.claim.as_mut() else {
+        return Ok(Taken::SoldOut);
+    };
+    d.work().await;
+    *left -= 1;
+    Ok(Taken::Unit {
+        claim: claim.clone(),
+    })
+}
