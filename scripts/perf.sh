@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The performance targets, measured in one run: start a local cluster (one Redis, two
-# instances, Nginx), run `seckill bench --suite performance` (the lock-free ceiling, waiting
-# without waste, the shards curve, latency at 200 connections, memory at 2,000), print every
+# instances, Nginx, five Redlock servers), run `seckill bench --suite performance` (the
+# lock-free ceiling, waiting without waste, the shards curve, latency at 200 connections,
+# memory at 2,000, lock hand-off, the fair lock, the per-instance shares), print every
 # ratio, stop the cluster.
 #
 #   scripts/perf.sh [extra seckill bench flags, e.g. --requests 40000 --rounds 5]
@@ -18,6 +19,8 @@ export INSTANCES=${INSTANCES:-2}
 export NGINX_PORT=${NGINX_PORT:-8080}
 export REDIS_PORT=${REDIS_PORT:-6390}
 export FIRST_PORT=${FIRST_PORT:-8081}
+# Five Redlock servers, for the handoff suite's redlock row.
+export REDLOCK_SERVERS=${REDLOCK_SERVERS:-5}
 
 scripts/install-deps.sh
 cargo build --release
@@ -34,6 +37,7 @@ target/release/seckill bench --suite "${SUITE:-performance}" \
   --url "http://127.0.0.1:$NGINX_PORT" \
   $(scripts/cluster.sh redis-flags) \
   --instance-urls "$instances" \
+  $([ "$REDLOCK_SERVERS" -gt 0 ] && echo --with-redlock) \
   --json "$RUN_DIR/perf.json" \
   --chart "$RUN_DIR/perf.svg" \
   "$@"

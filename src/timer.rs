@@ -74,6 +74,12 @@ pub async fn sleep(duration: Duration) {
 }
 
 fn run(receiver: &mpsc::Receiver<Due>) {
+    // Linux lets a sleeping thread wake up to 50 µs late (its timer slack), to batch
+    // wake-ups; this thread is here to wake on time.
+    // SAFETY: prctl(PR_SET_TIMERSLACK) takes plain integers and touches only this thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
+    }
     let mut pending: BinaryHeap<Reverse<Due>> = BinaryHeap::new();
     let mut seq = 0_u64;
     loop {

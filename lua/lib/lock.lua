@@ -16,21 +16,31 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Takes (or re-enters) `lock` for `owner`, fair or not.
--- Returns nil when the owner now holds it; otherwise how long the caller may sleep before
--- trying again, ms: the holder's TTL (an unlock message may wake it sooner), or -1 when a
--- setnx or token holder has it, whose release sends no message.
-local function take(lock, lease, owner)
-  local kind = redis.call('TYPE', lock).ok
-  if kind == 'none' or (kind == 'hash' and redis.call('HEXISTS', lock, owner) == 1) then
-    redis.call('HINCRBY', lock, owner, 1)
-    redis.call('PEXPIRE', lock, lease)
-    return nil
-  end
+-- One more hold for `owner`, on a lock that is free (kind 'none') or already its own.
+local function hold(lock, lease, owner)
+  redis.call('HINCRBY', lock, owner, 1)
+  redis.call('PEXPIRE', lock, lease)
+end
+
+-- How long a caller that found `lock` held may sleep before trying again, ms: the holder's
+-- TTL (an unlock message may wake it sooner), or -1 when a setnx or token holder (a
+-- string, whose release sends no message) has it.
+local function held_for(lock, kind)
   if kind ~= 'hash' then
     return -1
   end
   return redis.call('PTTL', lock)
+end
+
+-- Takes (or re-enters) `lock` for `owner`. Returns nil when the owner now holds it;
+-- otherwise how long to sleep (`held_for`).
+local function take(lock, lease, owner)
+  local kind = redis.call('TYPE', lock).ok
+  if kind == 'none' or (kind == 'hash' and redis.call('HEXISTS', lock, owner) == 1) then
+    hold(lock, lease, owner)
+    return nil
+  end
+  return held_for(lock, kind)
 end
 
 -- Drops the waiters whose time ran out from a fair lock's queue. Returns how many.
@@ -54,14 +64,12 @@ local function take_fair(lock, channel, queue, waiting, lease, owner, patience)
   local purged = purge(queue, waiting, now)
   local kind = redis.call('TYPE', lock).ok
   if kind == 'hash' and redis.call('HEXISTS', lock, owner) == 1 then
-    redis.call('HINCRBY', lock, owner, 1)
-    redis.call('PEXPIRE', lock, lease)
+    hold(lock, lease, owner)
     return nil
   end
   local head = redis.call('LINDEX', queue, 0)
   if kind == 'none' and (not head or head == owner) then
-    redis.call('HSET', lock, owner, 1)
-    redis.call('PEXPIRE', lock, lease)
+    hold(lock, lease, owner)
     if head then
       redis.call('LPOP', queue)
       redis.call('ZREM', waiting, owner)
@@ -78,10 +86,7 @@ local function take_fair(lock, channel, queue, waiting, lease, owner, patience)
     end
     return patience
   end
-  if kind ~= 'hash' then
-    return -1
-  end
-  return redis.call('PTTL', lock)
+  return held_for(lock, kind)
 end
 
 -- Who a release tells: the fair queue's head by name, or anyone ('released').

@@ -78,6 +78,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
     pub rounds: u64,
 
+    /// The instances have Redlock servers (--redlock-urls): the handoff suite adds a
+    /// redlock row.
+    #[arg(long)]
+    pub with_redlock: bool,
+
     /// Variants to compare, comma-separated [default: all, in the progression's order].
     #[arg(long, value_enum, value_delimiter = ',')]
     pub variants: Vec<Variant>,

@@ -55,6 +55,20 @@ pub struct Ratio {
     pub of: String,
 }
 
+impl Ratio {
+    /// A ratio held against `target` (its text, and whether `value` meets it), or only
+    /// reported when there is none.
+    fn new(name: String, value: f64, target: Option<(&str, bool)>, of: String) -> Self {
+        Self {
+            name,
+            value,
+            target: target.map_or("reported".into(), |(text, _)| text.into()),
+            met: target.map(|(_, met)| met),
+            of,
+        }
+    }
+}
+
 impl fmt::Display for Ratio {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let verdict = match self.met {
@@ -254,7 +268,13 @@ fn handoff(args: &BenchArgs) -> Vec<Scenario> {
             args.requests
         }
     };
-    for (work_ms, extra) in [(0, ""), (0, "handoff=off"), (2, ""), (2, "handoff=off")] {
+    let work = args.work_ms;
+    for (work_ms, extra) in [
+        (0, ""),
+        (0, "handoff=off"),
+        (work, ""),
+        (work, "handoff=off"),
+    ] {
         rows.push(selling(
             at_waiters("watchdog", work_ms, extra),
             Variant::Watchdog,
@@ -264,7 +284,7 @@ fn handoff(args: &BenchArgs) -> Vec<Scenario> {
         ));
     }
     let mut others = vec![Variant::Token, Variant::Segmented];
-    if args.variants.contains(&Variant::Redlock) {
+    if args.with_redlock {
         others.push(Variant::Redlock);
     }
     for variant in others {
@@ -274,10 +294,10 @@ fn handoff(args: &BenchArgs) -> Vec<Scenario> {
             variant.to_string()
         };
         rows.push(selling(
-            at_waiters(&name, 2, ""),
+            at_waiters(&name, work, ""),
             variant,
-            lock_knobs(variant, 2, ""),
-            requests_at(2),
+            lock_knobs(variant, work, ""),
+            requests_at(work),
             WAITERS,
         ));
     }
@@ -496,8 +516,8 @@ pub fn ratios(args: &BenchArgs, rows: &[Row], peak_rss: &[(String, u64)]) -> Vec
             ),
         });
     }
-    ratios.extend(handoff_ratios(rows));
-    ratios.extend(fair_ratios(args, rows));
+    ratios.extend(handoff_ratios(args, rows));
+    ratios.extend(wait_ratios(args, rows));
     ratios.extend(shares_ratios(args, rows));
     for (url, bytes) in peak_rss {
         ratios.push(Ratio {
@@ -517,24 +537,7 @@ fn utilization(row: &Row) -> Option<f64> {
     row.work_mean_ms.map(|work| row.goodput * work / 1000.0)
 }
 
-/// How the units of a row split over the instances: `seckill-1 52%, seckill-2 48%`.
-fn instance_shares(row: &Row) -> String {
-    let Some(by_instance) = row.stats["by_instance"].as_object() else {
-        return "-".into();
-    };
-    let counts: Vec<(&String, f64)> = by_instance
-        .iter()
-        .map(|(name, n)| (name, n.as_f64().unwrap_or_default()))
-        .collect();
-    let total: f64 = counts.iter().map(|(_, n)| n).sum();
-    counts
-        .iter()
-        .map(|(name, n)| format!("{name} {:.0}%", 100.0 * n / total.max(1.0)))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn handoff_ratios(rows: &[Row]) -> Vec<Ratio> {
+fn handoff_ratios(args: &BenchArgs, rows: &[Row]) -> Vec<Ratio> {
     let mut ratios = Vec::new();
     let utilization_rows = [
         ("watchdog", ""),
@@ -544,30 +547,24 @@ fn handoff_ratios(rows: &[Row]) -> Vec<Ratio> {
         ("redlock", ""),
     ];
     for (name, extra) in utilization_rows {
-        let Some(row) = row(rows, &at_waiters(name, 2, extra)) else {
+        let Some(row) = row(rows, &at_waiters(name, args.work_ms, extra)) else {
             continue;
         };
         let Some(value) = utilization(row) else {
             continue;
         };
         let headline = name == "watchdog" && extra.is_empty();
-        ratios.push(Ratio {
-            name: format!("lock utilization, {}", row.scenario.label),
+        ratios.push(Ratio::new(
+            format!("lock utilization, {}", row.scenario.label),
             value,
-            target: if headline {
-                ">= 0.8".into()
-            } else {
-                "reported".into()
-            },
-            met: headline.then_some(value >= 0.8),
-            of: format!(
-                "units/s ({:.0}) x mean real work ({:.3} ms, p99 {:.3}); units by instance: {}",
+            headline.then_some((">= 0.8", value >= 0.8)),
+            format!(
+                "units/s ({:.0}) x mean real work ({:.3} ms, p99 {:.3})",
                 row.goodput,
                 row.work_mean_ms.unwrap_or_default(),
                 row.work_p99_ms.unwrap_or_default(),
-                instance_shares(row)
             ),
-        });
+        ));
     }
     let Some(lua) = row(rows, LUA_ONE_CLIENT) else {
         return ratios;
@@ -578,68 +575,67 @@ fn handoff_ratios(rows: &[Row]) -> Vec<Ratio> {
         };
         let value = watchdog.goodput / lua.throughput;
         let headline = extra.is_empty();
-        ratios.push(Ratio {
-            name: format!("hand-off, {}", watchdog.scenario.label),
+        ratios.push(Ratio::new(
+            format!("hand-off, {}", watchdog.scenario.label),
             value,
-            target: if headline { ">= 1.0".into() } else { "none, for contrast".into() },
-            met: headline.then_some(value >= 1.0),
-            of: format!(
-                "watchdog units/s at {WAITERS} waiters, no work ({:.0}) / lua req/s at one client ({:.0}), same Nginx; p99 {:.0} ms; units by instance: {}",
-                watchdog.goodput,
-                lua.throughput,
-                watchdog.p99_ms,
-                instance_shares(watchdog)
+            headline.then_some((">= 1.0", value >= 1.0)),
+            format!(
+                "watchdog units/s at {WAITERS} waiters, no work ({:.0}) / lua req/s at one client ({:.0}), same Nginx; p99 {:.0} ms",
+                watchdog.goodput, lua.throughput, watchdog.p99_ms
             ),
-        });
+        ));
     }
     ratios
 }
 
-fn fair_ratios(args: &BenchArgs, rows: &[Row]) -> Vec<Ratio> {
+/// Waits against the queue they stood in: p99 (and max) latency over the queue's length
+/// in time. Every waiter ahead holds the lock once, and a hold (hand-over included) lasts
+/// 1 / units-per-second; segmented has one queue per shard, 1/shards as long and served
+/// 1/shards as fast, which comes to the same.
+fn wait_ratios(args: &BenchArgs, rows: &[Row]) -> Vec<Ratio> {
+    let segmented = format!("segmented x{}", args.shards);
+    let waits = [
+        ("watchdog", "fair=on"),
+        ("watchdog", ""),
+        ("watchdog", "handoff=off"),
+        (segmented.as_str(), "fair=on"),
+        (segmented.as_str(), ""),
+    ];
     let mut ratios = Vec::new();
-    for name in [
-        "watchdog".to_string(),
-        format!("segmented x{}", args.shards),
-    ] {
-        let fair = row(rows, &at_waiters(&name, args.work_ms, "fair=on"));
-        let unfair = row(rows, &at_waiters(&name, args.work_ms, ""));
-        for (row, is_fair) in [(fair, true), (unfair, false)] {
-            let Some(row) = row else { continue };
-            // The queue's length in time: every waiter ahead holds the lock once, and a
-            // hold (hand-over included) lasts 1 / units-per-second. Segmented has one
-            // queue per shard, each 1/shards of the waiters long, served as fast.
-            let queue_ms = WAITERS as f64 / row.goodput.max(1e-9) * 1000.0;
-            let value = row.p99_ms / queue_ms;
-            let headline = is_fair && name == "watchdog";
-            ratios.push(Ratio {
-                name: format!("p99 wait / queue, {}", row.scenario.label),
-                value,
-                target: if headline {
-                    "<= 1.3".into()
-                } else {
-                    "reported".into()
-                },
-                met: headline.then_some(value <= 1.3),
-                of: format!(
-                    "p99 {:.0} ms / ({WAITERS} waiters x {:.2} ms a hold = {:.0} ms); max {:.0} ms",
-                    row.p99_ms,
-                    1000.0 / row.goodput.max(1e-9),
-                    queue_ms,
-                    row.max_ms
-                ),
-            });
-        }
+    for (name, extra) in waits {
+        let Some(row) = row(rows, &at_waiters(name, args.work_ms, extra)) else {
+            continue;
+        };
+        let queue_ms = WAITERS as f64 / row.goodput.max(1e-9) * 1000.0;
+        let value = row.p99_ms / queue_ms;
+        let headline = name == "watchdog" && extra == "fair=on";
+        ratios.push(Ratio::new(
+            format!("p99 wait / queue, {}", row.scenario.label),
+            value,
+            headline.then_some(("<= 1.3", value <= 1.3)),
+            format!(
+                "p99 {:.0} ms / ({WAITERS} waiters x {:.2} ms a hold = {:.0} ms); max {:.0} ms ({:.2} of the queue)",
+                row.p99_ms,
+                1000.0 / row.goodput.max(1e-9),
+                queue_ms,
+                row.max_ms,
+                row.max_ms / queue_ms
+            ),
+        ));
+    }
+    for name in ["watchdog", segmented.as_str()] {
+        let fair = row(rows, &at_waiters(name, args.work_ms, "fair=on"));
+        let unfair = row(rows, &at_waiters(name, args.work_ms, ""));
         if let (Some(fair), Some(unfair)) = (fair, unfair) {
-            ratios.push(Ratio {
-                name: format!("fairness cost, {name}"),
-                value: fair.goodput / unfair.goodput,
-                target: "reported".into(),
-                met: None,
-                of: format!(
+            ratios.push(Ratio::new(
+                format!("fairness cost, {name}"),
+                fair.goodput / unfair.goodput,
+                None,
+                format!(
                     "units/s fair ({:.0}) / unfair ({:.0})",
                     fair.goodput, unfair.goodput
                 ),
-            });
+            ));
         }
     }
     ratios
@@ -652,16 +648,15 @@ fn shares_ratios(args: &BenchArgs, rows: &[Row]) -> Vec<Ratio> {
         .filter_map(|work_ms| {
             let shares = row(rows, &at_waiters("shares", work_ms, ""))?;
             let against = row(rows, &at_waiters(&segmented, work_ms, ""))?;
-            Some(Ratio {
-                name: format!("shares / {segmented}, work {work_ms}"),
-                value: shares.goodput / against.goodput,
-                target: "reported".into(),
-                met: None,
-                of: format!(
+            Some(Ratio::new(
+                format!("shares / {segmented}, work {work_ms}"),
+                shares.goodput / against.goodput,
+                None,
+                format!(
                     "units/s at {WAITERS} connections: shares {:.0} (one local lock per instance), {segmented} {:.0}",
                     shares.goodput, against.goodput
                 ),
-            })
+            ))
         })
         .collect()
 }

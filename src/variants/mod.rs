@@ -258,17 +258,7 @@ impl Deduction {
     ) -> Result<Outcome, AppError> {
         let order = Uuid::now_v7().to_string();
         let mut script = scripts::COMMIT.prepare_invoke();
-        script
-            .key(&shard.stock)
-            .key(&shard.inside)
-            .key(&shard.orders)
-            .key(&shard.audit)
-            .key(&shard.lock)
-            .key(&shard.fence)
-            .arg(&self.holder)
-            .arg(&order)
-            .arg(&*self.instance)
-            .arg(self.variant.name());
+        self.commit_args(&mut script, shard, &order);
         match take {
             Take::Decrement => script.arg("decr").arg(0),
             Take::Set(value) => script.arg("set").arg(value),
@@ -279,22 +269,48 @@ impl Deduction {
         let mut conn = self.redis.clone();
         let remaining: i64 = script.invoke_async(&mut conn).await?;
         match remaining {
-            -2 => return Err(self.not_for_sale().await),
-            -3 => return Ok(Outcome::LockLost),
-            -4 => return Ok(Outcome::Fenced),
-            _ => {}
+            -2 => Err(self.not_for_sale().await),
+            -3 => Ok(Outcome::LockLost),
+            -4 => Ok(Outcome::Fenced),
+            _ => Ok(self.sold(shard, order, remaining).await),
         }
+    }
+
+    /// The keys and first arguments of `lib/critical.lua`'s `commit`, as `commit.lua` and
+    /// `commit_release.lua` both take them.
+    fn commit_args(
+        &self,
+        script: &mut redis::ScriptInvocation<'_>,
+        shard: &ShardKeys,
+        order: &str,
+    ) {
+        script
+            .key(&shard.stock)
+            .key(&shard.inside)
+            .key(&shard.orders)
+            .key(&shard.audit)
+            .key(&shard.lock)
+            .key(&shard.fence)
+            .arg(&self.holder)
+            .arg(order)
+            .arg(&*self.instance)
+            .arg(self.variant.name());
+    }
+
+    /// A unit sold and recorded: a 200, once as many replicas as asked for have it.
+    async fn sold(&self, shard: &ShardKeys, order: String, remaining: i64) -> Outcome {
+        let mut conn = self.redis.clone();
         if !ReplicaWait::confirm(self.wait, &mut conn, &shard.stock, &shard.audit, 1).await {
-            return Ok(Outcome::Unconfirmed {
+            return Outcome::Unconfirmed {
                 order,
                 shard: shard.index,
-            });
+            };
         }
-        Ok(Outcome::Deducted {
+        Outcome::Deducted {
             remaining,
             order,
             shard: shard.index,
-        })
+        }
     }
 
     /// With `fence=on`, a fencing token for a holder that has just taken `shard`'s lock:

@@ -20,7 +20,7 @@ use redis::{RedisError, Value};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::{Deduction, Guard, INSIDE_MARGIN, Outcome, ReplicaWait};
+use super::{Deduction, Guard, INSIDE_MARGIN, Outcome};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
 use crate::lock::watchdog::{Attempt, FAIR_PATIENCE, Released, sleep_for};
@@ -114,20 +114,11 @@ async fn in_two_trips(
         .unlock_with(|release| {
             let successor = release.successor.as_ref();
             let mut script = scripts::COMMIT_RELEASE.prepare_invoke();
+            d.commit_args(&mut script, shard, &order);
             script
-                .key(&shard.stock)
-                .key(&shard.inside)
-                .key(&shard.orders)
-                .key(&shard.audit)
-                .key(&shard.lock)
-                .key(&shard.fence)
                 .key(&shard.lock_channel)
                 .key(&shard.lock_queue)
                 .key(&shard.lock_waiting)
-                .arg(&d.holder)
-                .arg(&order)
-                .arg(&*d.instance)
-                .arg(d.variant.name())
                 .arg(if sells { "decr" } else { "leave" })
                 .arg(millis(release.lease))
                 .arg(if release.fair { "fair" } else { "unfair" })
@@ -149,20 +140,7 @@ async fn in_two_trips(
         (Some(-2), _) | (_, None) => Err(d.not_for_sale().await),
         (Some(-3), _) => Ok(Outcome::LockLost),
         (Some(remaining), Some(_)) if !sells => Ok(Outcome::SoldOut { remaining }),
-        (Some(remaining), Some(_)) => {
-            let mut conn = d.redis.clone();
-            if !ReplicaWait::confirm(d.wait, &mut conn, &shard.stock, &shard.audit, 1).await {
-                return Ok(Outcome::Unconfirmed {
-                    order,
-                    shard: shard.index,
-                });
-            }
-            Ok(Outcome::Deducted {
-                remaining,
-                order,
-                shard: shard.index,
-            })
-        }
+        (Some(remaining), Some(_)) => Ok(d.sold(shard, order, remaining).await),
     }
 }
 
