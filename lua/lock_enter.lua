@@ -19,7 +19,11 @@
 -- Returns: { 1, stock or false, overlap } when the lock is now the caller's and it has
 --          entered; { 0, ms to sleep, 0 } when it is held (as watchdog_lock.lua).
 local wait
-if ARGV[3] == 'fair' then
+if redis.call('TYPE', KEYS[1]).ok == 'hash' and redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
+  -- Already the caller's: a holder handed it over and let it in, and the answer was lost on
+  -- its way back (a timeout). It is one hold, not a second one.
+  wait = nil
+elseif ARGV[3] == 'fair' then
   wait = take_fair(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], tonumber(ARGV[4]))
 else
   wait = take(KEYS[1], ARGV[1], ARGV[2])

@@ -642,3 +642,82 @@ async fn dead_fair_waiter_drops_out_of_the_queue() {
         .unwrap();
     assert_eq!(queued, 0);
 }
+
+/// A hand-off whose answer was lost on its way back (a timeout): Redis already names the
+/// successor and has let it into the critical section, and the successor, not knowing,
+/// tries on its own. It gets the lock with one hold, and no overlap is counted against
+/// itself; its release then frees the lock.
+#[tokio::test]
+async fn a_hand_off_whose_answer_was_lost_is_one_hold_and_no_overlap() {
+    use seckill::keys::{ProductId, ProductKeys};
+    use seckill::scripts::{COMMIT_RELEASE, LOCK_ENTER};
+
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let shard = ProductKeys::new(&ProductId::parse("101").unwrap()).whole();
+    let _: () = conn.set(&shard.stock, 10).await.unwrap();
+    let lock_enter = |owner: &str| {
+        let mut script = LOCK_ENTER.prepare_invoke();
+        script
+            .key(&shard.lock)
+            .key(&shard.lock_channel)
+            .key(&shard.lock_queue)
+            .key(&shard.lock_waiting)
+            .key(&shard.stock)
+            .key(&shard.inside)
+            .key(&shard.audit)
+            .key(&shard.fence)
+            .arg(30_000)
+            .arg(owner)
+            .arg("unfair")
+            .arg(5_000)
+            .arg(5_000);
+        script
+    };
+    let commit_release = |owner: &str, successor: &str| {
+        let mut script = COMMIT_RELEASE.prepare_invoke();
+        script
+            .key(&shard.stock)
+            .key(&shard.inside)
+            .key(&shard.orders)
+            .key(&shard.audit)
+            .key(&shard.lock)
+            .key(&shard.fence)
+            .key(&shard.lock_channel)
+            .key(&shard.lock_queue)
+            .key(&shard.lock_waiting)
+            .arg(owner)
+            .arg(format!("order-of-{owner}"))
+            .arg("test")
+            .arg("watchdog")
+            .arg("decr")
+            .arg(30_000)
+            .arg("unfair")
+            .arg(successor)
+            .arg(30_000)
+            .arg(5_000);
+        script
+    };
+    let taken: (i64, i64, i64) = lock_enter("x").invoke_async(&mut conn).await.unwrap();
+    assert_eq!(taken, (1, 10, 0));
+    // X sells and hands the lock to Y, letting Y in with 9 units: this answer is "lost".
+    let handed: (i64, i64, i64, i64) = commit_release("x", "y")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(handed, (9, 2, 9, 0));
+    // Y tries by itself.
+    let taken: (i64, i64, i64) = lock_enter("y").invoke_async(&mut conn).await.unwrap();
+    assert_eq!(taken, (1, 9, 0), "Y holds it, reads 9, no overlap");
+    let holds: Option<i64> = conn.hget(&shard.lock, "y").await.unwrap();
+    assert_eq!(holds, Some(1), "one hold, not two");
+    let overlaps: Option<i64> = conn.hget(&shard.audit, "lock_overlaps").await.unwrap();
+    assert_eq!(overlaps, None);
+    let released: (i64, i64) = commit_release("y", "")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(released, (8, 1), "sold, and the lock released");
+    let held: bool = conn.exists(&shard.lock).await.unwrap();
+    assert!(!held);
+}

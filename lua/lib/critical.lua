@@ -14,7 +14,8 @@
 -- A fencing token is '' when the holder presents none.
 
 -- A holder enters and reads the stock. The audit counts an overlap when somebody else is
--- still inside: the lock failed. The stock remembers the highest token that has read it.
+-- still inside: the lock failed. (A holder already inside — let in by a hand-off whose
+-- answer was lost — is not somebody else.) The stock remembers the highest token that has read it.
 -- Returns { stock, 1 on an overlap else 0 }; { false, 0 } without a stock key (the holder
 -- does not enter).
 local function enter(stock, inside, audit, fence, holder, stay, token)
@@ -26,7 +27,11 @@ local function enter(stock, inside, audit, fence, holder, stay, token)
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('ZREMRANGEBYSCORE', inside, '-inf', now)
   local overlap = 0
-  if redis.call('ZCARD', inside) > 0 then
+  local others = redis.call('ZCARD', inside)
+  if redis.call('ZSCORE', inside, holder) then
+    others = others - 1
+  end
+  if others > 0 then
     redis.call('HINCRBY', audit, 'lock_overlaps', 1)
     overlap = 1
   end
