@@ -650,58 +650,33 @@ async fn dead_fair_waiter_drops_out_of_the_queue() {
 #[tokio::test]
 async fn a_hand_off_whose_answer_was_lost_is_one_hold_and_no_overlap() {
     use seckill::keys::{ProductId, ProductKeys};
-    use seckill::scripts::{COMMIT_RELEASE, LOCK_ENTER};
+    use seckill::lock::watchdog::{Release, Successor};
+    use seckill::variants::{commit_release_script, lock_enter_script};
 
     let redis = RedisServer::start();
     let mut conn = redis.conn().await;
     let shard = ProductKeys::new(&ProductId::parse("101").unwrap()).whole();
     let _: () = conn.set(&shard.stock, 10).await.unwrap();
-    let lock_enter = |owner: &str| {
-        let mut script = LOCK_ENTER.prepare_invoke();
-        script
-            .key(&shard.lock)
-            .key(&shard.lock_channel)
-            .key(&shard.lock_queue)
-            .key(&shard.lock_waiting)
-            .key(&shard.stock)
-            .key(&shard.inside)
-            .key(&shard.audit)
-            .key(&shard.fence)
-            .arg(30_000)
-            .arg(owner)
-            .arg("unfair")
-            .arg(5_000)
-            .arg(5_000);
-        script
-    };
-    let commit_release = |owner: &str, successor: &str| {
-        let mut script = COMMIT_RELEASE.prepare_invoke();
-        script
-            .key(&shard.stock)
-            .key(&shard.inside)
-            .key(&shard.orders)
-            .key(&shard.audit)
-            .key(&shard.lock)
-            .key(&shard.fence)
-            .key(&shard.lock_channel)
-            .key(&shard.lock_queue)
-            .key(&shard.lock_waiting)
-            .arg(owner)
-            .arg(format!("order-of-{owner}"))
-            .arg("test")
-            .arg("watchdog")
-            .arg("decr")
-            .arg(30_000)
-            .arg("unfair")
-            .arg(successor)
-            .arg(30_000)
-            .arg(5_000);
-        script
+    let (lease, hold) = (DEFAULT_LEASE, Duration::from_secs(5));
+    let lock_enter = |owner: &str| lock_enter_script(&shard, owner, lease, false, hold);
+    let commit_release = |owner: &str, successor: Option<&str>| {
+        let release = Release {
+            owner: owner.to_owned(),
+            lease,
+            fair: false,
+            successor: successor.map(|next| Successor {
+                owner: next.to_owned(),
+                lease,
+                hold,
+            }),
+        };
+        let order = format!("order-of-{owner}");
+        commit_release_script(&shard, owner, &order, "test", "watchdog", true, &release)
     };
     let taken: (i64, i64, i64) = lock_enter("x").invoke_async(&mut conn).await.unwrap();
     assert_eq!(taken, (1, 10, 0));
     // X sells and hands the lock to Y, letting Y in with 9 units: this answer is "lost".
-    let handed: (i64, i64, i64, i64) = commit_release("x", "y")
+    let handed: (i64, i64, i64, i64) = commit_release("x", Some("y"))
         .invoke_async(&mut conn)
         .await
         .unwrap();
@@ -713,7 +688,7 @@ async fn a_hand_off_whose_answer_was_lost_is_one_hold_and_no_overlap() {
     assert_eq!(holds, Some(1), "one hold, not two");
     let overlaps: Option<i64> = conn.hget(&shard.audit, "lock_overlaps").await.unwrap();
     assert_eq!(overlaps, None);
-    let released: (i64, i64) = commit_release("y", "")
+    let released: (i64, i64) = commit_release("y", None)
         .invoke_async(&mut conn)
         .await
         .unwrap();

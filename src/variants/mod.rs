@@ -17,6 +17,7 @@ mod watchdog;
 pub use crate::variant::Variant;
 pub use lua::{LuaBatches, MAX_BATCH};
 pub use shares::Shares;
+pub use watchdog::{commit_release_script, lock_enter_script};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +39,29 @@ use crate::timer;
 /// needs for its last Redis round trips under load. A holder that dies inside stops
 /// counting as inside after its work plus this margin.
 pub(super) const INSIDE_MARGIN: Duration = Duration::from_secs(2);
+
+/// The keys and first arguments of `lib/critical.lua`'s `commit`, as `commit.lua` and
+/// `commit_release.lua` both take them.
+pub fn commit_keys_and_args(
+    script: &mut redis::ScriptInvocation<'_>,
+    shard: &ShardKeys,
+    holder: &str,
+    order: &str,
+    instance: &str,
+    variant: &str,
+) {
+    script
+        .key(&shard.stock)
+        .key(&shard.inside)
+        .key(&shard.orders)
+        .key(&shard.audit)
+        .key(&shard.lock)
+        .key(&shard.fence)
+        .arg(holder)
+        .arg(order)
+        .arg(instance)
+        .arg(variant);
+}
 
 /// What a deduction came to. Each maps to its own status code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,7 +282,14 @@ impl Deduction {
     ) -> Result<Outcome, AppError> {
         let order = Uuid::now_v7().to_string();
         let mut script = scripts::COMMIT.prepare_invoke();
-        self.commit_args(&mut script, shard, &order);
+        commit_keys_and_args(
+            &mut script,
+            shard,
+            &self.holder,
+            &order,
+            &self.instance,
+            self.variant.name(),
+        );
         match take {
             Take::Decrement => script.arg("decr").arg(0),
             Take::Set(value) => script.arg("set").arg(value),
@@ -274,27 +305,6 @@ impl Deduction {
             -4 => Ok(Outcome::Fenced),
             _ => Ok(self.sold(shard, order, remaining).await),
         }
-    }
-
-    /// The keys and first arguments of `lib/critical.lua`'s `commit`, as `commit.lua` and
-    /// `commit_release.lua` both take them.
-    fn commit_args(
-        &self,
-        script: &mut redis::ScriptInvocation<'_>,
-        shard: &ShardKeys,
-        order: &str,
-    ) {
-        script
-            .key(&shard.stock)
-            .key(&shard.inside)
-            .key(&shard.orders)
-            .key(&shard.audit)
-            .key(&shard.lock)
-            .key(&shard.fence)
-            .arg(&self.holder)
-            .arg(order)
-            .arg(&*self.instance)
-            .arg(self.variant.name());
     }
 
     /// A unit sold and recorded: a 200, once as many replicas as asked for have it.

@@ -16,14 +16,14 @@
 
 use std::time::Duration;
 
-use redis::{RedisError, Value};
+use redis::{RedisError, ScriptInvocation, Value};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::{Deduction, Guard, INSIDE_MARGIN, Outcome};
+use super::{Deduction, Guard, INSIDE_MARGIN, Outcome, commit_keys_and_args};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
-use crate::lock::watchdog::{Attempt, FAIR_PATIENCE, Released, sleep_for};
+use crate::lock::watchdog::{Attempt, FAIR_PATIENCE, Release, Released, sleep_for};
 use crate::lock::{LockError, WatchdogLock};
 use crate::scripts;
 
@@ -65,21 +65,7 @@ async fn in_two_trips(
     let lease = d.knobs.lease.unwrap_or(d.locks.default_lease());
     let fair = lock.is_fair();
     let attempt = || {
-        let mut script = scripts::LOCK_ENTER.prepare_invoke();
-        script
-            .key(&shard.lock)
-            .key(&shard.lock_channel)
-            .key(&shard.lock_queue)
-            .key(&shard.lock_waiting)
-            .key(&shard.stock)
-            .key(&shard.inside)
-            .key(&shard.audit)
-            .key(&shard.fence)
-            .arg(millis(lease))
-            .arg(&d.holder)
-            .arg(if fair { "fair" } else { "unfair" })
-            .arg(millis(FAIR_PATIENCE))
-            .arg(millis(stay));
+        let script = lock_enter_script(shard, &d.holder, lease, fair, stay);
         let mut conn = d.redis.clone();
         async move {
             let (taken, stock, overlap): (i64, Value, Value) =
@@ -112,19 +98,15 @@ async fn in_two_trips(
     let order = Uuid::now_v7().to_string();
     let left = lock
         .unlock_with(|release| {
-            let successor = release.successor.as_ref();
-            let mut script = scripts::COMMIT_RELEASE.prepare_invoke();
-            d.commit_args(&mut script, shard, &order);
-            script
-                .key(&shard.lock_channel)
-                .key(&shard.lock_queue)
-                .key(&shard.lock_waiting)
-                .arg(if sells { "decr" } else { "leave" })
-                .arg(millis(release.lease))
-                .arg(if release.fair { "fair" } else { "unfair" })
-                .arg(successor.map_or("", |s| s.owner.as_str()))
-                .arg(successor.map_or(0, |s| millis(s.lease)))
-                .arg(successor.map_or(0, |s| millis(s.hold)));
+            let script = commit_release_script(
+                shard,
+                &d.holder,
+                &order,
+                &d.instance,
+                d.variant.name(),
+                sells,
+                &release,
+            );
             let mut conn = d.redis.clone();
             async move {
                 let mut answer: Vec<Value> = script.invoke_async(&mut conn).await?;
@@ -174,6 +156,61 @@ async fn step_by_step(
     }
     d.log_release(lock.unlock().await.map_err(Into::into));
     result
+}
+
+/// `lock_enter.lua` for `owner` on `shard`'s lock: one try of [`in_two_trips`], which
+/// enters the critical section once the lock is taken (`stay`: how long it may be inside).
+pub fn lock_enter_script(
+    shard: &ShardKeys,
+    owner: &str,
+    lease: Duration,
+    fair: bool,
+    stay: Duration,
+) -> ScriptInvocation<'static> {
+    let mut script = scripts::LOCK_ENTER.prepare_invoke();
+    script
+        .key(&shard.lock)
+        .key(&shard.lock_channel)
+        .key(&shard.lock_queue)
+        .key(&shard.lock_waiting)
+        .key(&shard.stock)
+        .key(&shard.inside)
+        .key(&shard.audit)
+        .key(&shard.fence)
+        .arg(millis(lease))
+        .arg(owner)
+        .arg(if fair { "fair" } else { "unfair" })
+        .arg(millis(FAIR_PATIENCE))
+        .arg(millis(stay));
+    script
+}
+
+/// `commit_release.lua`: `holder` leaves `shard`'s critical section — selling a unit as
+/// `order` when `sells`, otherwise just leaving — and gives the lock back as `release`
+/// says (to its successor, when it names one).
+pub fn commit_release_script(
+    shard: &ShardKeys,
+    holder: &str,
+    order: &str,
+    instance: &str,
+    variant: &str,
+    sells: bool,
+    release: &Release,
+) -> ScriptInvocation<'static> {
+    let successor = release.successor.as_ref();
+    let mut script = scripts::COMMIT_RELEASE.prepare_invoke();
+    commit_keys_and_args(&mut script, shard, holder, order, instance, variant);
+    script
+        .key(&shard.lock_channel)
+        .key(&shard.lock_queue)
+        .key(&shard.lock_waiting)
+        .arg(if sells { "decr" } else { "leave" })
+        .arg(millis(release.lease))
+        .arg(if release.fair { "fair" } else { "unfair" })
+        .arg(successor.map_or("", |s| s.owner.as_str()))
+        .arg(successor.map_or(0, |s| millis(s.lease)))
+        .arg(successor.map_or(0, |s| millis(s.hold)));
+    script
 }
 
 fn millis(duration: Duration) -> u64 {
