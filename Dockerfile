@@ -2,9 +2,8 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
-COPY src src
-COPY lua lua
-RUN cargo build --release --locked --bin seckill
+COPY crates crates
+RUN cargo build --release --locked -p seckill --bin seckill
 
 FROM debian:bookworm-slim
 RUN apt-get update \

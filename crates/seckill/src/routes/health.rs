@@ -46,6 +46,6 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
 async fn openapi() -> impl IntoResponse {
     (
         [(CONTENT_TYPE, "application/json")],
-        include_str!("../../docs/openapi.json"),
+        include_str!("../../openapi.json"),
     )
 }

@@ -27,7 +27,7 @@ fn free_port_base() -> u16 {
 fn failover_lesson_rows() {
     let run_dir = common::scratch_dir("failover-lesson");
     let base = free_port_base();
-    let root = env!("CARGO_MANIFEST_DIR");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let out = Command::new(format!("{root}/scripts/failover-lesson.sh"))
         .env("RUN_DIR", &run_dir)
         .env("PORT_BASE", base.to_string())

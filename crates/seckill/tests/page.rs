@@ -282,7 +282,7 @@ async fn page_shows_the_naive_lesson_as_stats_has_it() {
         "lost updates stand out"
     );
 
-    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
     browser.screenshot(&root.join("run/page.png")).await;
     let errors = browser.run("return window.__pageErrors").await;
     assert_eq!(errors, json!([]), "errors on the page");

@@ -628,7 +628,7 @@ impl Nginx {
     pub fn start_at(host: &str, port: u16, instances: &[Instance]) -> Self {
         let dir = scratch_dir("nginx");
         std::fs::create_dir_all(dir.join("nginx-tmp")).unwrap();
-        let root = env!("CARGO_MANIFEST_DIR");
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
         let rendered = Command::new(format!("{root}/scripts/nginx-config.sh"))
             .arg(&dir)
             .arg(format!("{host}:{port}"))
