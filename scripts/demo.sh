@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The whole progression, reproduced under load through Nginx: start a local cluster (one
-# durable Redis, or a Redis Cluster with REDIS=cluster; two instances; Nginx), run `seckill bench` over every variant and the failure
+# durable Redis, or a Redis Cluster with REDIS=cluster; two instances; Nginx), run `seckill-bench` over every variant and the failure
 # lessons, print the table and where the chart is, stop the cluster. Nothing is left
 # running, even on Ctrl-C.
 #
-#   scripts/demo.sh [extra seckill bench flags, e.g. --requests 5000 --concurrency 200]
+#   scripts/demo.sh [extra seckill-bench flags, e.g. --requests 5000 --concurrency 200]
 #
 # Ports and sizes come from the environment as in scripts/cluster.sh; the run folder
 # defaults to ./run/demo, where bench.json and bench.svg are written.
@@ -16,9 +16,9 @@ export INSTANCES=${INSTANCES:-2}
 export NGINX_PORT=${NGINX_PORT:-8080}
 export REDIS_PORT=${REDIS_PORT:-6390}
 # The lessons need faults on; the watchdog lesson needs the lease to match the token
-# lesson's TTL (bench --short-ttl-ms), so both run on the same terms.
-LEASE_MS=${LEASE_MS:-200}
-export SECKILL_SERVE_ARGS="--faults --lock-lease-ms $LEASE_MS ${SECKILL_SERVE_ARGS:-}"
+# lesson's TTL (200 ms, in crates/seckill/src/lessons/catalogue.rs), so both run on the
+# same terms.
+export SECKILL_SERVE_ARGS="--faults --lock-lease-ms 200 ${SECKILL_SERVE_ARGS:-}"
 
 scripts/install-deps.sh
 cargo build --release
@@ -27,10 +27,9 @@ trap 'scripts/cluster.sh stop' EXIT
 trap 'exit 130' INT TERM
 SKIP_BUILD=1 scripts/cluster.sh start
 
-target/release/seckill bench --lessons \
+target/release/seckill-bench --lessons \
   --url "http://127.0.0.1:$NGINX_PORT" \
   $(scripts/cluster.sh redis-flags) \
-  --short-ttl-ms "$LEASE_MS" \
   --json "$RUN_DIR/bench.json" \
   --chart "$RUN_DIR/bench.svg" \
   "$@"

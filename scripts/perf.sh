@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The performance targets, measured in one run: start a local cluster (one Redis, two
-# instances, Nginx, five Redlock servers), run `seckill bench --suite performance` (the
+# instances, Nginx, five Redlock servers), run `seckill-bench --suite performance` (the
 # lock-free ceiling, waiting without waste, the shards curve, latency at 200 connections,
 # memory at 2,000, lock hand-off, the fair lock, the per-instance shares), print every
 # ratio, stop the cluster.
 #
-#   scripts/perf.sh [extra seckill bench flags, e.g. --requests 40000 --rounds 5]
+#   scripts/perf.sh [extra seckill-bench flags, e.g. --requests 40000 --rounds 5]
 #
 # SUITE=ceiling (or any other suite) runs that one instead; REDIS=cluster runs on a local
 # Redis Cluster, REDIS_APPENDFSYNC=off without the AOF (see scripts/cluster.sh), e.g.
@@ -33,7 +33,7 @@ instances=""
 for i in $(seq 1 "$INSTANCES"); do
   instances+="${instances:+,}http://127.0.0.1:$((FIRST_PORT + i - 1))"
 done
-target/release/seckill bench --suite "${SUITE:-performance}" \
+target/release/seckill-bench --suite "${SUITE:-performance}" \
   --url "http://127.0.0.1:$NGINX_PORT" \
   $(scripts/cluster.sh redis-flags) \
   --instance-urls "$instances" \

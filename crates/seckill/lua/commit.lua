@@ -14,7 +14,7 @@
 -- ARGV[4]  variant name
 -- ARGV[5]  'decr', 'set' (write ARGV[6]) or 'leave'
 -- ARGV[6]  the value for 'set'
--- ARGV[7]  the owner that must still hold KEYS[5], or ''
+-- ARGV[7]  a holder that must still hold KEYS[5] (a watchdog lock hash), or ''
 -- ARGV[8]  the holder's fencing token, or ''
 --
 -- Returns: the units left; -2 no stock key; -3 the lock was lost; -4 fenced.

@@ -12,7 +12,7 @@
 -- KEYS[7]  the lock's release channel
 -- KEYS[8]  queue (fair only)
 -- KEYS[9]  waiting (fair only)
--- ARGV[1]  holder id (also the lock's owner)
+-- ARGV[1]  holder id (in the lock and in the audit)
 -- ARGV[2]  order id
 -- ARGV[3]  instance id
 -- ARGV[4]  variant name

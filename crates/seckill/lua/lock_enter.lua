@@ -11,7 +11,7 @@
 -- KEYS[7]  audit
 -- KEYS[8]  fence
 -- ARGV[1]  lease, ms
--- ARGV[2]  owner id, which is also the holder id in the audit
+-- ARGV[2]  holder id, in the lock and in the audit
 -- ARGV[3]  'fair' or 'unfair'
 -- ARGV[4]  a fair waiter's patience, ms
 -- ARGV[5]  how long the holder may stay inside, ms

@@ -1,24 +1,38 @@
-//! What one instance is told at start: flags, each with an environment variable.
+//! What one instance is told at start: the command line, every flag with an environment
+//! variable, and the bounds on every knob.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, ensure};
-use clap::Args;
+use anyhow::{Context, bail, ensure};
+use clap::{Args, Parser, Subcommand};
+use seckill_lock::watchdog::DEFAULT_HANDOFFS;
 
-use crate::lock::watchdog::DEFAULT_HAND_OFFS;
-use crate::store::RedisMode;
-use crate::variant::Variant;
+use crate::store::{RedisMode, StoreConfig};
+use crate::variants::{self, Variant};
 
-/// Flags of `seckill serve`.
+/// A flash-sale stock service that makes distributed locking on Redis visible.
+#[derive(Debug, Parser)]
+#[command(name = "seckill", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one instance of the service.
+    Serve(ServeArgs),
+}
+
+/// The stock store: which Redis holds the stock, orders and audit, and in which topology.
+/// `seckill serve` and `seckill-bench` take the same flags.
 #[derive(Debug, Clone, Args)]
-pub struct ServeArgs {
-    /// Address to listen on (port 0 picks a free port; the bound address is printed).
-    #[arg(long, env = "SECKILL_LISTEN", default_value = "127.0.0.1:8081")]
-    pub listen: SocketAddr,
-
+pub struct RedisArgs {
     /// Redis to share with the other instances: `redis://[[user]:password@]host:port[/db]`,
-    /// or `rediss://…` for TLS. In cluster mode, a comma-separated list of seed nodes.
+    /// or `rediss://…` for TLS. In cluster mode, a comma-separated list of initial nodes;
+    /// in sentinel mode, of sentinels.
     #[arg(
         long,
         env = "SECKILL_REDIS_URL",
@@ -34,6 +48,43 @@ pub struct ServeArgs {
     /// The name the sentinels know the stock store's master by (sentinel mode).
     #[arg(long, env = "SECKILL_REDIS_SENTINEL_MASTER")]
     pub redis_sentinel_master: Option<String>,
+
+    /// PEM file of the CA that signed Redis' TLS certificate, for a `rediss://` URL whose
+    /// server is not signed by a public CA.
+    #[arg(long, env = "SECKILL_REDIS_TLS_CA")]
+    pub redis_tls_ca: Option<PathBuf>,
+}
+
+impl RedisArgs {
+    /// What it takes to connect, every command bounded by `timeout`.
+    pub fn store_config(&self, timeout: Duration) -> anyhow::Result<StoreConfig> {
+        Ok(StoreConfig {
+            mode: self.redis_mode,
+            urls: self.redis_url.clone(),
+            tls_ca: self.tls_ca()?,
+            timeout,
+            sentinel_master: self.redis_sentinel_master.clone(),
+        })
+    }
+
+    /// The CA's PEM, when one is given.
+    pub fn tls_ca(&self) -> anyhow::Result<Option<Vec<u8>>> {
+        self.redis_tls_ca
+            .as_ref()
+            .map(|ca| std::fs::read(ca).with_context(|| format!("reading {}", ca.display())))
+            .transpose()
+    }
+}
+
+/// Flags of `seckill serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the bound address is printed).
+    #[arg(long, env = "SECKILL_LISTEN", default_value = "127.0.0.1:8081")]
+    pub listen: SocketAddr,
+
+    #[command(flatten)]
+    pub redis: RedisArgs,
 
     /// The lock store, for setnx, token, watchdog and segmented locks, as --redis-url is
     /// for the stock [default: the stock store itself].
@@ -60,9 +111,10 @@ pub struct ServeArgs {
     /// How many times in a row a watchdog holder may hand its lock straight to a waiter
     /// of this instance (one script, no message, no try) before it releases the lock for
     /// every instance, so that waiters elsewhere get their chance. 0: never hand over.
-    #[arg(long, env = "SECKILL_LOCK_HAND_OFFS", default_value_t = DEFAULT_HAND_OFFS,
+    #[arg(long, env = "SECKILL_LOCK_HANDOFFS", alias = "lock-hand-offs",
+          default_value_t = DEFAULT_HANDOFFS,
           value_parser = clap::value_parser!(u32).range(0..=1_000))]
-    pub lock_hand_offs: u32,
+    pub lock_handoffs: u32,
 
     /// How long a `shares` claim outlives its last sale: when an instance dies, its unsold
     /// units go back to the pool this long after its last sale, for the next claim.
@@ -86,11 +138,6 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub redis_wait_timeout_ms: u64,
 
-    /// PEM file of the CA that signed Redis' TLS certificate, for a `rediss://` URL whose
-    /// server is not signed by a public CA.
-    #[arg(long, env = "SECKILL_REDIS_TLS_CA")]
-    pub redis_tls_ca: Option<std::path::PathBuf>,
-
     /// Name of this instance in orders, `/stats` and responses, `[A-Za-z0-9_.:-]{1,64}`
     /// [default: the bound listen address].
     #[arg(long, env = "SECKILL_INSTANCE_ID")]
@@ -106,7 +153,7 @@ pub struct ServeArgs {
     pub faults: bool,
 
     /// Where the page's lessons send their load: the Nginx in front of the instances (or
-    /// one instance), as `seckill bench --url`.
+    /// one instance), as `seckill-bench --url`.
     #[arg(
         long,
         env = "SECKILL_BENCH_URL",
@@ -115,7 +162,7 @@ pub struct ServeArgs {
     pub bench_url: String,
 
     /// Variant served at `/deduct_stock` when the path names none.
-    #[arg(long, env = "SECKILL_DEFAULT_VARIANT", value_enum, default_value_t = Variant::Lua)]
+    #[arg(long, env = "SECKILL_DEFAULT_VARIANT", value_enum, default_value_t = variants::lua())]
     pub default_variant: Variant,
 
     #[command(flatten)]

@@ -6,8 +6,9 @@ use axum::response::{IntoResponse, Response};
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 use serde_json::json;
 
-use crate::lock::LockError;
-use crate::variant::Variant;
+use seckill_lock::LockError;
+
+use crate::variants::VARIANTS;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -91,6 +92,14 @@ impl From<LockError> for AppError {
     fn from(err: LockError) -> Self {
         match err {
             LockError::Redis(err) => err.into(),
+            // The lock's servers are away: as unavailable as Redis itself.
+            LockError::NoQuorum { .. } => {
+                tracing::warn!(error = %err, "lock unavailable");
+                Self::RedisUnavailable(RedisError::from((
+                    ErrorKind::Io,
+                    "redlock: fewer than a quorum of servers answered",
+                )))
+            }
         }
     }
 }
@@ -124,7 +133,7 @@ impl IntoResponse for AppError {
             Self::UnknownVariant(_) => json!({
                 "outcome": self.outcome(),
                 "error": self.to_string(),
-                "variants": Variant::ALL.map(Variant::name),
+                "variants": VARIANTS.iter().map(|v| v.name()).collect::<Vec<_>>(),
             }),
             Self::RedisUnavailable(err) => {
                 tracing::warn!(error = %err, "redis unavailable");

@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use seckill_lock::LockKeys;
+
 /// Matches every lock's release channel: one subscription per instance serves them all.
 pub const LOCK_CHANNEL_PATTERN: &str = "seckill:*:lock:released";
 
@@ -196,6 +198,16 @@ impl ShardKeys {
             fence: key(tag, "fence"),
             claims: key(tag, "claims"),
             claim_leases: key(tag, "claims:leases"),
+        }
+    }
+
+    /// The shard's lock, as the watchdog lock takes its keys.
+    pub fn lock_keys(&self) -> LockKeys {
+        LockKeys {
+            lock: self.lock.clone(),
+            channel: self.lock_channel.clone(),
+            queue: self.lock_queue.clone(),
+            waiting: self.lock_waiting.clone(),
         }
     }
 

@@ -1,62 +1,173 @@
-//! The per-request teaching knobs, parsed and bounded before anything touches Redis.
+//! The per-request teaching knobs: declared where they mean something, parsed and bounded
+//! before anything touches Redis.
 //!
-//! Each variant takes only the knobs that mean something to it: asking `setnx` for a
-//! `ttl_ms` is a 400 that says its lock has no TTL, not a value silently ignored.
+//! A [`Knob`] is a declaration — its name, what it does, and how its value is read and
+//! bounded. The knobs every lock variant shares are declared here; a knob only one variant
+//! uses is declared in that variant's file (lua's `batch`, shares' `share_units`). Each
+//! variant lists the knobs it takes in its [`Spec`](crate::variants::Spec), and asking it for
+//! any other is a 400 that says which it takes, never a value silently ignored. The API's
+//! description (`/openapi.json`) is written from the same declarations.
 
 use std::time::Duration;
 
 use crate::config::Limits;
 use crate::error::AppError;
 use crate::keys::ProductId;
-use crate::product::MAX_STOCK;
-use crate::variant::Variant;
+use crate::variants::Variant;
 
 /// The product sold when a request names none, as in the seed.
 pub const DEFAULT_PRODUCT: &str = "101";
-/// The token lock's TTL when a request names none (the seed's 30 s).
-pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
-/// How long watchdog and segmented requests wait for a held lock when they name no
+
+/// One knob a request may set.
+#[derive(Debug, Clone, Copy)]
+pub struct Knob {
+    pub name: &'static str,
+    /// What it does, for the API's description.
+    pub doc: &'static str,
+    pub kind: Kind,
+}
+
+/// How a knob's value is read and bounded.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// Whole milliseconds from `min` to the instance's bound (`max`, from a flag), and
+    /// `default` when the request gives none (`None`: unset), never above that bound.
+    Millis {
+        min: u64,
+        max: fn(&Limits) -> u64,
+        default: Option<u64>,
+    },
+    /// `on` or `off`.
+    Switch { default: bool },
+    /// A whole number from `min` to `max`; unset when not given.
+    Count { min: i64, max: i64 },
+    /// One of `values`; unset when not given.
+    Choice { values: &'static [&'static str] },
+}
+
+impl Knob {
+    /// The same knob with another default (`wait_ms` waits by default where the variant's
+    /// users would rather wait than fail).
+    pub const fn defaulting_to(self, ms: u64) -> Self {
+        match self.kind {
+            Kind::Millis { min, max, .. } => Self {
+                kind: Kind::Millis {
+                    min,
+                    max,
+                    default: Some(ms),
+                },
+                ..self
+            },
+            _ => self,
+        }
+    }
+}
+
+/// `work_ms`: business time inside the critical section (the seeds widen race windows with
+/// sleeps).
+pub const WORK_MS: Knob = Knob {
+    name: "work_ms",
+    doc: "Business time inside the critical section (all but lua).",
+    kind: Kind::Millis {
+        min: 0,
+        max: |l| l.max_work_ms,
+        default: Some(0),
+    },
+};
+
+/// `wait_ms`: how long to wait for a held lock. 0 unless the variant says otherwise.
+pub const WAIT_MS: Knob = Knob {
+    name: "wait_ms",
+    doc: "How long to wait for a held lock (token, watchdog, segmented, redlock), or (shares) \
+          for a unit held in another instance's share.",
+    kind: Kind::Millis {
+        min: 0,
+        max: |l| l.max_wait_ms,
+        default: Some(0),
+    },
+};
+
+/// How long watchdog, segmented, shares and redlock requests wait when they name no
 /// `wait_ms`: users of these variants wait rather than fail.
-pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(5);
+pub const DEFAULT_LOCK_WAIT_MS: u64 = 5_000;
+
+/// `ttl_ms`: a string lock's TTL.
+pub const TTL_MS: Knob = Knob {
+    name: "ttl_ms",
+    doc: "The lock's TTL (token, redlock; without it redlock extends its lock by quorum \
+          while the work runs).",
+    kind: Kind::Millis {
+        min: 10,
+        max: |l| l.max_ttl_ms,
+        default: None,
+    },
+};
+
+/// `lease_ms`: an explicit lease for the watchdog lock, which then has no watchdog.
+pub const LEASE_MS: Knob = Knob {
+    name: "lease_ms",
+    doc: "An explicit lease: no watchdog then (watchdog, segmented).",
+    kind: Kind::Millis {
+        min: 10,
+        max: |l| l.max_ttl_ms,
+        default: None,
+    },
+};
+
+/// `fault`: a fault to inject; only on instances started with `--faults`.
+pub const FAULT: Knob = Knob {
+    name: "fault",
+    doc: "Fault injection, only on instances started with --faults; otherwise a 400.",
+    kind: Kind::Choice {
+        values: &["abandon", "pause_before_release"],
+    },
+};
+
+/// `pause_ms`: how long `fault=pause_before_release` pauses.
+pub const PAUSE_MS: Knob = Knob {
+    name: "pause_ms",
+    doc: "With fault=pause_before_release.",
+    kind: Kind::Millis {
+        min: 0,
+        max: |l| l.max_pause_ms,
+        default: None,
+    },
+};
+
+/// `fence`: present a fencing token at the stock.
+pub const FENCE: Knob = Knob {
+    name: "fence",
+    doc: "Lock variants: on presents a fencing token at the stock, which refuses a commit \
+          from a holder older than one it has seen (503 fenced). Off by default, so that the \
+          lessons fail as the seeds say.",
+    kind: Kind::Switch { default: false },
+};
 
 /// A fault a request asks for; only honoured on instances started with `--faults`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// The holder stops without releasing its lock, as if its process died.
     Abandon,
-    /// The holder sleeps between checking it owns the lock and deleting it.
+    /// The holder sleeps before it gives its lock back.
     PauseBeforeRelease(Duration),
+}
+
+/// A parsed value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Value {
+    Millis(Option<Duration>),
+    Switch(bool),
+    Count(Option<i64>),
+    Choice(Option<&'static str>),
 }
 
 /// One request's knobs, every value inside the instance's bounds.
 #[derive(Debug, Clone)]
 pub struct Knobs {
     pub product: ProductId,
-    /// Business time spent inside the critical section.
-    pub work: Duration,
-    /// The token lock's TTL.
-    pub ttl: Option<Duration>,
-    /// The watchdog lock's lease; when given, no watchdog renews it (as in Redisson).
-    pub lease: Option<Duration>,
-    /// How long to wait for a held lock: `wait_ms`, or the variant's default (none for
-    /// token, a few seconds for watchdog and segmented).
-    pub wait: Duration,
-    pub fault: Option<Fault>,
-    /// lua only: send this deduction in the instance's next shared call (`batch=on`, the
-    /// default) or in a call of its own (`batch=off`).
-    pub batch: bool,
-    /// Lock variants: present a fencing token at the stock (`fence=on`), so that a commit
-    /// from a holder older than one the stock has already seen is refused. Off by default,
-    /// so that the lessons fail as the seeds say.
-    pub fence: bool,
-    /// watchdog and segmented: take the lock in arrival order across instances (`fair=on`),
-    /// as Redisson's fair lock does. Off by default: the unfair lock is faster.
-    pub fair: bool,
-    /// watchdog and segmented: a holder may hand the lock straight to a waiter of its own
-    /// instance (`handoff=on`, the default); `off` always releases for everybody, to compare.
-    pub handoff: bool,
-    /// shares: units an instance claims at a time; `None` for a tenth of the initial stock.
-    pub share_units: Option<i64>,
+    /// Every knob the variant takes, with its value or its default.
+    values: Vec<(&'static str, Value)>,
+    fault: Option<Fault>,
 }
 
 impl Knobs {
@@ -67,20 +178,20 @@ impl Knobs {
         limits: &Limits,
         faults_enabled: bool,
     ) -> Result<Self, AppError> {
-        let accepted = variant.knobs();
+        let takes = variant.spec().knobs;
         let mut seen: Vec<&str> = Vec::with_capacity(params.len());
         for (name, _) in params {
             if seen.contains(&name.as_str()) {
                 return Err(bad(format!("parameter {} is given twice", quoted(name))));
             }
             seen.push(name);
-            if name != "product" && !accepted.contains(&name.as_str()) {
-                let takes = std::iter::once("product")
-                    .chain(accepted.iter().copied())
+            if name != "product" && !takes.iter().any(|k| k.name == name) {
+                let names = std::iter::once("product")
+                    .chain(takes.iter().map(|k| k.name))
                     .collect::<Vec<_>>()
                     .join(", ");
                 return Err(bad(format!(
-                    "variant {variant} takes no parameter {}; it takes: {takes}",
+                    "variant {variant} takes no parameter {}; it takes: {names}",
                     quoted(name)
                 )));
             }
@@ -96,22 +207,29 @@ impl Knobs {
             None => ProductId::parse(DEFAULT_PRODUCT).expect("the default product id is valid"),
             Some(raw) => ProductId::parse(raw).map_err(bad)?,
         };
-        let work = millis(get("work_ms"), "work_ms", 0, limits.max_work_ms)?.unwrap_or_default();
-        let ttl = millis(get("ttl_ms"), "ttl_ms", 10, limits.max_ttl_ms)?;
-        let lease = millis(get("lease_ms"), "lease_ms", 10, limits.max_ttl_ms)?;
-        let default_wait = match variant {
-            Variant::Watchdog | Variant::Segmented | Variant::Redlock | Variant::Shares => {
-                DEFAULT_LOCK_WAIT.min(Duration::from_millis(limits.max_wait_ms))
-            }
-            _ => Duration::ZERO,
+        let values = takes
+            .iter()
+            .map(|knob| Ok((knob.name, read(knob, get(knob.name), limits)?)))
+            .collect::<Result<Vec<_>, AppError>>()?;
+        let mut knobs = Self {
+            product,
+            values,
+            fault: None,
         };
-        let wait =
-            millis(get("wait_ms"), "wait_ms", 0, limits.max_wait_ms)?.unwrap_or(default_wait);
-        let pause = millis(get("pause_ms"), "pause_ms", 0, limits.max_pause_ms)?;
+        knobs.fault = knobs.read_fault(faults_enabled)?;
+        Ok(knobs)
+    }
 
-        let fault = match (get("fault"), pause) {
+    /// `fault` and `pause_ms` together, refused unless the instance allows faults.
+    fn read_fault(&self, faults_enabled: bool) -> Result<Option<Fault>, AppError> {
+        let fault = match self.value(&FAULT) {
+            Some(Value::Choice(fault)) => fault,
+            _ => None,
+        };
+        let pause = self.millis(&PAUSE_MS);
+        Ok(match (fault, pause) {
             (None, None) => None,
-            (_, _) if !faults_enabled => {
+            _ if !faults_enabled => {
                 return Err(bad(
                     "fault injection is off on this instance (start it with --faults)".into(),
                 ));
@@ -121,48 +239,64 @@ impl Knobs {
             (Some("pause_before_release"), None) => {
                 return Err(bad("fault=pause_before_release needs pause_ms".into()));
             }
-            (Some("abandon") | None, Some(_)) => {
+            (_, Some(_)) => {
                 return Err(bad("pause_ms goes with fault=pause_before_release".into()));
             }
-            (Some(other), _) => {
-                return Err(bad(format!(
-                    "fault {} is not one of: abandon, pause_before_release",
-                    quoted(other)
-                )));
+            (Some(other), None) => {
+                return Err(bad(format!("fault {} is not known", quoted(other))));
             }
-        };
-
-        let batch = switch(get("batch"), "batch", true)?;
-        let share_units = match get("share_units") {
-            None => None,
-            Some(raw) => match raw.parse::<i64>() {
-                Ok(units) if (1..=MAX_STOCK).contains(&units) && raw.len() <= 20 => Some(units),
-                _ => {
-                    return Err(bad(format!(
-                        "share_units must be a whole number from 1 to {MAX_STOCK}, got {}",
-                        quoted(raw)
-                    )));
-                }
-            },
-        };
-
-        let fence = switch(get("fence"), "fence", false)?;
-        let fair = switch(get("fair"), "fair", false)?;
-        let handoff = switch(get("handoff"), "handoff", true)?;
-
-        Ok(Self {
-            product,
-            work,
-            ttl,
-            lease,
-            wait,
-            fault,
-            batch,
-            fence,
-            fair,
-            handoff,
-            share_units,
         })
+    }
+
+    fn value(&self, knob: &Knob) -> Option<Value> {
+        self.values
+            .iter()
+            .find(|(name, _)| *name == knob.name)
+            .map(|(_, value)| *value)
+    }
+
+    /// A milliseconds knob's value; `None` when unset, or not one this variant takes.
+    pub fn millis(&self, knob: &Knob) -> Option<Duration> {
+        match self.value(knob) {
+            Some(Value::Millis(value)) => value,
+            _ => None,
+        }
+    }
+
+    /// A switch's value, or its default when this variant does not take it.
+    pub fn switch(&self, knob: &Knob) -> bool {
+        match (self.value(knob), knob.kind) {
+            (Some(Value::Switch(on)), _) => on,
+            (_, Kind::Switch { default }) => default,
+            _ => false,
+        }
+    }
+
+    /// A count's value; `None` when unset.
+    pub fn count(&self, knob: &Knob) -> Option<i64> {
+        match self.value(knob) {
+            Some(Value::Count(value)) => value,
+            _ => None,
+        }
+    }
+
+    /// Business time inside the critical section.
+    pub fn work(&self) -> Duration {
+        self.millis(&WORK_MS).unwrap_or_default()
+    }
+
+    /// How long to wait for a held lock.
+    pub fn wait(&self) -> Duration {
+        self.millis(&WAIT_MS).unwrap_or_default()
+    }
+
+    /// `fence=on`.
+    pub fn fence(&self) -> bool {
+        self.switch(&FENCE)
+    }
+
+    pub fn fault(&self) -> Option<Fault> {
+        self.fault
     }
 
     /// The pause of `fault=pause_before_release`, if asked for.
@@ -178,35 +312,71 @@ impl Knobs {
     }
 }
 
+/// One knob's value from the request's text, or its default.
+fn read(knob: &Knob, raw: Option<&str>, limits: &Limits) -> Result<Value, AppError> {
+    Ok(match knob.kind {
+        Kind::Millis { min, max, default } => {
+            let max = max(limits);
+            match raw {
+                None => Value::Millis(default.map(|ms| Duration::from_millis(ms.min(max)))),
+                Some(raw) => match raw.parse::<u64>() {
+                    Ok(ms) if (min..=max).contains(&ms) && raw.len() <= 20 => {
+                        Value::Millis(Some(Duration::from_millis(ms)))
+                    }
+                    _ => {
+                        return Err(bad(format!(
+                            "{} must be a whole number of milliseconds from {min} to {max}, got {}",
+                            knob.name,
+                            quoted(raw)
+                        )));
+                    }
+                },
+            }
+        }
+        Kind::Switch { default } => Value::Switch(match raw {
+            None => default,
+            Some("on") => true,
+            Some("off") => false,
+            Some(other) => {
+                return Err(bad(format!(
+                    "{} must be on or off, got {}",
+                    knob.name,
+                    quoted(other)
+                )));
+            }
+        }),
+        Kind::Count { min, max } => Value::Count(match raw {
+            None => None,
+            Some(raw) => match raw.parse::<i64>() {
+                Ok(n) if (min..=max).contains(&n) && raw.len() <= 20 => Some(n),
+                _ => {
+                    return Err(bad(format!(
+                        "{} must be a whole number from {min} to {max}, got {}",
+                        knob.name,
+                        quoted(raw)
+                    )));
+                }
+            },
+        }),
+        Kind::Choice { values } => Value::Choice(match raw {
+            None => None,
+            Some(raw) => match values.iter().find(|v| **v == raw) {
+                Some(value) => Some(*value),
+                None => {
+                    return Err(bad(format!(
+                        "{} {} is not one of: {}",
+                        knob.name,
+                        quoted(raw),
+                        values.join(", ")
+                    )));
+                }
+            },
+        }),
+    })
+}
+
 fn bad(message: String) -> AppError {
     AppError::BadRequest(message)
-}
-
-/// An `on`/`off` knob, `default` when not given.
-fn switch(raw: Option<&str>, name: &str, default: bool) -> Result<bool, AppError> {
-    match raw {
-        None => Ok(default),
-        Some("on") => Ok(true),
-        Some("off") => Ok(false),
-        Some(other) => Err(bad(format!(
-            "{name} must be on or off, got {}",
-            quoted(other)
-        ))),
-    }
-}
-
-/// A whole number of milliseconds in `min..=max`.
-fn millis(raw: Option<&str>, name: &str, min: u64, max: u64) -> Result<Option<Duration>, AppError> {
-    let Some(raw) = raw else { return Ok(None) };
-    match raw.parse::<u64>() {
-        Ok(ms) if (min..=max).contains(&ms) && raw.len() <= 20 => {
-            Ok(Some(Duration::from_millis(ms)))
-        }
-        _ => Err(bad(format!(
-            "{name} must be a whole number of milliseconds from {min} to {max}, got {}",
-            quoted(raw)
-        ))),
-    }
 }
 
 /// A client's text, quoted and cut short, for an error message.
@@ -223,6 +393,7 @@ fn quoted(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::variants;
     use clap::Parser;
 
     #[derive(Parser)]
@@ -235,30 +406,36 @@ mod tests {
         LimitsOnly::parse_from(["x"]).limits
     }
 
-    fn parse(variant: Variant, query: &str, faults: bool) -> Result<Knobs, AppError> {
+    fn parse(variant: &str, query: &str, faults: bool) -> Result<Knobs, AppError> {
+        let variant = Variant::parse(variant).expect("a variant");
         let params: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap();
         Knobs::parse(variant, &params, &limits(), faults)
     }
 
     #[test]
     fn defaults_sell_product_101_with_no_work() {
-        let knobs = parse(Variant::Token, "", false).unwrap();
+        let knobs = parse("token", "", false).unwrap();
         assert_eq!(knobs.product.as_str(), "101");
-        assert_eq!(knobs.work, Duration::ZERO);
-        assert!(knobs.fault.is_none());
+        assert_eq!(knobs.work(), Duration::ZERO);
+        assert_eq!(knobs.wait(), Duration::ZERO);
+        assert!(knobs.fault().is_none());
+        let waits = parse("watchdog", "", false).unwrap();
+        assert_eq!(waits.wait(), Duration::from_millis(DEFAULT_LOCK_WAIT_MS));
     }
 
     #[test]
     fn refuses_what_the_variant_does_not_take() {
-        assert!(parse(Variant::Setnx, "ttl_ms=100", false).is_err());
-        assert!(parse(Variant::Lua, "work_ms=1", false).is_err());
-        assert!(!parse(Variant::Lua, "batch=off", false).unwrap().batch);
-        assert!(parse(Variant::Lua, "batch=1", false).is_err());
-        assert!(parse(Variant::Token, "batch=off", false).is_err());
-        assert!(parse(Variant::Token, "ttl_ms=100&wait_ms=5", false).is_ok());
-        assert!(parse(Variant::Token, "lease_ms=100", false).is_err());
-        assert!(parse(Variant::Watchdog, "lease_ms=100&wait_ms=5", false).is_ok());
-        assert!(parse(Variant::Segmented, "ttl_ms=100", false).is_err());
+        let batch = &variants::lua::BATCH;
+        assert!(parse("setnx", "ttl_ms=100", false).is_err());
+        assert!(parse("lua", "work_ms=1", false).is_err());
+        assert!(!parse("lua", "batch=off", false).unwrap().switch(batch));
+        assert!(parse("lua", "", false).unwrap().switch(batch));
+        assert!(parse("lua", "batch=1", false).is_err());
+        assert!(parse("token", "batch=off", false).is_err());
+        assert!(parse("token", "ttl_ms=100&wait_ms=5", false).is_ok());
+        assert!(parse("token", "lease_ms=100", false).is_err());
+        assert!(parse("watchdog", "lease_ms=100&wait_ms=5", false).is_ok());
+        assert!(parse("segmented", "ttl_ms=100", false).is_err());
     }
 
     #[test]
@@ -273,22 +450,19 @@ mod tests {
             "product=a%7Bb",
             "product=",
         ] {
-            assert!(
-                parse(Variant::Token, query, true).is_err(),
-                "{query} accepted"
-            );
+            assert!(parse("token", query, true).is_err(), "{query} accepted");
         }
     }
 
     #[test]
     fn faults_need_the_instance_flag() {
-        assert!(parse(Variant::Token, "fault=abandon", false).is_err());
+        assert!(parse("token", "fault=abandon", false).is_err());
         assert_eq!(
-            parse(Variant::Token, "fault=abandon", true).unwrap().fault,
+            parse("token", "fault=abandon", true).unwrap().fault(),
             Some(Fault::Abandon)
         );
-        assert!(parse(Variant::Token, "fault=pause_before_release", true).is_err());
-        assert!(parse(Variant::Token, "pause_ms=5", true).is_err());
-        assert!(parse(Variant::Token, "fault=explode", true).is_err());
+        assert!(parse("token", "fault=pause_before_release", true).is_err());
+        assert!(parse("token", "pause_ms=5", true).is_err());
+        assert!(parse("token", "fault=explode", true).is_err());
     }
 }

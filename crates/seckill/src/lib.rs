@@ -1,46 +1,43 @@
 //! seckill — a flash-sale stock service that makes distributed locking on Redis visible.
 //!
 //! Two or more instances share one Redis. Each variant of `/deduct_stock` is one step of
-//! the classic progression (naive → setnx → token → watchdog → segmented, and lua as the
-//! lock-free ceiling), and every deduction leaves evidence in Redis so that `/stats` can
-//! say how many units were sold, oversold or lost, and whether two lock holders ever
-//! overlapped.
+//! the classic progression (naive → setnx → token → watchdog → segmented → shares, and lua
+//! as the lock-free ceiling; redlock over servers of its own), and every deduction leaves
+//! evidence in Redis so that `/stats` can say how many units were sold, oversold or lost,
+//! and whether two lock holders ever overlapped.
+//!
+//! The locks themselves are the `seckill-lock` crate; the load the bench, the lessons and
+//! the tests drive is `seckill-load`; `seckill-bench` is the comparison.
 //!
 //! # Layout
 //!
-//! - [`cli`] — the command line: `seckill serve`, `seckill bench`, and their flags.
-//! - [`bench`] — the side-by-side comparison driver behind `seckill bench`.
-//! - [`config`] — what one instance is told at start, and the bounds on every knob.
+//! - [`config`] — the command line (`seckill serve`), every flag, the bounds on every knob,
+//!   and [`config::RedisArgs`], the stock store's flags, which the bench takes too.
 //! - [`startup`] — [`startup::Application`]: binds, builds the router, runs until a signal.
-//! - [`state`] — [`state::AppState`], shared by every handler: the store, metrics, config.
-//! - [`store`] — which Redis, in which topology (one server or a Cluster): the one module
-//!   that knows; everything else talks to its [`store::RedisConn`].
-//! - [`routes`] — one module per resource: `deduct`, `stock` (and `/stats`), `admin`, `health`.
-//! - [`lessons`] — the lessons a teacher starts from the page (`GET /`): a reset and the
-//!   bench's load, driven from inside the instance.
-//! - [`knobs`] — the per-request teaching knobs (`work_ms`, `ttl_ms`, `fault`, …), parsed
-//!   and bounded before anything touches Redis.
-//! - [`variant`] — [`variant::Variant`], the variants' names, below everything that names them.
-//! - [`variants`] — one file per variant of `/deduct_stock`, all the same shape, and the
-//!   critical section they share.
-//! - [`lock`] — the locks themselves (`SetnxLock`, `TokenLock`, `WatchdogLock`, `Redlock`),
-//!   usable without HTTP.
-//! - [`product`] — product-level operations: reset, and the audit behind `/stats`.
+//! - [`state`] — [`state::AppState`], one instance, shared by every handler and deduction.
+//! - [`variants`] — the registry ([`variants::VARIANTS`]) and one file per variant, all the
+//!   same shape; the outcome of a deduction, its context, and the one lock sequence and
+//!   critical section the lock variants share. Its module doc says how to add a variant.
+//! - [`knobs`] — the per-request teaching knobs (`work_ms`, `wait_ms`, `fault`, …): declared,
+//!   parsed and bounded before anything touches Redis.
+//! - [`routes`] — one module per resource: `deduct`, `stock` (and `/stats`), `admin`,
+//!   `health`, `page`, `openapi` (written from the registries).
+//! - [`product`] — reset, where a product's shards live, and the audit behind `/stats`.
+//! - [`lessons`] — the lessons (defined once, for the page and the bench) and their runner.
+//! - [`store`] — which Redis, in which topology (one server, a Cluster, or behind
+//!   sentinels): the one module that knows; everything else talks to its [`store::RedisConn`].
 //! - [`keys`] — every Redis key, built in one place; product ids that cannot smuggle keys.
-//! - [`scripts`] — the Lua scripts from `lua/`, each loaded once.
+//! - [`scripts`] — the Lua scripts from `lua/`, each loaded once, with their arguments.
 //! - [`metrics`] — the Prometheus registry behind `/metrics`.
 //! - [`error`] — [`error::AppError`], the one error type handlers return, and its statuses.
 //! - [`telemetry`] — tracing set-up.
 //! - [`timer`] — a sleep that lasts what it says (`work_ms`), where tokio's rounds up a millisecond.
 
-pub mod bench;
-pub mod cli;
 pub mod config;
 pub mod error;
 pub mod keys;
 pub mod knobs;
 pub mod lessons;
-pub mod lock;
 pub mod metrics;
 pub mod product;
 pub mod routes;
@@ -50,5 +47,4 @@ pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod timer;
-pub mod variant;
 pub mod variants;

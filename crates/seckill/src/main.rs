@@ -1,5 +1,5 @@
 use clap::Parser;
-use seckill::cli::{Cli, Command};
+use seckill::config::{Cli, Command};
 use seckill::startup::Application;
 
 /// A request allocates a few dozen small buffers (headers, keys, the answer) and frees them
@@ -26,9 +26,6 @@ async fn main() -> anyhow::Result<()> {
             // the service on port 0 read it from here.
             println!("listening on {}", app.local_addr());
             app.run_until_stopped().await?;
-        }
-        Command::Bench(args) => {
-            seckill::bench::run(args).await?;
         }
     }
     Ok(())

@@ -3,17 +3,19 @@
 //! One registry per instance (not a process-wide recorder), so several instances can live
 //! in one process.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use seckill_lock::WatchdogCounters;
 
-use crate::lock::watchdog::WatchdogCounters;
-use crate::variant::Variant;
+use crate::variants::Variant;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RequestLabels {
@@ -52,7 +54,7 @@ pub struct Metrics {
 impl Metrics {
     /// Every series carries `instance="<id>"`: through Nginx, `/metrics` answers from a
     /// different instance each time, and the label says which.
-    pub fn new(instance: &str, watchdog: &WatchdogCounters) -> Self {
+    pub fn new(instance: &str, watchdog: Arc<WatchdogCounters>) -> Self {
         let labels = [(
             std::borrow::Cow::Borrowed("instance"),
             std::borrow::Cow::Owned(instance.to_owned()),
@@ -84,26 +86,7 @@ impl Metrics {
             "Time spent acquiring (or failing to acquire) a lock, by variant",
             lock_wait.clone(),
         );
-        registry.register(
-            "watchdog_renewals",
-            "Lock leases extended by a watchdog",
-            watchdog.renewals.clone(),
-        );
-        registry.register(
-            "watchdog_lost",
-            "Watchdog ticks that found their lock gone (the holder lost it)",
-            watchdog.lost.clone(),
-        );
-        registry.register(
-            "lock_wakeups",
-            "Waiters woken by an unlock message",
-            watchdog.wakeups.clone(),
-        );
-        registry.register(
-            "lock_hand_offs",
-            "Locks a holder handed straight to a waiter of this instance",
-            watchdog.hand_offs.clone(),
-        );
+        registry.register_collector(Box::new(LockCounters(watchdog)));
         let rss = Gauge::default();
         let peak_rss = Gauge::default();
         registry.register(
@@ -165,5 +148,44 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// The lock library's counters, read at each scrape (the library counts; the service
+/// exports).
+#[derive(Debug)]
+struct LockCounters(Arc<WatchdogCounters>);
+
+impl Collector for LockCounters {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let counters = &self.0;
+        let each = [
+            (
+                "watchdog_renewals",
+                "Lock leases extended by a watchdog",
+                counters.renewals(),
+            ),
+            (
+                "watchdog_lost",
+                "Watchdog ticks that found their lock gone (the holder lost it)",
+                counters.lost(),
+            ),
+            (
+                "lock_wakeups",
+                "Waiters woken by a release message",
+                counters.wakeups(),
+            ),
+            (
+                "lock_handoffs",
+                "Locks a holder handed straight to a waiter of this instance",
+                counters.handoffs(),
+            ),
+        ];
+        for (name, help, value) in each {
+            let counter = ConstCounter::new(value);
+            let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
+            counter.encode(metric)?;
+        }
+        Ok(())
     }
 }

@@ -1,20 +1,33 @@
-//! The Lua scripts in `lua/`, each built once.
+//! The service's Lua scripts in `lua/`, each built once, and the functions that fill in
+//! their keys and arguments, so that no caller counts `KEYS[5]` by hand.
 //!
 //! [`redis::Script`] sends `EVALSHA` and falls back to `EVAL` (loading the script) when
-//! Redis does not know it yet, for instance after a restart.
-//!
-//! The steps that several scripts share — take a lock, give it back, enter a critical
-//! section, commit — are Lua functions in `lua/lib/`, written once; a script is its
-//! libraries followed by its own file, joined at compile time.
+//! Redis does not know it yet, for instance after a restart. The steps several scripts
+//! share — enter a critical section, commit — are Lua functions in `lua/lib/critical.lua`;
+//! taking and giving back a watchdog lock are `seckill-lock`'s ([`LOCK_LUA`]). A script
+//! is its libraries followed by its own file.
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
-use redis::Script;
+use redis::{Script, ScriptInvocation};
+use seckill_lock::watchdog::{FAIR_PATIENCE, ReleaseArgs};
+use seckill_lock::{LOCK_LUA, millis};
 
-/// A script from `lua/`, with the libraries it uses in front of it.
+use crate::keys::ShardKeys;
+use crate::variants::section::{Credentials, StockWrite};
+
+const CRITICAL_LUA: &str = include_str!("../lua/lib/critical.lua");
+
+/// A script from `lua/`, with the libraries it uses (`[LOCK_LUA, …]`) in front of it.
 macro_rules! script {
-    ($($file:literal),+) => {
-        LazyLock::new(|| Script::new(concat!($(include_str!(concat!("../lua/", $file))),+)))
+    ($file:literal) => {
+        LazyLock::new(|| Script::new(include_str!(concat!("../lua/", $file))))
+    };
+    ([$($library:expr),+], $file:literal) => {
+        LazyLock::new(|| {
+            Script::new(&[$($library,)+ include_str!(concat!("../lua/", $file))].concat())
+        })
     };
 }
 
@@ -22,19 +35,17 @@ macro_rules! script {
 pub static DEDUCT: LazyLock<Script> = script!("deduct.lua");
 
 /// A lock holder enters its critical section (overlap audit) and reads the stock.
-pub static ENTER: LazyLock<Script> = script!("lib/critical.lua", "enter.lua");
+static ENTER: LazyLock<Script> = script!([CRITICAL_LUA], "enter.lua");
 
 /// Take one unit, record the order and leave the critical section.
-pub static COMMIT: LazyLock<Script> = script!("lib/critical.lua", "commit.lua");
+static COMMIT: LazyLock<Script> = script!([CRITICAL_LUA], "commit.lua");
 
 /// Take a watchdog lock and, once it is taken, enter and read the stock: one round trip.
-pub static LOCK_ENTER: LazyLock<Script> =
-    script!("lib/lock.lua", "lib/critical.lua", "lock_enter.lua");
+static LOCK_ENTER: LazyLock<Script> = script!([LOCK_LUA, CRITICAL_LUA], "lock_enter.lua");
 
 /// Commit (or just leave) and give the watchdog lock back, or hand it to a waiter of the
 /// same instance and let that waiter in: one round trip.
-pub static COMMIT_RELEASE: LazyLock<Script> =
-    script!("lib/lock.lua", "lib/critical.lua", "commit_release.lua");
+static COMMIT_RELEASE: LazyLock<Script> = script!([LOCK_LUA, CRITICAL_LUA], "commit_release.lua");
 
 /// `shares`: claim a share of the pool (after giving expired claims back to it).
 pub static SHARE_CLAIM: LazyLock<Script> = script!("share_claim.lua");
@@ -42,26 +53,127 @@ pub static SHARE_CLAIM: LazyLock<Script> = script!("share_claim.lua");
 /// `shares`: record a sale from a claimed share, and renew the claim's lease.
 pub static SHARE_SELL: LazyLock<Script> = script!("share_sell.lua");
 
-/// Compare-and-delete release of a token lock.
-pub static TOKEN_RELEASE: LazyLock<Script> = script!("token_release.lua");
+/// One sale as the commit scripts record it.
+pub struct Sale<'a> {
+    pub shard: &'a ShardKeys,
+    /// Who leaves the critical section.
+    pub holder: &'a str,
+    /// The order id the sale is recorded under.
+    pub order: &'a str,
+    pub instance: &'a str,
+    pub variant: &'a str,
+}
 
-/// Take or re-enter a watchdog (reentrant hash) lock, fair or not.
-pub static WATCHDOG_LOCK: LazyLock<Script> = script!("lib/lock.lua", "watchdog_lock.lua");
+impl Sale<'_> {
+    /// The keys and first arguments of `lib/critical.lua`'s `commit`, as `commit.lua` and
+    /// `commit_release.lua` both take them.
+    fn fill(&self, script: &mut ScriptInvocation<'_>) {
+        let shard = self.shard;
+        script
+            .key(&shard.stock)
+            .key(&shard.inside)
+            .key(&shard.orders)
+            .key(&shard.audit)
+            .key(&shard.lock)
+            .key(&shard.fence)
+            .arg(self.holder)
+            .arg(self.order)
+            .arg(self.instance)
+            .arg(self.variant);
+    }
+}
 
-/// Give back one hold of a watchdog lock; on the last, hand it on or delete it and publish.
-pub static WATCHDOG_UNLOCK: LazyLock<Script> = script!("lib/lock.lua", "watchdog_unlock.lua");
+/// `enter.lua`: `holder` enters `shard`'s critical section for up to `stay`, presenting its
+/// fencing `token` if it has one.
+pub fn enter(
+    shard: &ShardKeys,
+    holder: &str,
+    stay: Duration,
+    token: Option<i64>,
+) -> ScriptInvocation<'static> {
+    let mut script = ENTER.prepare_invoke();
+    script
+        .key(&shard.stock)
+        .key(&shard.inside)
+        .key(&shard.audit)
+        .key(&shard.fence)
+        .arg(holder)
+        .arg(millis(stay))
+        .arg(token_arg(token));
+    script
+}
 
-/// A fair lock's waiter leaves the queue.
-pub static FAIR_LEAVE: LazyLock<Script> = script!("lib/lock.lua", "fair_leave.lua");
+/// `commit.lua`: the sale written as `write` says, its holder presenting `credentials`.
+pub(crate) fn commit(
+    sale: &Sale<'_>,
+    write: StockWrite,
+    credentials: Credentials<'_>,
+) -> ScriptInvocation<'static> {
+    let mut script = COMMIT.prepare_invoke();
+    sale.fill(&mut script);
+    match write {
+        StockWrite::Decrement => script.arg("decr").arg(0),
+        StockWrite::Set(value) => script.arg("set").arg(value),
+    };
+    script
+        .arg(credentials.lock_holder.unwrap_or_default())
+        .arg(token_arg(credentials.token));
+    script
+}
 
-/// The watchdog's tick: extend the lease if the owner still holds the lock.
-pub static WATCHDOG_RENEW: LazyLock<Script> = script!("watchdog_renew.lua");
+/// `lock_enter.lua` for `holder` on `shard`'s lock: one try at the watchdog lock, which
+/// enters the critical section once the lock is taken (`stay`: how long it may be inside).
+pub fn lock_enter(
+    shard: &ShardKeys,
+    holder: &str,
+    lease: Duration,
+    fair: bool,
+    stay: Duration,
+) -> ScriptInvocation<'static> {
+    let mut script = LOCK_ENTER.prepare_invoke();
+    script
+        .key(&shard.lock)
+        .key(&shard.lock_channel)
+        .key(&shard.lock_queue)
+        .key(&shard.lock_waiting)
+        .key(&shard.stock)
+        .key(&shard.inside)
+        .key(&shard.audit)
+        .key(&shard.fence)
+        .arg(millis(lease).max(1))
+        .arg(holder)
+        .arg(if fair { "fair" } else { "unfair" })
+        .arg(millis(FAIR_PATIENCE))
+        .arg(millis(stay));
+    script
+}
 
-/// Extend a Redlock lock on one server, if it is still the caller's.
-pub static REDLOCK_EXTEND: LazyLock<Script> = script!("redlock_extend.lua");
+/// `commit_release.lua`: the sale's holder leaves the critical section — selling a unit
+/// when `sells`, otherwise just leaving — and gives the lock back as `release` says (to
+/// its successor, when it names one).
+pub fn commit_release(
+    sale: &Sale<'_>,
+    sells: bool,
+    release: &ReleaseArgs,
+) -> ScriptInvocation<'static> {
+    let successor = release.successor.as_ref();
+    let shard = sale.shard;
+    let mut script = COMMIT_RELEASE.prepare_invoke();
+    sale.fill(&mut script);
+    script
+        .key(&shard.lock_channel)
+        .key(&shard.lock_queue)
+        .key(&shard.lock_waiting)
+        .arg(if sells { "decr" } else { "leave" })
+        .arg(millis(release.lease).max(1))
+        .arg(if release.fair { "fair" } else { "unfair" })
+        .arg(successor.map_or("", |s| s.holder.as_str()))
+        .arg(successor.map_or(0, |s| millis(s.lease).max(1)))
+        .arg(successor.map_or(0, |s| millis(s.hold)));
+    script
+}
 
-/// A lock's TTL and holder, whichever kind holds it.
-pub static LOCK_STATE: LazyLock<Script> = script!("lock_state.lua");
-
-/// Delete any lock and wake its waiters.
-pub static FORCE_UNLOCK: LazyLock<Script> = script!("lib/lock.lua", "force_unlock.lua");
+/// A fencing token as the scripts take it: `''` for none.
+fn token_arg(token: Option<i64>) -> String {
+    token.map(|t| t.to_string()).unwrap_or_default()
+}

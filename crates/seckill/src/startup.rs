@@ -1,7 +1,6 @@
 //! Building and running one instance.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -16,15 +15,16 @@ use tower::ServiceBuilder;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
+use seckill_lock::{HolderIds, Redlock, WatchdogLocks};
+
 use crate::config::{ServeArgs, check_instance_id, instance_id_from};
 use crate::keys::LOCK_CHANNEL_PATTERN;
 use crate::lessons::Lessons;
-use crate::lock::{OwnerIds, Redlock, WatchdogLocks};
 use crate::metrics::Metrics;
 use crate::routes;
-use crate::state::{AppState, Settings};
+use crate::state::{App, AppState, Settings};
 use crate::store::{RedisMode, Store, StoreConfig};
-use crate::variants::{LuaBatches, Shares};
+use crate::variants::{Start, VARIANTS};
 
 pub struct Application {
     listener: TcpListener,
@@ -43,47 +43,9 @@ impl Application {
             .instance_id
             .clone()
             .unwrap_or_else(|| instance_id_from(local_addr));
-        check_instance_id(&instance)?;
-
-        let (stock_config, lock_config) = store_configs(&args)?;
-        let store = Store::connect(stock_config)?;
-        let lock_store = match lock_config {
-            Some(config) => Some(Store::connect(config).context("--lock-redis-url")?),
-            None => None,
-        };
-        let redlock = Redlock::connect(&args.redlock_urls, args.limits.redis_timeout())?;
-        let settings = Settings::new(&args, instance.clone());
-        let lease = Duration::from_millis(args.limits.lock_lease_ms);
-        let lock_side = lock_store.as_ref().unwrap_or(&store);
-        let locks = WatchdogLocks::start(
-            lock_side.subscribe_targets(),
-            lock_side.conn(),
-            lease,
-            LOCK_CHANNEL_PATTERN,
-        );
-        locks.set_hand_offs(args.lock_hand_offs);
-
-        let lua = LuaBatches::start(
-            store.conn(),
-            instance.as_str().into(),
-            usize::try_from(args.limits.max_in_flight).unwrap_or(usize::MAX),
-            settings.wait,
-        );
-        let state = AppState {
-            lock_store: lock_store.unwrap_or_else(|| store.clone()),
-            separate_lock_store: args.lock_redis_url.is_some(),
-            redlock,
-            store,
-            settings: Arc::new(settings),
-            metrics: Arc::new(Metrics::new(&instance, locks.counters())),
-            owners: Arc::new(OwnerIds::for_instance(&instance)),
-            locks,
-            lua,
-            shares: Shares::new(Duration::from_millis(args.share_lease_ms)),
-            lessons: Lessons::new(&args.bench_url),
-        };
-        let router = app(state);
-        tracing::info!(%local_addr, %instance, faults = args.faults, "seckill instance ready");
+        let faults = args.faults;
+        let router = app(state(args, &instance)?);
+        tracing::info!(%local_addr, %instance, faults, "seckill instance ready");
         Ok(Self {
             listener,
             router,
@@ -105,6 +67,61 @@ impl Application {
         .with_graceful_shutdown(shutdown_signal())
         .await
     }
+}
+
+/// One instance named `instance`, as `args` describe it: its stores (connected lazily),
+/// locks, metrics and each variant's state. Needs a tokio runtime (the locks' subscription
+/// starts here). With [`app`], what tests drive in-process with `tower::ServiceExt::oneshot`.
+pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
+    args.check()?;
+    check_instance_id(instance)?;
+    let instance = instance.to_owned();
+    let (stock_config, lock_config) = store_configs(&args)?;
+    let store = Store::connect(stock_config)?;
+    let lock_store = match lock_config {
+        Some(config) => Some(Store::connect(config).context("--lock-redis-url")?),
+        None => None,
+    };
+    let redlock = if args.redlock_urls.is_empty() {
+        None
+    } else {
+        let urls = &args.redlock_urls;
+        let servers = Redlock::connect(urls, args.limits.redis_timeout())
+            .with_context(|| format!("--redlock-urls {urls:?}"))?;
+        Some(servers)
+    };
+    let settings = Settings::new(&args, instance.clone());
+    let lease = Duration::from_millis(args.limits.lock_lease_ms);
+    let lock_side = lock_store.as_ref().unwrap_or(&store);
+    let locks = WatchdogLocks::start(
+        lock_side.subscribe_targets(),
+        lock_side.conn(),
+        lease,
+        LOCK_CHANNEL_PATTERN,
+    );
+    locks.set_handoffs(args.lock_handoffs);
+
+    let start = Start {
+        args: &args,
+        settings: &settings,
+        store: &store,
+    };
+    let variant_state = VARIANTS
+        .iter()
+        .filter_map(|v| Some((*v, (v.spec().start?)(&start))))
+        .collect();
+    Ok(AppState::new(App {
+        lock_store: lock_store.unwrap_or_else(|| store.clone()),
+        locks_beside_stock: args.lock_redis_url.is_none(),
+        redlock,
+        store,
+        metrics: Metrics::new(&instance, locks.counters()),
+        settings,
+        holders: HolderIds::for_instance(&instance),
+        locks,
+        variant_state,
+        lessons: Lessons::new(&args.bench_url),
+    }))
 }
 
 /// A listener with a deep accept queue. Nginx opens a connection per request in flight
@@ -165,21 +182,11 @@ async fn overloaded(err: BoxError) -> Response {
 /// The stock store's and the lock store's topology and URLs (the lock store is the stock
 /// store unless one is named), and the CA to trust for `rediss://` when one is given.
 fn store_configs(args: &ServeArgs) -> anyhow::Result<(StoreConfig, Option<StoreConfig>)> {
-    let tls_ca = match &args.redis_tls_ca {
-        Some(ca) => Some(std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?),
-        None => None,
-    };
-    let stock = StoreConfig {
-        mode: args.redis_mode,
-        urls: args.redis_url.clone(),
-        tls_ca: tls_ca.clone(),
-        timeout: args.limits.redis_timeout(),
-        sentinel_master: args.redis_sentinel_master.clone(),
-    };
+    let stock = args.redis.store_config(args.limits.redis_timeout())?;
     let locks = args.lock_redis_url.as_ref().map(|urls| StoreConfig {
         mode: args.lock_redis_mode.unwrap_or(RedisMode::Standalone),
         urls: urls.clone(),
-        tls_ca,
+        tls_ca: stock.tls_ca.clone(),
         timeout: args.limits.redis_timeout(),
         sentinel_master: args.lock_redis_sentinel_master.clone(),
     });

@@ -1,17 +1,38 @@
-//! The state every handler shares.
+//! The state every handler and every deduction shares: one instance.
 
+use std::any::Any;
+use std::ops::Deref;
 use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use seckill_lock::{HolderIds, Redlock, WatchdogLocks};
 
 use crate::config::{Limits, ServeArgs};
 use crate::lessons::Lessons;
-use crate::lock::{OwnerIds, Redlock, WatchdogLocks};
 use crate::metrics::Metrics;
-use crate::store::Store;
-use crate::variant::Variant;
-use crate::variants::{LuaBatches, ReplicaWait, Shares};
+use crate::store::{RedisConn, ReplicaConfirm, Store};
+use crate::variants::Variant;
 
+/// One instance. Cheap to clone: one `Arc`.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<App>);
+
+impl AppState {
+    pub fn new(app: App) -> Self {
+        Self(Arc::new(app))
+    }
+}
+
+impl Deref for AppState {
+    type Target = App;
+
+    fn deref(&self) -> &App {
+        &self.0
+    }
+}
+
+pub struct App {
     /// The stock store: stock, orders, audit (and the locks, unless a lock store is
     /// named). Its connection is multiplexed and shared by every request: commands from
     /// many tasks are pipelined onto it, so Redis access never waits for a free
@@ -21,21 +42,31 @@ pub struct AppState {
     /// The lock store: setnx, token, watchdog and segmented locks. The stock store
     /// itself unless `--lock-redis-url` names another.
     pub lock_store: Store,
-    /// Whether `--lock-redis-url` named a lock store of its own.
-    pub separate_lock_store: bool,
+    /// Whether the locks live in the stock store itself (no `--lock-redis-url`), so that a
+    /// script can check a lock and write the stock in one step.
+    pub locks_beside_stock: bool,
     /// The `redlock` variant's servers (`--redlock-urls`).
-    pub redlock: Option<Redlock>,
-    pub settings: Arc<Settings>,
-    pub metrics: Arc<Metrics>,
-    pub owners: Arc<OwnerIds>,
+    pub redlock: Option<Redlock<ConnectionManager>>,
+    pub settings: Settings,
+    pub metrics: Metrics,
+    /// Who each request is, in locks and in the audit.
+    pub holders: HolderIds,
     /// The watchdog locks' shared subscription and waiter queues.
-    pub locks: WatchdogLocks,
-    /// The lua variant's shared calls to Redis.
-    pub lua: LuaBatches,
-    /// The shares this instance holds (the `shares` variant).
-    pub shares: Shares,
+    pub locks: WatchdogLocks<RedisConn>,
+    /// What each variant keeps per instance (its `Spec::start`).
+    pub variant_state: Vec<(Variant, Arc<dyn Any + Send + Sync>)>,
     /// The lessons the page starts.
     pub lessons: Lessons,
+}
+
+impl App {
+    /// What `variant` keeps per instance, if anything.
+    pub fn variant_state(&self, variant: Variant) -> Option<&(dyn Any + Send + Sync)> {
+        self.variant_state
+            .iter()
+            .find(|(v, _)| *v == variant)
+            .map(|(_, state)| state.as_ref())
+    }
 }
 
 /// The parts of the configuration handlers read.
@@ -46,28 +77,24 @@ pub struct Settings {
     pub faults: bool,
     pub default_variant: Variant,
     pub limits: Limits,
-    /// `--redis-wait-replicas`, when above 0.
-    pub wait: Option<ReplicaWait>,
-    /// `--lock-wait-replicas`, when above 0.
-    pub lock_wait: Option<ReplicaWait>,
+    /// `--redis-wait-replicas`: replicas every sale must reach before it is answered 200.
+    pub sale_confirm: Option<ReplicaConfirm>,
+    /// `--lock-wait-replicas`: replicas of the lock store every lock must reach before
+    /// its holder goes on.
+    pub lock_confirm: Option<ReplicaConfirm>,
 }
 
 impl Settings {
     pub fn new(args: &ServeArgs, instance: String) -> Self {
+        let timeout = Duration::from_millis(args.redis_wait_timeout_ms);
         Self {
             instance: instance.into(),
             admin_token: args.admin_token.clone(),
             faults: args.faults,
             default_variant: args.default_variant,
             limits: args.limits.clone(),
-            wait: (args.redis_wait_replicas > 0).then(|| ReplicaWait {
-                replicas: args.redis_wait_replicas,
-                timeout: std::time::Duration::from_millis(args.redis_wait_timeout_ms),
-            }),
-            lock_wait: (args.lock_wait_replicas > 0).then(|| ReplicaWait {
-                replicas: args.lock_wait_replicas,
-                timeout: std::time::Duration::from_millis(args.redis_wait_timeout_ms),
-            }),
+            sale_confirm: ReplicaConfirm::of(args.redis_wait_replicas, timeout),
+            lock_confirm: ReplicaConfirm::of(args.lock_wait_replicas, timeout),
         }
     }
 }

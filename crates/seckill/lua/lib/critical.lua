@@ -47,13 +47,13 @@ end
 
 -- The holder leaves: `take` is 'decr' (take one unit in Redis), 'set' (write `value`, a
 -- stock the application computed from what it read earlier: naive's lost update) or
--- 'leave' (sell nothing). `owner_fence`, when not '', is an owner that must still hold the
+-- 'leave' (sell nothing). `lock_holder`, when not '', is a holder that must still hold the
 -- watchdog lock hash `lock` (only when the lock lives beside the stock).
 -- Returns the units left; -2 when the stock key is gone (a reset, or Redis lost it); -3
--- when the owner no longer holds the lock (counted as lock_lost); -4 when the token is
+-- when that holder no longer holds the lock (counted as lock_lost); -4 when the token is
 -- older than one the stock has seen (counted as fenced). On -2, -3 and -4 nothing is sold.
 local function commit(stock, inside, orders, audit, lock, fence, holder, order, instance,
-                      variant, take, value, owner_fence, token)
+                      variant, take, value, lock_holder, token)
   redis.call('ZREM', inside, holder)
   if redis.call('EXISTS', stock) == 0 then
     return -2
@@ -61,8 +61,8 @@ local function commit(stock, inside, orders, audit, lock, fence, holder, order, 
   if take == 'leave' then
     return tonumber(redis.call('GET', stock))
   end
-  if owner_fence ~= '' and (redis.call('TYPE', lock).ok ~= 'hash'
-      or redis.call('HEXISTS', lock, owner_fence) == 0) then
+  if lock_holder ~= '' and (redis.call('TYPE', lock).ok ~= 'hash'
+      or redis.call('HEXISTS', lock, lock_holder) == 0) then
     redis.call('HINCRBY', audit, 'lock_lost', 1)
     return -3
   end

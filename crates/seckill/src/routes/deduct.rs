@@ -14,7 +14,6 @@ use tokio::time::Instant;
 
 use super::params;
 use crate::error::AppError;
-use crate::keys::ProductKeys;
 use crate::knobs::Knobs;
 use crate::state::AppState;
 use crate::variants::{Deduction, Outcome, Variant};
@@ -106,37 +105,16 @@ async fn run(
     let settings = &state.settings;
     let knobs = Knobs::parse(variant, &params, &settings.limits, settings.faults)?;
     let product = knobs.product.to_string();
-    let deduction = Deduction {
-        redis: state.store.conn(),
-        store: state.store.clone(),
-        lock_redis: state.lock_store.conn(),
-        locks_beside_stock: !state.separate_lock_store,
-        wait: settings.wait,
-        lock_wait: settings.lock_wait,
-        redlock: state.redlock.clone(),
-        product: ProductKeys::new(&knobs.product),
-        knobs,
-        variant,
-        instance: settings.instance.clone(),
-        holder: state.owners.next(),
-        metrics: state.metrics.clone(),
-        locks: state.locks.clone(),
-        lua: state.lua.clone(),
-        shares: state.shares.clone(),
-        worked_us: Default::default(),
-    };
-    let outcome = if variant.takes_a_lock() {
+    let deduction = Deduction::new(state.clone(), variant, knobs);
+    let (outcome, worked) = if variant.spec().must_finish {
         // Spawned, so that a client hanging up (or the request timeout) cannot cut a
         // deduction short between taking a lock and giving it back.
         tokio::spawn(async move { (deduction.run().await, deduction.worked()) })
             .await
             .map_err(|err| AppError::Internal(err.into()))?
     } else {
-        // Nothing to leave half-done: lua is one atomic script, and naive's write, if it
-        // is sent at all, is one script too.
         (deduction.run().await, deduction.worked())
     };
-    let (outcome, worked) = outcome;
     Ok((product, outcome?, worked))
 }
 
@@ -147,16 +125,7 @@ fn answer(
     outcome: Outcome,
     worked: Option<Duration>,
 ) -> Response {
-    let status = match outcome {
-        Outcome::Deducted { .. } => StatusCode::OK,
-        Outcome::SoldOut { .. } => StatusCode::CONFLICT,
-        Outcome::LockBusy => StatusCode::TOO_MANY_REQUESTS,
-        Outcome::LockLost => StatusCode::SERVICE_UNAVAILABLE,
-        Outcome::Abandoned => StatusCode::INTERNAL_SERVER_ERROR,
-        Outcome::Unconfirmed { .. } | Outcome::Fenced | Outcome::LockUnconfirmed => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
-    };
+    let status = outcome.status();
     let mut answer = Answer {
         outcome: outcome.name(),
         variant,

@@ -1,5 +1,5 @@
 //! `GET /healthz` (the process answers), `GET /readyz` (Redis answers), `GET /metrics`,
-//! and `GET /openapi.json` (the API's description, `docs/openapi.json`).
+//! and `GET /openapi.json` (the API's description, [`super::openapi`]).
 
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
@@ -16,7 +16,7 @@ pub fn router() -> Router<AppState> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/openapi.json", get(openapi))
+        .route("/openapi.json", get(super::openapi::openapi))
 }
 
 async fn healthz(State(state): State<AppState>) -> Json<Value> {
@@ -40,12 +40,5 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
         state.metrics.render(),
-    )
-}
-
-async fn openapi() -> impl IntoResponse {
-    (
-        [(CONTENT_TYPE, "application/json")],
-        include_str!("../../openapi.json"),
     )
 }

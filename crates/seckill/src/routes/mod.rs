@@ -3,6 +3,7 @@
 mod admin;
 mod deduct;
 mod health;
+pub mod openapi;
 mod page;
 mod stock;
 

@@ -1,6 +1,7 @@
-//! `GET /`: the teaching page; `GET /lessons`: what it offers; `GET /live`: `/stats` as the
-//! page polls it. Starting, watching and cancelling a lesson is admin (`/admin/lesson`, in
-//! `admin.rs`).
+//! `GET /`: the teaching page; `GET /lessons`: what it offers; `GET /variants`: each
+//! variant's name, summary, colour and knobs, from the registry; `GET /live`: `/stats` as
+//! the page polls it. Starting, watching and cancelling a lesson is admin
+//! (`/admin/lesson`, in `admin.rs`).
 //!
 //! The page is plain HTML, CSS and JavaScript in one file, `src/page/index.html`, built into
 //! the binary: no build step, nothing fetched from elsewhere, so it works offline.
@@ -19,12 +20,33 @@ use crate::error::AppError;
 use crate::lessons::{LESSONS, Lesson};
 use crate::product;
 use crate::state::AppState;
+use crate::variants::VARIANTS;
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(page))
         .route("/lessons", get(lessons))
+        .route("/variants", get(variants))
         .route("/live", get(live))
+}
+
+/// The registry as the page reads it: names, summaries, colours, knobs.
+async fn variants() -> Json<Value> {
+    let variants: Vec<Value> = VARIANTS
+        .iter()
+        .map(|v| {
+            let spec = v.spec();
+            json!({
+                "name": spec.name,
+                "summary": spec.summary,
+                "color": spec.color,
+                "knobs": spec.knobs.iter().map(|k| k.name).collect::<Vec<_>>(),
+                "in_progression": spec.in_progression,
+                "splits_stock": spec.splits_stock,
+            })
+        })
+        .collect();
+    Json(Value::Array(variants))
 }
 
 /// `/stats`, with a product that was never reset as `{"stats": null}` rather than a 404:

@@ -6,7 +6,7 @@
 //!
 //! - `standalone`: one server, one multiplexed connection ([`ConnectionManager`]) that
 //!   reconnects by itself.
-//! - `cluster`: redis-rs's async cluster client, from a list of seed nodes; it follows
+//! - `cluster`: redis-rs's async cluster client, from a list of initial nodes; it follows
 //!   slot moves and failovers by itself. Every script keeps its keys in one hash tag, so
 //!   each call lands on one slot; what spans shards goes as one call per shard.
 //! - `sentinel`: a master found through Redis Sentinel ([`SentinelConn`]); on a connection
@@ -17,9 +17,15 @@
 //! (setnx, token, watchdog and segmented locks), which is the stock store unless
 //! `--lock-redis-url` names another, as real deployments keep locks and data apart.
 
+mod confirm;
 mod sentinel;
+mod topology;
 
+pub use confirm::ReplicaConfirm;
 pub use sentinel::SentinelConn;
+pub use topology::{Master, key_slot, master_of};
+
+use topology::{node_address, parse_cluster_slots};
 
 use std::time::Duration;
 
@@ -36,7 +42,7 @@ use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
 pub enum RedisMode {
     /// One Redis server (`--redis-url` is one URL).
     Standalone,
-    /// Redis Cluster (`--redis-url` lists seed nodes, comma-separated).
+    /// Redis Cluster (`--redis-url` lists initial nodes, comma-separated).
     Cluster,
     /// A master and its replicas watched by Redis Sentinel (`--redis-url` lists the
     /// sentinels, and the master's name is given apart).
@@ -47,7 +53,7 @@ pub enum RedisMode {
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
     pub mode: RedisMode,
-    /// One URL, or (cluster) a comma-separated list of seed nodes.
+    /// One URL, or (cluster) a comma-separated list of initial nodes.
     pub urls: String,
     /// PEM of the CA that signed the servers' TLS certificates.
     pub tls_ca: Option<Vec<u8>>,
@@ -119,7 +125,7 @@ impl RedisConn {
         timeout: Duration,
     ) -> Result<u32, RedisError> {
         let mut wait = redis::cmd("WAIT");
-        wait.arg(replicas).arg(millis(timeout));
+        wait.arg(replicas).arg(seckill_lock::millis(timeout));
         let acked = match self {
             Self::Single(conn) => wait.query_async(conn).await?,
             Self::Sentinel(conn) => wait.query_async(conn).await?,
@@ -156,72 +162,6 @@ impl RedisConn {
     }
 }
 
-/// One master of the store, and the slot ranges it serves.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Master {
-    /// `host:port`, as the Cluster announces it.
-    pub addr: String,
-    pub slots: Vec<(u16, u16)>,
-}
-
-impl Master {
-    pub fn serves(&self, slot: u16) -> bool {
-        self.slots
-            .iter()
-            .any(|&(from, to)| (from..=to).contains(&slot))
-    }
-}
-
-/// The master that serves `key`'s slot, if the list has it.
-pub fn master_of<'a>(masters: &'a [Master], key: &str) -> Option<&'a Master> {
-    let slot = key_slot(key.as_bytes());
-    masters.iter().find(|m| m.serves(slot))
-}
-
-/// `CLUSTER SLOTS`: `[[from, to, [ip, port, id], replicas…], …]`, grouped by master.
-fn parse_cluster_slots(reply: Value) -> Vec<Master> {
-    let mut masters: Vec<Master> = Vec::new();
-    let Value::Array(ranges) = reply else {
-        return masters;
-    };
-    for range in ranges {
-        let Value::Array(parts) = range else { continue };
-        let (Some(from), Some(to), Some(Value::Array(node))) =
-            (parts.first(), parts.get(1), parts.get(2))
-        else {
-            continue;
-        };
-        let (Ok(from), Ok(to)) = (
-            redis::from_redis_value_ref::<u16>(from),
-            redis::from_redis_value_ref::<u16>(to),
-        ) else {
-            continue;
-        };
-        let (Some(host), Some(port)) = (node.first(), node.get(1)) else {
-            continue;
-        };
-        let (Ok(host), Ok(port)) = (
-            redis::from_redis_value_ref::<String>(host),
-            redis::from_redis_value_ref::<u16>(port),
-        ) else {
-            continue;
-        };
-        let addr = format!("{host}:{port}");
-        match masters.iter_mut().find(|m| m.addr == addr) {
-            Some(master) => master.slots.push((from, to)),
-            None => masters.push(Master {
-                addr,
-                slots: vec![(from, to)],
-            }),
-        }
-    }
-    for master in &mut masters {
-        master.slots.sort_unstable();
-    }
-    masters.sort_by_key(|m| m.slots.first().map(|s| s.0));
-    masters
-}
-
 /// A store of an instance: its connection, and what the few things that must talk to one
 /// node at a time (the release subscription) need to find one.
 #[derive(Clone)]
@@ -241,9 +181,10 @@ pub enum Nodes {
     Sentinel(SentinelConn),
 }
 
-impl Nodes {
+/// The watchdog locks' subscription listens on these.
+impl seckill_lock::watchdog::Subscriber for Nodes {
     /// The node to try on the `attempt`-th (re)connection.
-    pub async fn pick(&self, attempt: usize) -> Option<redis::Client> {
+    async fn client(&self, attempt: usize) -> Option<redis::Client> {
         match self {
             Self::Fixed(clients) if clients.is_empty() => None,
             Self::Fixed(clients) => Some(clients[attempt % clients.len()].clone()),
@@ -317,7 +258,7 @@ impl Store {
                 }
                 let client = builder
                     .build()
-                    .context("--redis-url (cluster seed nodes)")?;
+                    .context("--redis-url (cluster initial nodes)")?;
                 let cluster_config = ClusterConfig::new()
                     .set_connection_timeout(config.timeout)
                     .set_response_timeout(config.timeout);
@@ -374,64 +315,4 @@ fn manager_config(timeout: Duration) -> ConnectionManagerConfig {
         .set_number_of_retries(1)
         .set_min_delay(Duration::from_millis(50))
         .set_max_delay(Duration::from_millis(500))
-}
-
-/// `host:port` of a `redis://[user:pass@]host:port[/db]` URL.
-fn node_address(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
-    rest.split('/').next().unwrap_or(rest).to_owned()
-}
-
-/// The Cluster slot of a key: CRC16 (XMODEM) of its hash tag, or of the whole key when it
-/// has none, modulo 16384 — as Redis computes it.
-pub fn key_slot(key: &[u8]) -> u16 {
-    let hashed = match key.iter().position(|&b| b == b'{') {
-        Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
-            Some(0) | None => key,
-            Some(len) => &key[open + 1..open + 1 + len],
-        },
-        None => key,
-    };
-    crc16(hashed) % 16384
-}
-
-fn crc16(bytes: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in bytes {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slots_match_redis() {
-        // Values from CLUSTER KEYSLOT on a real Redis 7.
-        assert_eq!(crc16(b"123456789"), 0x31c3);
-        assert_eq!(key_slot(b"foo"), 12182);
-        assert_eq!(key_slot(b"seckill:{101}:stock"), key_slot(b"101"));
-        assert_eq!(key_slot(b"{}x"), key_slot(b"{}x"));
-        assert_ne!(key_slot(b"{}x"), key_slot(b"x"));
-    }
-
-    #[test]
-    fn node_addresses_drop_scheme_password_and_db() {
-        assert_eq!(node_address("redis://127.0.0.1:7001"), "127.0.0.1:7001");
-        assert_eq!(node_address("rediss://:pw@host:6380/2"), "host:6380");
-    }
 }

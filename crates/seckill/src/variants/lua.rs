@@ -9,6 +9,7 @@
 //! once. The round trip, not the script, is most of what a deduction costs (see
 //! PERFORMANCE.md); `batch=off` sends each deduction on its own, to show it.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
@@ -16,35 +17,72 @@ use redis::RedisError;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::{Deduction, Outcome, ReplicaWait, Variant};
+use super::section::confirm_sales;
+use super::{Deduction, Outcome, Spec, Start};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
+use crate::knobs::{Kind, Knob};
 use crate::scripts;
-use crate::store::RedisConn;
+use crate::store::{RedisConn, ReplicaConfirm};
+
+/// `batch=off`: each deduction in a script call of its own.
+pub const BATCH: Knob = Knob {
+    name: "batch",
+    doc: "lua only: on (the default) sends the deduction in the instance's next shared \
+          script call with the others that arrived meanwhile; off sends it in a call of \
+          its own.",
+    kind: Kind::Switch { default: true },
+};
+
+pub static SPEC: Spec = Spec {
+    name: "lua",
+    summary: "one script checks, takes a unit and records the order: no lock, the ceiling",
+    color: "#00838f",
+    knobs: &[BATCH],
+    in_progression: true,
+    splits_stock: false,
+    // One atomic script: if it is sent at all, it runs whole.
+    must_finish: false,
+    counts_its_refusals: true,
+    deduct: |d| Box::pin(deduct(d)),
+    start: Some(start),
+};
 
 /// Most deductions in one call. Past a few dozen, a bigger call saves nothing more.
 pub const MAX_BATCH: usize = 128;
 
-pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
+fn start(start: &Start<'_>) -> Arc<dyn Any + Send + Sync> {
+    let capacity = usize::try_from(start.args.limits.max_in_flight).unwrap_or(usize::MAX);
+    Arc::new(LuaBatches::start(
+        start.store.conn(),
+        start.settings.instance.clone(),
+        capacity,
+        start.settings.sale_confirm,
+    ))
+}
+
+async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
     let index = shard.index;
     let order = Uuid::now_v7().to_string();
-    let taken = if d.knobs.batch {
-        d.lua.deduct(shard, order.clone()).await?
+    let unit = if d.knobs.switch(&BATCH) {
+        let batches: &LuaBatches = d.state()?;
+        batches.deduct(shard, order.clone()).await?
     } else {
-        call(&mut d.redis.clone(), &d.instance, &shard, &[&order], d.wait)
+        let (instance, confirm) = (&d.app.settings.instance, d.app.settings.sale_confirm);
+        call(&mut d.redis(), instance, &shard, &[&order], confirm)
             .await
             .map(|sold| sold.of(0))?
     };
-    match taken {
-        Taken::NotForSale => Err(d.not_for_sale().await),
-        Taken::SoldOut => Ok(Outcome::SoldOut { remaining: 0 }),
-        Taken::Unit { remaining } => Ok(Outcome::Deducted {
+    match unit {
+        Unit::NotForSale => Err(d.not_for_sale().await),
+        Unit::SoldOut => Ok(Outcome::SoldOut { remaining: 0 }),
+        Unit::Sold { remaining } => Ok(Outcome::Deducted {
             remaining,
             order,
             shard: index,
         }),
-        Taken::Unconfirmed => Ok(Outcome::Unconfirmed {
+        Unit::Unconfirmed => Ok(Outcome::Unconfirmed {
             order,
             shard: index,
         }),
@@ -53,8 +91,8 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
 
 /// What one deduction got from a call of the script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Taken {
-    Unit {
+enum Unit {
+    Sold {
         remaining: i64,
     },
     /// A unit taken and recorded, that too few replicas confirmed in time.
@@ -74,31 +112,31 @@ struct Sold {
 
 impl Sold {
     /// What the `i`-th deduction of the call (from 0) got.
-    fn of(self, i: usize) -> Taken {
+    fn of(self, i: usize) -> Unit {
         let Some((before, sold)) = self.script else {
-            return Taken::NotForSale;
+            return Unit::NotForSale;
         };
         let i = i as i64;
         if i >= sold {
-            Taken::SoldOut
+            Unit::SoldOut
         } else if !self.confirmed {
-            Taken::Unconfirmed
+            Unit::Unconfirmed
         } else {
-            Taken::Unit {
+            Unit::Sold {
                 remaining: before - i - 1,
             }
         }
     }
 }
 
-/// Runs `deduct.lua` for `orders`, in that order, on one shard; with `wait`, one `WAIT` for
-/// the replicas covers every sale of the call.
+/// Runs `deduct.lua` for `orders`, in that order, on one shard; with `confirm`, one `WAIT`
+/// for the replicas covers every sale of the call.
 async fn call(
     redis: &mut RedisConn,
     instance: &str,
     shard: &ShardKeys,
     orders: &[&str],
-    wait: Option<ReplicaWait>,
+    confirm: Option<ReplicaConfirm>,
 ) -> Result<Sold, RedisError> {
     let mut script = scripts::DEDUCT.prepare_invoke();
     script
@@ -106,14 +144,13 @@ async fn call(
         .key(&shard.orders)
         .key(&shard.audit)
         .arg(instance)
-        .arg(Variant::Lua.name());
+        .arg(SPEC.name);
     for order in orders {
         script.arg(*order);
     }
     let result: Option<(i64, i64)> = script.invoke_async(redis).await?;
     let sold = result.map_or(0, |(_, sold)| sold);
-    let confirmed =
-        sold == 0 || ReplicaWait::confirm(wait, redis, &shard.stock, &shard.audit, sold).await;
+    let confirmed = sold == 0 || confirm_sales(confirm, redis, shard, sold).await;
     Ok(Sold {
         script: result,
         confirmed,
@@ -124,11 +161,10 @@ async fn call(
 struct Waiting {
     shard: ShardKeys,
     order: String,
-    answer: oneshot::Sender<Result<Taken, RedisError>>,
+    answer: oneshot::Sender<Result<Unit, RedisError>>,
 }
 
 /// The instance's queue of lua deductions, and the task that sends them to Redis.
-#[derive(Clone)]
 pub struct LuaBatches {
     queue: mpsc::Sender<Waiting>,
 }
@@ -136,18 +172,18 @@ pub struct LuaBatches {
 impl LuaBatches {
     /// Starts the sending task. `capacity` bounds the queue (requests past it wait to
     /// join it); the instance's in-flight limit keeps it well below that.
-    pub fn start(
+    fn start(
         redis: RedisConn,
         instance: Arc<str>,
         capacity: usize,
-        wait: Option<ReplicaWait>,
+        confirm: Option<ReplicaConfirm>,
     ) -> Self {
         let (queue, arrived) = mpsc::channel(capacity.max(1));
-        tokio::spawn(send_batches(arrived, redis, instance, wait));
+        tokio::spawn(send_batches(arrived, redis, instance, confirm));
         Self { queue }
     }
 
-    async fn deduct(&self, shard: ShardKeys, order: String) -> Result<Taken, AppError> {
+    async fn deduct(&self, shard: ShardKeys, order: String) -> Result<Unit, AppError> {
         let (answer, answered) = oneshot::channel();
         let waiting = Waiting {
             shard,
@@ -167,7 +203,7 @@ async fn send_batches(
     mut arrived: mpsc::Receiver<Waiting>,
     redis: RedisConn,
     instance: Arc<str>,
-    wait: Option<ReplicaWait>,
+    confirm: Option<ReplicaConfirm>,
 ) {
     let mut lot = Vec::with_capacity(MAX_BATCH);
     while arrived.recv_many(&mut lot, MAX_BATCH).await > 0 {
@@ -185,11 +221,11 @@ async fn send_batches(
         }
         if by_shard.len() == 1 {
             let batch = by_shard.pop().expect("one batch");
-            send(redis.clone(), &instance, batch, wait).await;
+            send(redis.clone(), &instance, batch, confirm).await;
         } else {
             // One call per shard, each on its own slot, all at once.
             let sends = by_shard.into_iter();
-            join_all(sends.map(|batch| send(redis.clone(), &instance, batch, wait))).await;
+            join_all(sends.map(|batch| send(redis.clone(), &instance, batch, confirm))).await;
         }
     }
 }
@@ -198,10 +234,10 @@ async fn send(
     mut redis: RedisConn,
     instance: &str,
     batch: Vec<Waiting>,
-    wait: Option<ReplicaWait>,
+    confirm: Option<ReplicaConfirm>,
 ) {
     let orders: Vec<&str> = batch.iter().map(|w| w.order.as_str()).collect();
-    let sold = call(&mut redis, instance, &batch[0].shard, &orders, wait).await;
+    let sold = call(&mut redis, instance, &batch[0].shard, &orders, confirm).await;
     for (i, waiting) in batch.into_iter().enumerate() {
         let _ = waiting
             .answer
@@ -217,13 +253,13 @@ mod tests {
     fn the_first_deductions_of_a_call_get_the_units_it_sold() {
         let answer = |script, confirmed| Sold { script, confirmed };
         let sold = answer(Some((3, 2)), true);
-        assert_eq!(sold.of(0), Taken::Unit { remaining: 2 });
-        assert_eq!(sold.of(1), Taken::Unit { remaining: 1 });
-        assert_eq!(sold.of(2), Taken::SoldOut);
-        assert_eq!(answer(Some((-4, 0)), true).of(0), Taken::SoldOut);
-        assert_eq!(answer(None, true).of(0), Taken::NotForSale);
+        assert_eq!(sold.of(0), Unit::Sold { remaining: 2 });
+        assert_eq!(sold.of(1), Unit::Sold { remaining: 1 });
+        assert_eq!(sold.of(2), Unit::SoldOut);
+        assert_eq!(answer(Some((-4, 0)), true).of(0), Unit::SoldOut);
+        assert_eq!(answer(None, true).of(0), Unit::NotForSale);
         let unconfirmed = answer(Some((3, 2)), false);
-        assert_eq!(unconfirmed.of(1), Taken::Unconfirmed);
-        assert_eq!(unconfirmed.of(2), Taken::SoldOut);
+        assert_eq!(unconfirmed.of(1), Unit::Unconfirmed);
+        assert_eq!(unconfirmed.of(2), Unit::SoldOut);
     }
 }

@@ -1,431 +1,193 @@
-//! The variants of `/deduct_stock`, one file each, all the same shape:
-//! `pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError>`.
+//! The variants of `/deduct_stock`: one file each, all the same shape, and the registry
+//! that everything else reads them from.
 //!
-//! The lock variants share [`Deduction::critical_section`], the seed's business logic
-//! (read the stock, check it, work, take one unit) with the audit around it, so that
-//! they differ only in how they take and give back their lock.
+//! Each file declares a [`Spec`] — its name, a line of summary, its colour on the page and
+//! in the bench's chart, the knobs it takes, where it stands in the progression — and its
+//! `deduct`. A lock variant builds its lock (from `seckill-lock`) and hands it to
+//! [`Deduction::under_lock`], the one lock sequence every lock variant shares: acquire,
+//! confirm, (abandon), fence, the critical section, release. The router, the knob parser,
+//! `/openapi.json`, `/variants` (the page's colours and labels), the metrics and the bench
+//! all read [`VARIANTS`]; nothing else names a variant.
+//!
+//! # Adding a variant
+//!
+//! 1. A file here, `<name>.rs`, with `pub static SPEC: Spec` and its `deduct(&Deduction)`.
+//!    A knob only it takes is a `pub const` [`Knob`] in the same file, listed in
+//!    `SPEC.knobs` with the shared ones it takes; read it with `d.knobs`.
+//! 2. Its `mod` line and one line in [`VARIANTS`].
+//!
+//! That is all. State it keeps per instance (lua's shared calls, shares' claims) comes from
+//! `SPEC.start`, once at start, and is reached with [`Deduction::state`].
 
-mod lua;
-mod naive;
-mod redlock;
-mod segmented;
-mod setnx;
-mod shares;
-mod token;
-mod watchdog;
+mod deduction;
+mod outcome;
+pub(crate) mod section;
 
-pub use crate::variant::Variant;
-pub use lua::{LuaBatches, MAX_BATCH};
-pub use shares::Shares;
-pub use watchdog::{commit_release_script, lock_enter_script};
+pub mod lua;
+pub mod naive;
+pub mod redlock;
+pub mod segmented;
+pub mod setnx;
+pub mod shares;
+pub mod token;
+pub mod watchdog;
 
+pub use deduction::Deduction;
+pub use outcome::Outcome;
+pub use section::INSIDE_MARGIN;
+
+use std::any::Any;
+use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-use redis::AsyncCommands;
-use uuid::Uuid;
+use futures_util::future::BoxFuture;
 
+use crate::config::ServeArgs;
 use crate::error::AppError;
-use crate::keys::{ProductKeys, ShardKeys};
-use crate::knobs::Knobs;
-use crate::lock::{Redlock, WatchdogLocks};
-use crate::metrics::Metrics;
-use crate::scripts;
-use crate::store::{RedisConn, Store};
-use crate::timer;
+use crate::knobs::Knob;
+use crate::state::Settings;
+use crate::store::Store;
 
-/// How long past its own work a holder may stay in the audit's "inside" set: the time it
-/// needs for its last Redis round trips under load. A holder that dies inside stops
-/// counting as inside after its work plus this margin.
-pub(super) const INSIDE_MARGIN: Duration = Duration::from_secs(2);
+/// Every variant: the progression's order, then those that need servers of their own.
+pub static VARIANTS: &[Variant] = &[
+    Variant::of(&naive::SPEC),
+    Variant::of(&setnx::SPEC),
+    Variant::of(&token::SPEC),
+    Variant::of(&watchdog::SPEC),
+    Variant::of(&segmented::SPEC),
+    Variant::of(&shares::SPEC),
+    Variant::of(&lua::SPEC),
+    Variant::of(&redlock::SPEC),
+];
 
-/// The keys and first arguments of `lib/critical.lua`'s `commit`, as `commit.lua` and
-/// `commit_release.lua` both take them.
-pub fn commit_keys_and_args(
-    script: &mut redis::ScriptInvocation<'_>,
-    shard: &ShardKeys,
-    holder: &str,
-    order: &str,
-    instance: &str,
-    variant: &str,
-) {
-    script
-        .key(&shard.stock)
-        .key(&shard.inside)
-        .key(&shard.orders)
-        .key(&shard.audit)
-        .key(&shard.lock)
-        .key(&shard.fence)
-        .arg(holder)
-        .arg(order)
-        .arg(instance)
-        .arg(variant);
+/// What a variant is, for everything that is not its deduction.
+pub struct Spec {
+    /// Its path, `/deduct_stock/<name>`, and its name in orders, metrics and JSON.
+    pub name: &'static str,
+    /// What it does and what it shows, in one line (the page, `--help`).
+    pub summary: &'static str,
+    /// Its colour on the page and in the bench's chart.
+    pub color: &'static str,
+    /// The knobs it takes besides `product`. Taking `wait_ms` is what makes it wait for a
+    /// lock (the bench gives those a wait).
+    pub knobs: &'static [Knob],
+    /// One step of the progression on one Redis (the bench runs these by default), rather
+    /// than one that needs servers of its own.
+    pub in_progression: bool,
+    /// It sells a product split into shards (the others sell an unsplit one).
+    pub splits_stock: bool,
+    /// Cutting a deduction short (the client hung up, the request timed out) could leave
+    /// a lock held or a unit unrecorded, so it runs in a task of its own to the end.
+    pub must_finish: bool,
+    /// Its script counts the requests that sold nothing; otherwise the deduction does.
+    pub counts_its_refusals: bool,
+    /// One deduction.
+    pub deduct: for<'a> fn(&'a Deduction) -> BoxFuture<'a, Result<Outcome, AppError>>,
+    /// What it keeps per instance, made once at start.
+    pub start: Option<fn(&Start<'_>) -> Arc<dyn Any + Send + Sync>>,
 }
 
-/// What a deduction came to. Each maps to its own status code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// 200: one unit sold and its order recorded.
-    Deducted {
-        remaining: i64,
-        order: String,
-        shard: u32,
-    },
-    /// 409: nothing left.
-    SoldOut { remaining: i64 },
-    /// 429: the lock was held for the whole wait.
-    LockBusy,
-    /// 503: the lock was lost before the holder could commit (its lease ran out while
-    /// Redis was away, or an operator deleted it); nothing was sold, retrying is safe.
-    LockLost,
-    /// 500 (fault injection only): the holder stopped without releasing its lock.
-    Abandoned,
-    /// 503: the unit was taken and its order recorded on the shard's master, but `WAIT`
-    /// saw fewer replicas than `--redis-wait-replicas` have it in time: it may or may not
-    /// survive a failover of that master. Counted as `unconfirmed` in `/stats`.
-    Unconfirmed { order: String, shard: u32 },
-    /// 503: the stock refused the commit: the holder's fencing token was older than one
-    /// that had already read or written the stock (`fence=on`). Nothing was sold.
-    Fenced,
-    /// 503: the lock was taken but fewer replicas of the lock store than
-    /// `--lock-wait-replicas` confirmed it in time; it was given back, nothing was sold.
-    LockUnconfirmed,
+/// What a variant's per-instance state is made from.
+pub struct Start<'a> {
+    pub args: &'a ServeArgs,
+    pub settings: &'a Settings,
+    /// The stock store.
+    pub store: &'a Store,
 }
 
-impl Outcome {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Deducted { .. } => "deducted",
-            Self::SoldOut { .. } => "sold_out",
-            Self::LockBusy => "lock_busy",
-            Self::LockLost => "lock_lost",
-            Self::Abandoned => "abandoned",
-            Self::Unconfirmed { .. } => "unconfirmed",
-            Self::Fenced => "fenced",
-            Self::LockUnconfirmed => "lock_unconfirmed",
-        }
+/// One variant: a handle on its [`Spec`] in the registry. Cheap to copy and compare.
+#[derive(Clone, Copy)]
+pub struct Variant(&'static Spec);
+
+impl Variant {
+    /// The variant `spec` describes (`Variant::of(&watchdog::SPEC)`).
+    pub const fn of(spec: &'static Spec) -> Self {
+        Self(spec)
     }
-}
 
-/// What a lock holder presents at the stock.
-#[derive(Default, Clone, Copy)]
-pub(super) struct Guard<'a> {
-    /// Watchdog: the owner that must still hold the shard's lock hash at commit, checked
-    /// inside the commit script — only when the lock lives in the stock store.
-    pub owner: Option<&'a str>,
-    /// `fence=on`: the fencing token the holder was granted.
-    pub token: Option<i64>,
-    /// Asked just before the commit: true when the holder knows its lock is gone (a
-    /// Redlock extension that missed its quorum).
-    pub lost: Option<&'a (dyn Fn() -> bool + Send + Sync)>,
-}
+    pub fn spec(self) -> &'static Spec {
+        self.0
+    }
 
-impl Guard<'_> {
-    fn token_arg(&self) -> String {
-        self.token.map(|t| t.to_string()).unwrap_or_default()
+    pub fn name(self) -> &'static str {
+        self.0.name
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        VARIANTS.iter().copied().find(|v| v.name() == name)
+    }
+
+    /// The progression on one Redis, in its order.
+    pub fn progression() -> impl Iterator<Item = Self> {
+        VARIANTS.iter().copied().filter(|v| v.0.in_progression)
+    }
+
+    /// Whether it takes the knob named `name`.
+    pub fn takes(self, name: &str) -> bool {
+        self.0.knobs.iter().any(|k| k.name == name)
     }
 }
 
-/// How `commit.lua` takes the unit.
-enum Take {
-    /// `DECR` in Redis.
-    Decrement,
-    /// `SET` a value the application computed from what it read earlier.
-    Set(i64),
-}
-
-/// `--redis-wait-replicas`: how many replicas must have a sale before it is answered 200,
-/// and how long `WAIT` may take to say so.
-#[derive(Debug, Clone, Copy)]
-pub struct ReplicaWait {
-    pub replicas: u32,
-    pub timeout: Duration,
-}
-
-impl ReplicaWait {
-    /// After a sale written on `conn` to the slot of `key`: true when enough replicas have
-    /// it. When they do not (or the master went away meanwhile), the `count` sales are
-    /// counted as unconfirmed in `audit` where that can still be written.
-    pub async fn confirm(
-        wait: Option<Self>,
-        conn: &mut RedisConn,
-        key: &str,
-        audit: &str,
-        count: i64,
-    ) -> bool {
-        let Some(wait) = wait else {
-            return true;
-        };
-        match conn.wait_replicas(key, wait.replicas, wait.timeout).await {
-            Ok(acked) if acked >= wait.replicas => true,
-            outcome => {
-                tracing::warn!(?outcome, wanted = wait.replicas, %key, "sale not confirmed by replicas");
-                let counted: Result<i64, _> = conn.hincr(audit, "unconfirmed", count).await;
-                if let Err(err) = counted {
-                    tracing::warn!(error = %err, "unconfirmed sales not counted in the audit");
-                }
-                false
-            }
-        }
+impl PartialEq for Variant {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
     }
 }
 
-/// Everything one deduction needs.
-pub struct Deduction {
-    /// The stock store's connection.
-    pub redis: RedisConn,
-    /// The stock store, for what spans shards (segmented's look at every shard).
-    pub store: Store,
-    /// The lock store's connection (setnx, token; the watchdog locks hold their own).
-    pub lock_redis: RedisConn,
-    /// Whether locks live in the stock store itself, so that a commit can check the lock
-    /// hash in the same script (the watchdog's fence).
-    pub locks_beside_stock: bool,
-    /// Replicas every sale must reach before it is answered 200.
-    pub wait: Option<ReplicaWait>,
-    /// Replicas of the lock store every lock must reach before its holder goes on.
-    pub lock_wait: Option<ReplicaWait>,
-    /// The redlock variant's servers, when configured.
-    pub redlock: Option<Redlock>,
-    pub product: ProductKeys,
-    pub knobs: Knobs,
-    pub variant: Variant,
-    pub instance: Arc<str>,
-    /// Who this request is, in locks and in the audit.
-    pub holder: String,
-    pub metrics: Arc<Metrics>,
-    pub locks: WatchdogLocks,
-    pub lua: LuaBatches,
-    /// This instance's shares of each product (the `shares` variant).
-    pub shares: Shares,
-    /// How long the work really took, µs (0 until it ran): `work_ms` is what was asked.
-    pub worked_us: AtomicU64,
+impl Eq for Variant {}
+
+impl Hash for Variant {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
 }
 
-impl Deduction {
-    /// Runs the variant, and counts the requests that sold nothing in the product's audit
-    /// (the lua script counts its own), so that `/stats` accounts for every answer.
-    pub async fn run(&self) -> Result<Outcome, AppError> {
-        let outcome = match self.variant {
-            Variant::Naive => naive::deduct(self).await,
-            Variant::Setnx => setnx::deduct(self).await,
-            Variant::Token => token::deduct(self).await,
-            Variant::Watchdog => watchdog::deduct(self).await,
-            Variant::Segmented => segmented::deduct(self).await,
-            Variant::Shares => shares::deduct(self).await,
-            Variant::Redlock => redlock::deduct(self).await,
-            Variant::Lua => return lua::deduct(self).await,
-        }?;
-        let counter = match outcome {
-            Outcome::SoldOut { .. } => "sold_out",
-            Outcome::LockBusy => "lock_busy",
-            Outcome::LockUnconfirmed => "lock_unconfirmed",
-            _ => return Ok(outcome),
-        };
-        let _: i64 = self
-            .redis
-            .clone()
-            .hincr(&self.product.audit, counter, 1)
-            .await?;
-        Ok(outcome)
+impl fmt::Debug for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl serde::Serialize for Variant {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl clap::ValueEnum for Variant {
+    fn value_variants<'a>() -> &'a [Self] {
+        VARIANTS
     }
 
-    /// The keys of an unsplit product.
-    fn whole_stock(&self) -> ShardKeys {
-        self.product.whole()
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()).help(self.0.summary))
     }
+}
 
-    /// The seed's business logic, run while holding a lock: enter (the audit notes who
-    /// else is inside), read the stock, check it, work, take one unit and leave. What the
-    /// holder presents at the stock is in `guard`.
-    async fn critical_section(
-        &self,
-        shard: &ShardKeys,
-        guard: Guard<'_>,
-    ) -> Result<Outcome, AppError> {
-        let mut conn = self.redis.clone();
-        let stay = self.knobs.work + INSIDE_MARGIN;
-        let (stock, _overlap): (Option<i64>, i64) = scripts::ENTER
-            .key(&shard.stock)
-            .key(&shard.inside)
-            .key(&shard.audit)
-            .key(&shard.fence)
-            .arg(&self.holder)
-            .arg(stay.as_millis() as u64)
-            .arg(guard.token_arg())
-            .invoke_async(&mut conn)
-            .await?;
-        let Some(stock) = stock else {
-            return Err(self.not_for_sale().await);
-        };
-        if stock <= 0 {
-            let _: u64 = conn.zrem(&shard.inside, &self.holder).await?;
-            return Ok(Outcome::SoldOut { remaining: stock });
+/// The variant an instance serves at `/deduct_stock` unless told otherwise.
+pub fn lua() -> Variant {
+    Variant::of(&lua::SPEC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_found() {
+        for variant in VARIANTS {
+            assert_eq!(Variant::parse(variant.name()), Some(*variant));
+            let same = VARIANTS.iter().filter(|v| v.name() == variant.name());
+            assert_eq!(same.count(), 1, "{variant} twice");
+            assert!(variant.spec().color.starts_with('#'), "{variant}");
         }
-        self.work().await;
-        if guard.lost.is_some_and(|lost| lost()) {
-            // The holder knows its lock is gone: it must not commit.
-            let _: u64 = conn.zrem(&shard.inside, &self.holder).await?;
-            let _: i64 = conn.hincr(&shard.audit, "lock_lost", 1).await?;
-            return Ok(Outcome::LockLost);
-        }
-        self.commit(shard, Take::Decrement, guard).await
-    }
-
-    /// Takes one unit, records the order and leaves the critical section, in one round trip.
-    async fn commit(
-        &self,
-        shard: &ShardKeys,
-        take: Take,
-        guard: Guard<'_>,
-    ) -> Result<Outcome, AppError> {
-        let order = Uuid::now_v7().to_string();
-        let mut script = scripts::COMMIT.prepare_invoke();
-        commit_keys_and_args(
-            &mut script,
-            shard,
-            &self.holder,
-            &order,
-            &self.instance,
-            self.variant.name(),
-        );
-        match take {
-            Take::Decrement => script.arg("decr").arg(0),
-            Take::Set(value) => script.arg("set").arg(value),
-        };
-        // The lock hash can be checked in the commit only where it lives beside the stock.
-        let owner = guard.owner.filter(|_| self.locks_beside_stock);
-        script.arg(owner.unwrap_or_default()).arg(guard.token_arg());
-        let mut conn = self.redis.clone();
-        let remaining: i64 = script.invoke_async(&mut conn).await?;
-        match remaining {
-            -2 => Err(self.not_for_sale().await),
-            -3 => Ok(Outcome::LockLost),
-            -4 => Ok(Outcome::Fenced),
-            _ => Ok(self.sold(shard, order, remaining).await),
-        }
-    }
-
-    /// A unit sold and recorded: a 200, once as many replicas as asked for have it.
-    async fn sold(&self, shard: &ShardKeys, order: String, remaining: i64) -> Outcome {
-        let mut conn = self.redis.clone();
-        if !ReplicaWait::confirm(self.wait, &mut conn, &shard.stock, &shard.audit, 1).await {
-            return Outcome::Unconfirmed {
-                order,
-                shard: shard.index,
-            };
-        }
-        Outcome::Deducted {
-            remaining,
-            order,
-            shard: shard.index,
-        }
-    }
-
-    /// With `fence=on`, a fencing token for a holder that has just taken `shard`'s lock:
-    /// the next number of the shard's counter in the stock store. The stock store issues
-    /// it because the stock store is what checks it: the counter and the highest token
-    /// seen sit in one hash on the shard's slot, so whatever happens to the lock store (a
-    /// failover that forgets a lock), the same token is never handed out twice while the
-    /// stock remembers tokens.
-    async fn fencing_token(&self, shard: &ShardKeys) -> Result<Option<i64>, AppError> {
-        if !self.knobs.fence {
-            return Ok(None);
-        }
-        let token: i64 = self.redis.clone().hincr(&shard.fence, "issued", 1).await?;
-        Ok(Some(token))
-    }
-
-    /// With `--lock-wait-replicas`, whether enough replicas of the lock store have the
-    /// lock at `key` just taken (Redisson's `checkLockSyncedSlaves`).
-    async fn lock_confirmed(&self, key: &str) -> Result<bool, AppError> {
-        let Some(wait) = self.lock_wait else {
-            return Ok(true);
-        };
-        let acked = self
-            .lock_redis
-            .clone()
-            .wait_replicas(key, wait.replicas, wait.timeout)
-            .await?;
-        if acked < wait.replicas {
-            tracing::warn!(%key, acked, wanted = wait.replicas, "lock not confirmed by the lock store's replicas");
-        }
-        Ok(acked >= wait.replicas)
-    }
-
-    /// The business time the seeds spend inside the critical section: `work_ms`, to the
-    /// tens of microseconds ([`timer`]), and measured.
-    async fn work(&self) {
-        if self.knobs.work.is_zero() {
-            return;
-        }
-        let started = tokio::time::Instant::now();
-        timer::sleep(self.knobs.work).await;
-        let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.worked_us.store(took, Ordering::Relaxed);
-    }
-
-    /// How long the work really took, when there was any.
-    pub fn worked(&self) -> Option<Duration> {
-        match self.worked_us.load(Ordering::Relaxed) {
-            0 => None,
-            us => Some(Duration::from_micros(us)),
-        }
-    }
-
-    /// Whether a watchdog lock can be taken and given back in the same scripts that enter
-    /// and commit the critical section: the lock must live beside the stock (one slot),
-    /// and nothing may need a step of its own between them — a fencing token issued after
-    /// the lock, the lock store's replicas asked, a fault injected.
-    fn in_one_trip(&self) -> bool {
-        self.locks_beside_stock
-            && !self.knobs.fence
-            && self.lock_wait.is_none()
-            && self.knobs.fault.is_none()
-    }
-
-    /// Times a lock acquisition for `/metrics`.
-    async fn acquire<F>(&self, acquire: F) -> Result<bool, AppError>
-    where
-        F: Future<Output = Result<bool, crate::lock::LockError>>,
-    {
-        let started = tokio::time::Instant::now();
-        let acquired = acquire.await?;
-        self.metrics
-            .lock_acquired(self.variant, acquired, started.elapsed());
-        Ok(acquired)
-    }
-
-    /// Why there was no stock key: a product split into shards is sold by `segmented`
-    /// only; any other product was never reset (or Redis lost it) and is not for sale.
-    async fn not_for_sale(&self) -> AppError {
-        let shards: Result<Option<u32>, _> =
-            self.redis.clone().hget(&self.product.meta, "shards").await;
-        match shards {
-            Ok(Some(n)) if n > 1 => AppError::BadRequest(format!(
-                "product {} is split into {n} shards; only the segmented variant sells it",
-                self.product.product
-            )),
-            Ok(_) => AppError::UnknownProduct(self.product.product.to_string()),
-            Err(err) => err.into(),
-        }
-    }
-
-    fn log_release(&self, released: Result<bool, AppError>) {
-        match released {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(
-                variant = %self.variant,
-                holder = %self.holder,
-                "lock was no longer ours at release: the work outlasted it"
-            ),
-            Err(err) => tracing::warn!(
-                variant = %self.variant,
-                holder = %self.holder,
-                error = %err,
-                "lock release failed; it stays until it expires (setnx: until deleted by hand)"
-            ),
-        }
+        assert!(Variant::parse("nope").is_none());
     }
 }

@@ -6,12 +6,27 @@
 
 use redis::AsyncCommands;
 
-use super::{Deduction, Guard, Outcome, Take};
+use super::section::{Credentials, StockWrite};
+use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
+use crate::knobs::WORK_MS;
 
-pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
+pub static SPEC: Spec = Spec {
+    name: "naive",
+    summary: "GET, then SET stock-1 from the application: lost updates and oversell",
+    color: "#c62828",
+    knobs: &[WORK_MS],
+    in_progression: true,
+    splits_stock: false,
+    must_finish: false,
+    counts_its_refusals: false,
+    deduct: |d| Box::pin(deduct(d)),
+    start: None,
+};
+
+async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
-    let stock: Option<i64> = d.redis.clone().get(&shard.stock).await?;
+    let stock: Option<i64> = d.redis().get(&shard.stock).await?;
     let Some(stock) = stock else {
         return Err(d.not_for_sale().await);
     };
@@ -19,6 +34,6 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         return Ok(Outcome::SoldOut { remaining: stock });
     }
     d.work().await;
-    d.commit(&shard, Take::Set(stock - 1), Guard::default())
+    d.commit(&shard, StockWrite::Set(stock - 1), Credentials::default())
         .await
 }

@@ -8,34 +8,40 @@
 //! lock_lost`). With `ttl_ms` shorter than the work, the lock expires under its holder as
 //! the token lock's does.
 
-use super::{Deduction, Guard, Outcome};
+use super::section::LockStore;
+use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
+use crate::knobs::{DEFAULT_LOCK_WAIT_MS, FAULT, FENCE, TTL_MS, WAIT_MS, WORK_MS};
 
-pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
-    let Some(redlock) = &d.redlock else {
+pub static SPEC: Spec = Spec {
+    name: "redlock",
+    summary: "the lock on a majority of 3 or 5 independent masters (--redlock-urls)",
+    color: "#5d4037",
+    knobs: &[
+        WORK_MS,
+        TTL_MS,
+        WAIT_MS.defaulting_to(DEFAULT_LOCK_WAIT_MS),
+        FAULT,
+        FENCE,
+    ],
+    in_progression: false,
+    splits_stock: false,
+    must_finish: true,
+    counts_its_refusals: false,
+    deduct: |d| Box::pin(deduct(d)),
+    start: None,
+};
+
+async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
+    let Some(redlock) = &d.app.redlock else {
         return Err(AppError::NotConfigured(
             "redlock has no servers: start the instance with --redlock-urls (3 or 5)".into(),
         ));
     };
     let shard = d.whole_stock();
-    let lease = d.locks.default_lease();
-    let ttl = d.knobs.ttl.unwrap_or(lease);
-    let mut lock = redlock.lock_with_token(&shard.lock, ttl, d.knobs.ttl.is_none(), &d.holder);
-    if !d.acquire(lock.try_lock(d.knobs.wait)).await? {
-        return Ok(Outcome::LockBusy);
-    }
-    if d.knobs.abandons() {
-        lock.abandon();
-        return Ok(Outcome::Abandoned);
-    }
-    let token = d.fencing_token(&shard).await?;
-    let lost = || lock.is_lost();
-    let guard = Guard {
-        owner: None,
-        token,
-        lost: Some(&lost),
-    };
-    let result = d.critical_section(&shard, guard).await;
-    d.log_release(lock.unlock().await.map_err(Into::into));
-    result
+    let ttl = d.knobs.millis(&TTL_MS);
+    let lease = d.app.locks.default_lease();
+    let lock = redlock.lock(&shard.lock, ttl.unwrap_or(lease), ttl.is_none(), &d.holder);
+    d.under_lock(&shard, lock, d.knobs.wait(), LockStore::OwnServers)
+        .await
 }

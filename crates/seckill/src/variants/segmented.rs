@@ -7,15 +7,29 @@
 
 use tokio::time::Instant;
 
-use super::{Deduction, Outcome, watchdog};
+use super::{Deduction, Outcome, Spec, watchdog};
 use crate::error::AppError;
 use crate::product;
 
-pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
-    let layout = product::layout(&d.store, &d.product.product).await?;
+pub static SPEC: Spec = Spec {
+    name: "segmented",
+    summary: "the stock split into shards, each under its own watchdog lock: N holders at once",
+    color: "#2e7d32",
+    knobs: watchdog::KNOBS,
+    in_progression: true,
+    splits_stock: true,
+    must_finish: true,
+    counts_its_refusals: false,
+    deduct: |d| Box::pin(deduct(d)),
+    start: None,
+};
+
+async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
+    let store = &d.app.store;
+    let layout = product::layout(store, &d.product.product).await?;
     // A look at every shard without locks: stock only ever goes down, so a shard seen
     // empty is empty, and nobody queues for its lock.
-    let stocks = product::shard_stocks(&d.store, &d.product.product, &layout).await?;
+    let stocks = product::shard_stocks(store, &d.product.product, &layout).await?;
     if stocks.iter().all(Option::is_none) {
         return Err(d.not_for_sale().await);
     }
@@ -29,7 +43,7 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     }
 
     let start = fastrand::usize(..with_stock.len());
-    let deadline = Instant::now() + d.knobs.wait;
+    let deadline = Instant::now() + d.knobs.wait();
     let mut busy = false;
     for k in 0..with_stock.len() {
         let shard = d

@@ -3,33 +3,31 @@
 //! Correct while nothing fails. A holder that dies before its DEL leaves the lock held
 //! forever (every later request is 429), and the DEL removes whoever holds the lock.
 
-use super::{Deduction, Guard, Outcome};
-use crate::error::AppError;
-use crate::lock::SetnxLock;
+use seckill_lock::SetnxLock;
 
-pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
+use super::section::LockStore;
+use super::{Deduction, Outcome, Spec};
+use crate::error::AppError;
+use crate::knobs::{FAULT, FENCE, PAUSE_MS, WORK_MS};
+
+pub static SPEC: Spec = Spec {
+    name: "setnx",
+    summary: "SETNX with no TTL, DEL in a finally: a dead holder deadlocks the product",
+    color: "#6a1b9a",
+    knobs: &[WORK_MS, FAULT, PAUSE_MS, FENCE],
+    in_progression: true,
+    splits_stock: false,
+    must_finish: true,
+    counts_its_refusals: false,
+    deduct: |d| Box::pin(deduct(d)),
+    start: None,
+};
+
+async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
-    let mut lock = SetnxLock::new(d.lock_redis.clone(), &shard.lock, &d.holder);
-    if !d.acquire(lock.try_lock()).await? {
-        return Ok(Outcome::LockBusy);
-    }
-    if !d.lock_confirmed(&shard.lock).await? {
-        d.log_release(lock.unlock().await.map(|()| true).map_err(Into::into));
-        return Ok(Outcome::LockUnconfirmed);
-    }
-    if d.knobs.abandons() {
-        return Ok(Outcome::Abandoned);
-    }
-    let token = d.fencing_token(&shard).await?;
-    let guard = Guard {
-        token,
-        ..Guard::default()
-    };
-    let result = d.critical_section(&shard, guard).await;
-    // The seed's `finally`: released whatever the critical section came to.
-    if let Some(pause) = d.knobs.pause_before_release() {
-        tokio::time::sleep(pause).await;
-    }
-    d.log_release(lock.unlock().await.map(|()| true).map_err(Into::into));
-    result
+    // The seed's `finally { DEL }`: whoever holds the lock by then.
+    let lock = SetnxLock::new(d.lock_redis(), &shard.lock, &d.holder).releasing_blindly();
+    // No wait: the seed fails fast when the lock is held.
+    d.under_lock(&shard, d.pausing(lock), d.knobs.wait(), LockStore::Instance)
+        .await
 }

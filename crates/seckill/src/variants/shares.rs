@@ -12,23 +12,60 @@
 //! (or sells nothing for a lease), the next claim gives its unsold units back to the pool,
 //! so a buyer waits at most one lease (`--share-lease-ms`) for a dead instance's units.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use seckill_lock::millis;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::{Deduction, Outcome};
+use super::{Deduction, Outcome, Spec, Start};
 use crate::error::AppError;
 use crate::keys::ProductId;
+use crate::knobs::{DEFAULT_LOCK_WAIT_MS, Kind, Knob, WAIT_MS, WORK_MS};
+use crate::product::MAX_STOCK;
 use crate::scripts;
+
+/// `share_units`: units an instance claims at a time.
+pub const SHARE_UNITS: Knob = Knob {
+    name: "share_units",
+    doc: "shares: units an instance claims from the pool at a time (default: a tenth of \
+          the initial stock, the seed's ten shares).",
+    kind: Kind::Count {
+        min: 1,
+        max: MAX_STOCK,
+    },
+};
+
+pub static SPEC: Spec = Spec {
+    name: "shares",
+    summary: "each instance claims a share of the stock and sells it under a lock in its own process",
+    color: "#ad1457",
+    knobs: &[
+        WORK_MS,
+        WAIT_MS.defaulting_to(DEFAULT_LOCK_WAIT_MS),
+        SHARE_UNITS,
+    ],
+    in_progression: true,
+    splits_stock: false,
+    must_finish: true,
+    counts_its_refusals: false,
+    deduct: |d| Box::pin(deduct(d)),
+    start: Some(start),
+};
 
 /// How often a request whose units all sit in other instances' shares looks again.
 const RECLAIM_POLL: Duration = Duration::from_millis(50);
 
-/// This instance's shares, one per product, each behind its local lock. Cheap to clone.
-#[derive(Clone)]
+fn start(start: &Start<'_>) -> Arc<dyn Any + Send + Sync> {
+    Arc::new(Shares::new(Duration::from_millis(
+        start.args.share_lease_ms,
+    )))
+}
+
+/// This instance's shares, one per product, each behind its local lock.
 pub struct Shares {
     /// A std Mutex around the map, held only to find or add a product's share.
     by_product: Arc<Mutex<HashMap<ProductId, Arc<tokio::sync::Mutex<Share>>>>>,
@@ -44,7 +81,7 @@ struct Share {
 
 impl Shares {
     /// `lease`: how long a claim outlives its last sale (`--share-lease-ms`).
-    pub fn new(lease: Duration) -> Self {
+    fn new(lease: Duration) -> Self {
         Self {
             by_product: Arc::default(),
             lease,
@@ -58,7 +95,7 @@ impl Shares {
 }
 
 /// What a turn at the local lock came to.
-enum Taken {
+enum Turn {
     /// A unit taken from the claim, to be recorded in Redis.
     Unit {
         claim: String,
@@ -68,25 +105,26 @@ enum Taken {
     Elsewhere,
 }
 
-pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
+async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
+    let shares: &Shares = d.state()?;
     let shard = d.whole_stock();
-    let share = d.shares.of(&d.product.product);
-    let deadline = Instant::now() + d.knobs.wait;
+    let share = shares.of(&d.product.product);
+    let deadline = Instant::now() + d.knobs.wait();
     loop {
         let taken = {
             // The seed's local lock: one sale of this instance's share at a time.
             let Ok(mut share) = tokio::time::timeout_at(deadline, share.lock()).await else {
                 return Ok(Outcome::LockBusy);
             };
-            take(d, &mut share).await?
+            take(d, shares, &mut share).await?
         };
         match taken {
-            Taken::SoldOut => return Ok(Outcome::SoldOut { remaining: 0 }),
-            Taken::Elsewhere if Instant::now() + RECLAIM_POLL >= deadline => {
+            Turn::SoldOut => return Ok(Outcome::SoldOut { remaining: 0 }),
+            Turn::Elsewhere if Instant::now() + RECLAIM_POLL >= deadline => {
                 return Ok(Outcome::LockBusy);
             }
-            Taken::Elsewhere => tokio::time::sleep(RECLAIM_POLL).await,
-            Taken::Unit { claim } => {
+            Turn::Elsewhere => tokio::time::sleep(RECLAIM_POLL).await,
+            Turn::Unit { claim } => {
                 let order = Uuid::now_v7().to_string();
                 let left: i64 = scripts::SHARE_SELL
                     .key(&shard.claims)
@@ -94,11 +132,11 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                     .key(&shard.orders)
                     .key(&shard.audit)
                     .arg(&claim)
-                    .arg(d.shares.lease.as_millis() as u64)
+                    .arg(millis(shares.lease))
                     .arg(&order)
-                    .arg(&*d.instance)
+                    .arg(&*d.app.settings.instance)
                     .arg(d.variant.name())
-                    .invoke_async(&mut d.redis.clone())
+                    .invoke_async(&mut d.redis())
                     .await?;
                 if left >= 0 {
                     return Ok(Outcome::Deducted {
@@ -123,10 +161,10 @@ pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
 
 /// Under the local lock: a unit from this instance's share, claiming a new share first
 /// when it is used up, with the seed's work in between.
-async fn take(d: &Deduction, share: &mut Share) -> Result<Taken, AppError> {
+async fn take(d: &Deduction, shares: &Shares, share: &mut Share) -> Result<Turn, AppError> {
     if share.claim.as_ref().is_none_or(|(_, left)| *left <= 0) {
         let shard = d.whole_stock();
-        let id = format!("{}/{}", d.instance, Uuid::new_v4());
+        let id = format!("{}/{}", d.app.settings.instance, Uuid::new_v4());
         let (claimed, elsewhere): (i64, i64) = scripts::SHARE_CLAIM
             .key(&shard.stock)
             .key(&shard.claims)
@@ -134,24 +172,24 @@ async fn take(d: &Deduction, share: &mut Share) -> Result<Taken, AppError> {
             .key(&d.product.meta)
             .key(&shard.audit)
             .arg(&id)
-            .arg(d.knobs.share_units.unwrap_or(0))
-            .arg(d.shares.lease.as_millis() as u64)
-            .invoke_async(&mut d.redis.clone())
+            .arg(d.knobs.count(&SHARE_UNITS).unwrap_or(0))
+            .arg(millis(shares.lease))
+            .invoke_async(&mut d.redis())
             .await?;
         share.claim = None;
         match claimed {
             -2 => return Err(d.not_for_sale().await),
-            0 if elsewhere > 0 => return Ok(Taken::Elsewhere),
-            0 => return Ok(Taken::SoldOut),
+            0 if elsewhere > 0 => return Ok(Turn::Elsewhere),
+            0 => return Ok(Turn::SoldOut),
             units => share.claim = Some((id, units)),
         }
     }
     let Some((claim, left)) = share.claim.as_mut() else {
-        return Ok(Taken::SoldOut);
+        return Ok(Turn::SoldOut);
     };
     d.work().await;
     *left -= 1;
-    Ok(Taken::Unit {
+    Ok(Turn::Unit {
         claim: claim.clone(),
     })
 }

@@ -1,37 +1,42 @@
-//! `token` — SET lock <uuid> NX PX ttl, check and DECR, release by compare-and-delete.
+//! `token` — SET lock <token> NX PX ttl, check and DECR, release by compare-and-delete.
 //!
 //! Correct while the work fits in the TTL. With `work_ms` longer than `ttl_ms` the lock
 //! expires under its holder, a second holder gets in, and the audit counts the overlap.
+//! With `fault=pause_before_release` it releases as the seed does — `GET`, compare, pause,
+//! `DEL` — and deletes the lock of whoever took it during the pause.
 
-use super::{Deduction, Guard, Outcome};
+use std::time::Duration;
+
+use seckill_lock::TokenLock;
+
+use super::section::LockStore;
+use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
-use crate::knobs::DEFAULT_TTL;
-use crate::lock::TokenLock;
+use crate::knobs::{FAULT, FENCE, PAUSE_MS, TTL_MS, WAIT_MS, WORK_MS};
 
-pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
+/// The lock's TTL when a request names none (the seed's 30 s).
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+pub static SPEC: Spec = Spec {
+    name: "token",
+    summary: "SET NX PX with a token, compare-and-delete: a second holder once the work outlasts the TTL",
+    color: "#ef6c00",
+    knobs: &[WORK_MS, TTL_MS, WAIT_MS, FAULT, PAUSE_MS, FENCE],
+    in_progression: true,
+    splits_stock: false,
+    must_finish: true,
+    counts_its_refusals: false,
+    deduct: |d| Box::pin(deduct(d)),
+    start: None,
+};
+
+async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
-    let ttl = d.knobs.ttl.unwrap_or(DEFAULT_TTL);
-    let mut lock = TokenLock::with_token(d.lock_redis.clone(), &shard.lock, ttl, &d.holder);
-    if !d.acquire(lock.try_lock(d.knobs.wait)).await? {
-        return Ok(Outcome::LockBusy);
+    let ttl = d.knobs.millis(&TTL_MS).unwrap_or(DEFAULT_TTL);
+    let mut lock = TokenLock::new(d.lock_redis(), &shard.lock, ttl, &d.holder);
+    if let Some(pause) = d.knobs.pause_before_release() {
+        lock = lock.checking_then_deleting(pause);
     }
-    if !d.lock_confirmed(&shard.lock).await? {
-        d.log_release(lock.unlock().await.map_err(Into::into));
-        return Ok(Outcome::LockUnconfirmed);
-    }
-    if d.knobs.abandons() {
-        return Ok(Outcome::Abandoned);
-    }
-    let token = d.fencing_token(&shard).await?;
-    let guard = Guard {
-        token,
-        ..Guard::default()
-    };
-    let result = d.critical_section(&shard, guard).await;
-    let released = match d.knobs.pause_before_release() {
-        Some(pause) => lock.unlock_check_then_delete(pause).await,
-        None => lock.unlock().await,
-    };
-    d.log_release(released.map_err(Into::into));
-    result
+    d.under_lock(&shard, lock, d.knobs.wait(), LockStore::Instance)
+        .await
 }

@@ -1,6 +1,6 @@
 //! `watchdog` — deduction under a Redisson-style reentrant lock whose lease a watchdog
-//! renews until unlock; waiters sleep until an unlock message, or are handed the lock by a
-//! holder of their own instance.
+//! renews until release; waiters sleep until a release message, or are handed the lock by
+//! a holder of their own instance.
 //!
 //! Correct even when the work outlasts the lease: the watchdog keeps the lock, and the
 //! commit is fenced on still holding it. A holder that dies stops renewing, and its lock
@@ -12,23 +12,69 @@
 //! stock, and the commit also gives the lock back — or hands it to a waiter of this
 //! instance and lets that waiter in, so that it starts its work the moment the answer
 //! comes back. Otherwise (a lock store of its own, `fence=on`, `--lock-wait-replicas`, a
-//! fault) each step is a round trip of its own.
+//! fault) it takes the shared lock sequence, each step a round trip of its own.
 
 use std::time::Duration;
 
-use redis::{RedisError, ScriptInvocation, Value};
+use redis::{RedisError, Value};
+use seckill_lock::watchdog::{Attempt, Released, sleep_for};
+use seckill_lock::{LockError, WatchdogLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::{Deduction, Guard, INSIDE_MARGIN, Outcome, commit_keys_and_args};
+use super::section::{INSIDE_MARGIN, LockStore};
+use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
-use crate::lock::watchdog::{Attempt, FAIR_PATIENCE, Release, Released, sleep_for};
-use crate::lock::{LockError, WatchdogLock};
+use crate::knobs::{
+    DEFAULT_LOCK_WAIT_MS, FAULT, FENCE, Kind, Knob, LEASE_MS, PAUSE_MS, WAIT_MS, WORK_MS,
+};
 use crate::scripts;
+use crate::store::RedisConn;
 
-pub async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
-    deduct_from(d, &d.whole_stock(), d.knobs.wait).await
+/// `fair=on`: the lock in arrival order across instances, as Redisson's fair lock.
+pub const FAIR: Knob = Knob {
+    name: "fair",
+    doc: "watchdog and segmented: on takes the lock in arrival order across instances (a \
+          queue in Redis, as Redisson's fair lock); off (the default) is the unfair lock.",
+    kind: Kind::Switch { default: false },
+};
+
+/// `handoff=off`: always release for everybody, never to a waiter of this instance.
+pub const HANDOFF: Knob = Knob {
+    name: "handoff",
+    doc: "watchdog and segmented: on (the default) lets the holder hand the lock straight \
+          to a waiter of its own instance; off always releases it for everybody, to compare.",
+    kind: Kind::Switch { default: true },
+};
+
+/// The knobs of a deduction under a watchdog lock (`watchdog` and `segmented`).
+pub const KNOBS: &[Knob] = &[
+    WORK_MS,
+    LEASE_MS,
+    WAIT_MS.defaulting_to(DEFAULT_LOCK_WAIT_MS),
+    FAULT,
+    PAUSE_MS,
+    FENCE,
+    FAIR,
+    HANDOFF,
+];
+
+pub static SPEC: Spec = Spec {
+    name: "watchdog",
+    summary: "Redisson's reentrant lock, its lease renewed by a watchdog: correct when the work outlasts the lease",
+    color: "#1565c0",
+    knobs: KNOBS,
+    in_progression: true,
+    splits_stock: false,
+    must_finish: true,
+    counts_its_refusals: false,
+    deduct: |d| Box::pin(deduct(d)),
+    start: None,
+};
+
+async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
+    deduct_from(d, &d.whole_stock(), d.knobs.wait()).await
 }
 
 /// One deduction from `shard` under its watchdog lock, waiting up to `wait` for it.
@@ -38,20 +84,31 @@ pub(super) async fn deduct_from(
     shard: &ShardKeys,
     wait: Duration,
 ) -> Result<Outcome, AppError> {
-    let stay = d.knobs.work + INSIDE_MARGIN;
-    let mut lock = d
+    let lock = d
+        .app
         .locks
-        .lock(&shard.lock, &shard.lock_channel, &d.holder)
-        .expecting_to_hold(stay)
-        .handing_off(d.knobs.handoff);
-    if d.knobs.fair {
-        lock = lock.fair(&shard.lock_queue, &shard.lock_waiting);
-    }
-    if d.in_one_trip() {
+        .lock(shard.lock_keys(), &d.holder)
+        .fair(d.knobs.switch(&FAIR))
+        .with_lease(d.knobs.millis(&LEASE_MS))
+        .expecting_to_hold(d.knobs.work() + INSIDE_MARGIN)
+        .handing_off(d.knobs.switch(&HANDOFF));
+    if fits_in_two_trips(d) {
         in_two_trips(d, shard, wait, lock).await
     } else {
-        step_by_step(d, shard, wait, lock).await
+        d.under_lock(shard, d.pausing(lock), wait, LockStore::Instance)
+            .await
     }
+}
+
+/// Whether the lock can be taken and given back in the same scripts that enter and commit
+/// the critical section: the lock must live beside the stock (one slot), and nothing may
+/// need a step of its own between them — a fencing token issued after the lock, the lock
+/// store's replicas asked, a fault injected.
+fn fits_in_two_trips(d: &Deduction) -> bool {
+    d.app.locks_beside_stock
+        && !d.knobs.fence()
+        && d.app.settings.lock_confirm.is_none()
+        && d.knobs.fault().is_none()
 }
 
 /// Lock and enter in one script, commit and release (or hand over) in another.
@@ -59,14 +116,13 @@ async fn in_two_trips(
     d: &Deduction,
     shard: &ShardKeys,
     wait: Duration,
-    mut lock: WatchdogLock,
+    mut lock: WatchdogLock<RedisConn>,
 ) -> Result<Outcome, AppError> {
-    let stay = d.knobs.work + INSIDE_MARGIN;
-    let lease = d.knobs.lease.unwrap_or(d.locks.default_lease());
-    let fair = lock.is_fair();
+    let stay = d.knobs.work() + INSIDE_MARGIN;
+    let (lease, fair) = (lock.lease(), lock.is_fair());
     let attempt = || {
-        let script = lock_enter_script(shard, &d.holder, lease, fair, stay);
-        let mut conn = d.redis.clone();
+        let script = scripts::lock_enter(shard, &d.holder, lease, fair, stay);
+        let mut conn = d.redis();
         async move {
             let (taken, stock, overlap): (i64, Value, Value) =
                 script.invoke_async(&mut conn).await?;
@@ -80,10 +136,9 @@ async fn in_two_trips(
         }
     };
     let started = Instant::now();
-    let entered = lock
-        .try_lock_with(Some(wait), d.knobs.lease, attempt)
-        .await?;
-    d.metrics
+    let entered = lock.acquire_with(wait, attempt).await?;
+    d.app
+        .metrics
         .lock_acquired(d.variant, entered.is_some(), started.elapsed());
     let Some(entered) = entered else {
         return Ok(Outcome::LockBusy);
@@ -97,17 +152,16 @@ async fn in_two_trips(
     }
     let order = Uuid::now_v7().to_string();
     let left = lock
-        .unlock_with(|release| {
-            let script = commit_release_script(
+        .release_with(|release| {
+            let sale = scripts::Sale {
                 shard,
-                &d.holder,
-                &order,
-                &d.instance,
-                d.variant.name(),
-                sells,
-                &release,
-            );
-            let mut conn = d.redis.clone();
+                holder: &d.holder,
+                order: &order,
+                instance: &d.app.settings.instance,
+                variant: d.variant.name(),
+            };
+            let script = scripts::commit_release(&sale, sells, &release);
+            let mut conn = d.redis();
             async move {
                 let mut answer: Vec<Value> = script.invoke_async(&mut conn).await?;
                 let for_successor = Value::Array(answer.split_off(2.min(answer.len())));
@@ -124,95 +178,4 @@ async fn in_two_trips(
         (Some(remaining), Some(_)) if !sells => Ok(Outcome::SoldOut { remaining }),
         (Some(remaining), Some(_)) => Ok(d.sold(shard, order, remaining).await),
     }
-}
-
-/// Each step a round trip of its own: lock, (confirm, token), enter, commit, unlock.
-async fn step_by_step(
-    d: &Deduction,
-    shard: &ShardKeys,
-    wait: Duration,
-    mut lock: WatchdogLock,
-) -> Result<Outcome, AppError> {
-    if !d.acquire(lock.try_lock(wait, d.knobs.lease)).await? {
-        return Ok(Outcome::LockBusy);
-    }
-    if !d.lock_confirmed(&shard.lock).await? {
-        d.log_release(lock.unlock().await.map_err(Into::into));
-        return Ok(Outcome::LockUnconfirmed);
-    }
-    if d.knobs.abandons() {
-        lock.abandon();
-        return Ok(Outcome::Abandoned);
-    }
-    let token = d.fencing_token(shard).await?;
-    let guard = Guard {
-        owner: Some(lock.owner()),
-        token,
-        lost: None,
-    };
-    let result = d.critical_section(shard, guard).await;
-    if let Some(pause) = d.knobs.pause_before_release() {
-        tokio::time::sleep(pause).await;
-    }
-    d.log_release(lock.unlock().await.map_err(Into::into));
-    result
-}
-
-/// `lock_enter.lua` for `owner` on `shard`'s lock: one try of [`in_two_trips`], which
-/// enters the critical section once the lock is taken (`stay`: how long it may be inside).
-pub fn lock_enter_script(
-    shard: &ShardKeys,
-    owner: &str,
-    lease: Duration,
-    fair: bool,
-    stay: Duration,
-) -> ScriptInvocation<'static> {
-    let mut script = scripts::LOCK_ENTER.prepare_invoke();
-    script
-        .key(&shard.lock)
-        .key(&shard.lock_channel)
-        .key(&shard.lock_queue)
-        .key(&shard.lock_waiting)
-        .key(&shard.stock)
-        .key(&shard.inside)
-        .key(&shard.audit)
-        .key(&shard.fence)
-        .arg(millis(lease))
-        .arg(owner)
-        .arg(if fair { "fair" } else { "unfair" })
-        .arg(millis(FAIR_PATIENCE))
-        .arg(millis(stay));
-    script
-}
-
-/// `commit_release.lua`: `holder` leaves `shard`'s critical section — selling a unit as
-/// `order` when `sells`, otherwise just leaving — and gives the lock back as `release`
-/// says (to its successor, when it names one).
-pub fn commit_release_script(
-    shard: &ShardKeys,
-    holder: &str,
-    order: &str,
-    instance: &str,
-    variant: &str,
-    sells: bool,
-    release: &Release,
-) -> ScriptInvocation<'static> {
-    let successor = release.successor.as_ref();
-    let mut script = scripts::COMMIT_RELEASE.prepare_invoke();
-    commit_keys_and_args(&mut script, shard, holder, order, instance, variant);
-    script
-        .key(&shard.lock_channel)
-        .key(&shard.lock_queue)
-        .key(&shard.lock_waiting)
-        .arg(if sells { "decr" } else { "leave" })
-        .arg(millis(release.lease))
-        .arg(if release.fair { "fair" } else { "unfair" })
-        .arg(successor.map_or("", |s| s.owner.as_str()))
-        .arg(successor.map_or(0, |s| millis(s.lease)))
-        .arg(successor.map_or(0, |s| millis(s.hold)));
-    script
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

@@ -1,0 +1,127 @@
+//! What the bench asks of the service besides the load: resets, `/stats`, `/metrics`.
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::args::BenchArgs;
+use crate::report::Row;
+
+/// A client of the service under test.
+pub struct Service<'a> {
+    pub args: &'a BenchArgs,
+    pub http: &'a reqwest::Client,
+}
+
+impl Service<'_> {
+    fn base(&self) -> &str {
+        self.args.url.trim_end_matches('/')
+    }
+
+    /// `POST /admin/reset`: the product's stock, split over `shards`.
+    pub async fn reset(&self, stock: i64, shards: u32) -> anyhow::Result<()> {
+        let admin = self.args.admin_url.as_deref().unwrap_or(&self.args.url);
+        let mut request = self
+            .http
+            .post(format!("{}/admin/reset", admin.trim_end_matches('/')))
+            .json(&json!({
+                "product": self.args.product,
+                "stock": stock,
+                "shards": shards,
+            }));
+        if let Some(token) = &self.args.admin_token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.context("POST /admin/reset")?;
+        if !response.status().is_success() {
+            bail!(
+                "reset refused ({}): {}",
+                response.status(),
+                response.text().await.unwrap_or_default()
+            );
+        }
+        Ok(())
+    }
+
+    /// `GET /stats` of the product.
+    pub async fn stats(&self) -> anyhow::Result<Value> {
+        let url = format!("{}/stats?product={}", self.base(), self.args.product);
+        Ok(self
+            .http
+            .get(url)
+            .send()
+            .await?
+            .error_for_status()
+            .context("GET /stats")?
+            .json()
+            .await?)
+    }
+
+    /// The product's stock and shard count before the bench, if it had been reset.
+    pub async fn layout_found(&self) -> Option<(i64, u32)> {
+        let stats = self.stats().await.ok()?;
+        Some((
+            stats["initial"].as_i64()?,
+            u32::try_from(stats["shards"].as_u64()?).ok()?,
+        ))
+    }
+
+    /// Every row resets the product; at the end it is set back to the stock and shard count
+    /// the bench found (its orders cleared), so that what sold it before sells it again.
+    pub async fn leave_as_found(
+        &self,
+        found: Option<(i64, u32)>,
+        rows: &[Row],
+    ) -> anyhow::Result<()> {
+        let product = &self.args.product;
+        let last_shards = rows
+            .iter()
+            .rev()
+            .find(|r| r.scenario.variant.is_some())
+            .map(|r| r.scenario.shards);
+        match (found, last_shards) {
+            (_, None) => {}
+            (Some((stock, shards)), Some(_)) => {
+                self.reset(stock, shards).await?;
+                eprintln!(
+                    "product {product} reset to {stock} units in {shards} shard(s), as the bench found it"
+                );
+            }
+            (None, Some(shards)) => eprintln!(
+                "product {product} had no stock before the bench; it is left as the last row set it ({shards} shard(s){})",
+                if shards > 1 {
+                    ": only the variants that split stock sell it; reset it with shards 1 for the others"
+                } else {
+                    ""
+                }
+            ),
+        }
+        Ok(())
+    }
+
+    /// Each instance's peak resident memory, from its `/metrics`.
+    pub async fn peak_rss(&self) -> anyhow::Result<Vec<(String, u64)>> {
+        let mut peaks = Vec::new();
+        for url in &self.args.instance_urls {
+            let text = self
+                .http
+                .get(format!("{}/metrics", url.trim_end_matches('/')))
+                .send()
+                .await?
+                .error_for_status()?
+                .text()
+                .await?;
+            let bytes = text
+                .lines()
+                .find_map(|line| {
+                    // `name{instance="…"} value`, or `name value`.
+                    let rest = line.strip_prefix("seckill_process_peak_resident_memory_bytes")?;
+                    let value = rest.rsplit_once(' ')?.1;
+                    (rest.starts_with('{') || rest.starts_with(' ')).then_some(value)
+                })
+                .and_then(|v| v.trim().parse().ok())
+                .with_context(|| format!("{url}/metrics has no peak RSS: {:.300}", text))?;
+            peaks.push((url.clone(), bytes));
+        }
+        Ok(peaks)
+    }
+}

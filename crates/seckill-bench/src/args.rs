@@ -1,0 +1,109 @@
+//! The command line of `seckill-bench`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser};
+use seckill::config::RedisArgs;
+use seckill::variants::Variant;
+
+use crate::suites::Suite;
+
+/// Drive the same load at each variant through Nginx and print the comparison: what each
+/// sold, oversold and lost, how fast, and what Redis spent on it.
+#[derive(Debug, Parser)]
+#[command(name = "seckill-bench", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub args: BenchArgs,
+}
+
+/// Flags of `seckill-bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Where the load goes: Nginx in front of the instances (or one instance).
+    #[arg(
+        long,
+        env = "SECKILL_BENCH_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub url: String,
+
+    /// Where resets go [default: --url]. Nginx serves /admin to loopback clients only.
+    #[arg(long)]
+    pub admin_url: Option<String>,
+
+    /// Bearer token for /admin, when the instances were started with one.
+    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+
+    /// The stock store the instances share, as they were told: read with INFO for the
+    /// commands and CPU per unit sold (every master, on a Cluster). When it cannot be
+    /// reached, or is not the one the instances use, those columns stay empty and the
+    /// bench says why.
+    #[command(flatten)]
+    pub redis: RedisArgs,
+
+    /// What to run: the progression (the default), or a performance suite.
+    #[arg(long, value_enum, default_value_t = Suite::Progression)]
+    pub suite: Suite,
+
+    /// Instances' own URLs (comma-separated), for the memory suite to read each one's
+    /// peak RSS from its /metrics.
+    #[arg(long, value_delimiter = ',')]
+    pub instance_urls: Vec<String>,
+
+    /// Rounds of the ceiling suite (healthz, lua, lua with batch=off, each round); its ratio
+    /// is the median.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
+    pub rounds: u64,
+
+    /// The instances have Redlock servers (--redlock-urls): the handoff suite adds a
+    /// redlock row.
+    #[arg(long)]
+    pub with_redlock: bool,
+
+    /// Variants to compare, comma-separated [default: the progression, in its order].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub variants: Vec<Variant>,
+
+    /// Requests per variant.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub requests: u64,
+
+    /// Requests in flight at once (one connection each).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=20_000))]
+    pub concurrency: u64,
+
+    /// Units set by the reset before each variant.
+    #[arg(long, default_value_t = 500)]
+    pub stock: i64,
+
+    /// Shards the stock is split into for the variants that split it (segmented).
+    #[arg(long, default_value_t = 8)]
+    pub shards: u32,
+
+    #[arg(long, default_value = "101")]
+    pub product: String,
+
+    /// Business time inside the critical section (every variant that takes work_ms).
+    #[arg(long, default_value_t = 2)]
+    pub work_ms: u64,
+
+    /// How long the variants that wait for a lock wait.
+    #[arg(long, default_value_t = 5_000)]
+    pub wait_ms: u64,
+
+    /// Also run the failure lessons (the page's, on the same terms): setnx's dead holder,
+    /// token with work longer than its TTL, and the watchdog on the same terms. Needs
+    /// instances started with --faults and --lock-lease-ms 200.
+    #[arg(long)]
+    pub lessons: bool,
+
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+
+    /// Write an SVG chart of goodput and oversell per row here.
+    #[arg(long)]
+    pub chart: Option<PathBuf>,
+}

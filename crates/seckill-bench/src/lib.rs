@@ -1,0 +1,33 @@
+//! `seckill-bench`: the side-by-side comparison of seckill's variants under one load, and
+//! the performance suites.
+//!
+//! For each scenario — by default every variant of the progression, in its order, all
+//! under the same load — it resets the stock, drives the load through Nginx
+//! (`seckill-load`), reads `/stats` and Redis's `INFO`, and prints one table. `--lessons`
+//! adds the failure modes, the same lessons the teaching page runs; `--suite` picks a
+//! performance suite instead, which also prints its ratios (every ratio from rows of the
+//! same run); `--json` and `--chart` write the results and an SVG.
+//!
+//! # Layout
+//!
+//! - [`args`] — the command line.
+//! - [`scenario`] — a row as asked for, and its [`scenario::Key`]: which row it is.
+//! - [`suites`] — the scenarios each suite runs; [`ratios`] — what each reports.
+//! - [`run`] — the run itself; [`admin`] — resets, `/stats`, `/metrics`;
+//!   [`redis_usage`] — Redis's own counters per master.
+//! - [`report`] — the rows; `table.rs` and `chart.rs` — the table and the SVG.
+
+pub mod admin;
+pub mod args;
+mod chart;
+pub mod ratios;
+pub mod redis_usage;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod suites;
+mod table;
+
+pub use args::BenchArgs;
+pub use report::{Report, Row};
+pub use run::run;

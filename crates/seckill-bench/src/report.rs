@@ -1,0 +1,72 @@
+//! What a run produced: a row per scenario, and the ratios of its suite.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::ratios::Ratio;
+use crate::scenario::Scenario;
+use crate::suites::Suite;
+
+/// One row of the comparison: what came of a scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    #[serde(flatten)]
+    pub scenario: Scenario,
+    pub statuses: BTreeMap<u16, usize>,
+    pub transport_errors: usize,
+    pub sold: i64,
+    pub remaining: i64,
+    pub oversold: i64,
+    pub lost_updates: i64,
+    pub lock_overlaps: i64,
+    pub lock_lost: i64,
+    pub elapsed_s: f64,
+    /// Answers per second, whatever they said.
+    pub throughput: f64,
+    /// Time from the first request to the last 200, when the stock ran out.
+    pub sell_out_s: Option<f64>,
+    /// Units that really left the stock, per second (orders beyond them are oversell).
+    pub goodput: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// The slowest answer.
+    pub max_ms: f64,
+    /// The real time spent in the work inside the lock, mean and p99, as the 200s
+    /// reported it (`work_ms` is what was asked for).
+    pub work_mean_ms: Option<f64>,
+    pub work_p99_ms: Option<f64>,
+    /// Redis commands per unit sold, as Redis's INFO counts them (calls inside scripts too).
+    pub redis_commands_per_unit: Option<f64>,
+    /// Redis CPU time (user + sys) per unit sold, in microseconds, over every master.
+    pub redis_cpu_us_per_unit: Option<f64>,
+    /// The same, master by master (`host:port`), when the store has more than one.
+    pub redis_cpu_us_per_unit_by_master: Vec<(String, f64)>,
+    /// `/stats` after the load, as the service returned it (null for a baseline).
+    pub stats: Value,
+}
+
+impl Row {
+    pub fn count(&self, status: u16) -> usize {
+        self.statuses.get(&status).copied().unwrap_or(0)
+    }
+
+    pub fn server_errors(&self) -> usize {
+        self.statuses
+            .iter()
+            .filter(|(status, _)| **status >= 500)
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// What a run produced: the rows, and the ratios its suite asks for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub suite: Suite,
+    pub rows: Vec<Row>,
+    pub ratios: Vec<Ratio>,
+    /// Peak resident memory per instance (memory suite), bytes, by instance URL.
+    pub peak_rss: Vec<(String, u64)>,
+}

@@ -1,0 +1,263 @@
+//! A run: for each scenario, reset the stock, drive the load through Nginx, read `/stats`
+//! and Redis's `INFO`; then the table, the ratios, the JSON and the chart.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use seckill::keys::{ProductId, ProductKeys};
+use seckill_load::{Control, Load, Method, Report as LoadReport};
+use serde_json::{Value, json};
+
+use crate::admin::Service;
+use crate::args::BenchArgs;
+use crate::ratios::ratios;
+use crate::redis_usage::{Masters, spent};
+use crate::report::{Report, Row};
+use crate::scenario::Scenario;
+use crate::{chart, suites, table};
+
+/// Runs the suite, prints the table and the ratios, and writes the JSON and the chart.
+pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
+    let product = ProductId::parse(&args.product).map_err(anyhow::Error::msg)?;
+    let scenarios = suites::scenarios(&args);
+    let concurrency = scenarios.iter().map(|s| s.concurrency).max().unwrap_or(1);
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(usize::try_from(concurrency).unwrap_or(usize::MAX))
+        .timeout(Duration::from_secs(120))
+        .build()?;
+    let service = Service {
+        args: &args,
+        http: &http,
+    };
+    let mut info = match Masters::connect(&args.redis).await {
+        Ok(masters) => Some(masters),
+        Err(err) => {
+            eprintln!("{}", not_measured(&args, &format!("{err:#}")));
+            None
+        }
+    };
+
+    let found = service.layout_found().await;
+    let mut rows = Vec::with_capacity(scenarios.len());
+    for scenario in scenarios {
+        let row = run_one(&service, &mut info, scenario).await?;
+        // The first reset tells whether INFO reads the Redis the instances write to.
+        if let Some(masters) = &mut info
+            && row.scenario.variant.is_some()
+            && !masters.holds(&ProductKeys::new(&product).meta).await
+        {
+            eprintln!(
+                "{}",
+                not_measured(&args, "the instances do not write there")
+            );
+            info = None;
+        }
+        rows.push(row);
+    }
+    service.leave_as_found(found, &rows).await?;
+    let peak_rss = if args.suite.reads_memory() {
+        service.peak_rss().await.unwrap_or_else(|err| {
+            eprintln!("peak RSS not read: {err:#}");
+            Vec::new()
+        })
+    } else {
+        Vec::new()
+    };
+    let ratios = ratios(&args, &rows, &peak_rss);
+    println!("{}", table::render(&rows));
+    for ratio in &ratios {
+        println!("{ratio}");
+    }
+    let report = Report {
+        suite: args.suite,
+        rows,
+        ratios,
+        peak_rss,
+    };
+    if let Some(path) = &args.json {
+        let json = json!({ "settings": settings(&args), "report": report });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("results: {}", path.display());
+    }
+    if let Some(path) = &args.chart {
+        std::fs::write(path, chart::svg(&report.rows))
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("chart: {}", path.display());
+    }
+    Ok(report)
+}
+
+/// Why the Redis columns stay empty.
+fn not_measured(args: &BenchArgs, why: &str) -> String {
+    format!(
+        "Redis at {} is not read ({why}): cmds/unit and cpu us/unit stay empty; give the \
+         instances' --redis-url (scripts/cluster.sh redis-flags prints the local cluster's)",
+        args.redis.redis_url
+    )
+}
+
+fn settings(args: &BenchArgs) -> Value {
+    json!({
+        "suite": args.suite,
+        "url": args.url,
+        "redis_mode": args.redis.redis_mode,
+        "requests": args.requests,
+        "concurrency": args.concurrency,
+        "stock": args.stock,
+        "shards": args.shards,
+        "work_ms": args.work_ms,
+        "wait_ms": args.wait_ms,
+        "lessons": args.lessons,
+    })
+}
+
+async fn run_one(
+    service: &Service<'_>,
+    info: &mut Option<Masters>,
+    scenario: Scenario,
+) -> anyhow::Result<Row> {
+    let args = service.args;
+    let base = args.url.trim_end_matches('/');
+    let Some(variant) = scenario.variant else {
+        return run_baseline(service, base, scenario).await;
+    };
+    service.reset(scenario.stock, scenario.shards).await?;
+    let mut url = format!("{base}/deduct_stock/{variant}?product={}", args.product);
+    if let Some(first) = &scenario.first {
+        let response = service.http.post(format!("{url}&{first}")).send().await?;
+        let status = response.status();
+        if status == 400 {
+            bail!(
+                "{}: the instances refused {first}: {} (start them with --faults)",
+                scenario.label,
+                response.text().await.unwrap_or_default()
+            );
+        }
+    }
+    if !scenario.knobs.is_empty() {
+        url = format!("{url}&{}", scenario.knobs);
+    }
+
+    let before = match info {
+        Some(masters) => Some(masters.read().await?),
+        None => None,
+    };
+    let load = drive(service.http, Load::post(url), &scenario).await;
+    let spent = match (info, before) {
+        (Some(masters), Some(before)) => spent(&before, &masters.read().await?),
+        _ => Vec::new(),
+    };
+
+    let stats = service.stats().await?;
+    let field = |name: &str| stats[name].as_i64().unwrap_or_default();
+    let (initial, sold, remaining) = (field("initial"), field("sold"), field("remaining"));
+    let real_units = sold.min(initial - remaining).max(0);
+    let sell_out = (remaining <= 0 && sold > 0)
+        .then_some(load.last_ok)
+        .flatten();
+    let window = sell_out.unwrap_or(load.elapsed).as_secs_f64().max(1e-9);
+    let per_unit = |total: f64| (sold > 0 && !spent.is_empty()).then(|| total / sold as f64);
+    let commands = spent.iter().map(|(_, commands, _)| *commands).sum::<u64>() as f64;
+    let cpu_us: f64 = spent.iter().map(|(_, _, cpu)| cpu).sum();
+    let by_master = if spent.len() > 1 {
+        spent
+            .iter()
+            .filter_map(|(addr, _, cpu)| Some((addr.clone(), per_unit(*cpu)?)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let work = load.work_ms();
+    Ok(Row {
+        throughput: load.throughput(),
+        p50_ms: load.percentile_ms(0.50),
+        p99_ms: load.percentile_ms(0.99),
+        max_ms: load.percentile_ms(1.0),
+        elapsed_s: load.elapsed.as_secs_f64(),
+        statuses: load.statuses,
+        transport_errors: load.transport_errors,
+        sold,
+        remaining,
+        oversold: field("oversold"),
+        lost_updates: field("lost_updates"),
+        lock_overlaps: field("lock_overlaps"),
+        lock_lost: field("lock_lost"),
+        sell_out_s: sell_out.map(|d| d.as_secs_f64()),
+        goodput: real_units as f64 / window,
+        work_mean_ms: work.map(|(mean, _)| mean),
+        work_p99_ms: work.map(|(_, p99)| p99),
+        redis_commands_per_unit: per_unit(commands),
+        redis_cpu_us_per_unit: per_unit(cpu_us),
+        redis_cpu_us_per_unit_by_master: by_master,
+        stats,
+        scenario,
+    })
+}
+
+/// Drives the scenario's requests from its connections, behind a progress bar.
+async fn drive(http: &reqwest::Client, load: Load, scenario: &Scenario) -> LoadReport {
+    let progress = ProgressBar::new(scenario.requests).with_message(scenario.label.clone());
+    progress.set_style(
+        ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} {elapsed}")
+            .expect("a valid progress template")
+            .progress_chars("=> "),
+    );
+    let control = Control::default();
+    let ticker = {
+        let (progress, control) = (progress.clone(), control.clone());
+        tokio::spawn(async move {
+            loop {
+                progress.set_position(control.answered());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let requests = usize::try_from(scenario.requests).unwrap_or(usize::MAX);
+    let concurrency = usize::try_from(scenario.concurrency).unwrap_or(usize::MAX);
+    let report = load
+        .requests(requests)
+        .concurrency(concurrency)
+        .run(http, &control)
+        .await;
+    ticker.abort();
+    progress.finish_and_clear();
+    report
+}
+
+/// A baseline under the same load: GETs of `/healthz` (what Nginx and the instances do
+/// without Redis) or `/readyz` (one `PING` each).
+async fn run_baseline(
+    service: &Service<'_>,
+    base: &str,
+    scenario: Scenario,
+) -> anyhow::Result<Row> {
+    let url = format!("{base}{}", scenario.baseline.unwrap_or("/healthz"));
+    let load = Load::to(vec![url], Method::Get);
+    let load = drive(service.http, load, &scenario).await;
+    Ok(Row {
+        throughput: load.throughput(),
+        elapsed_s: load.elapsed.as_secs_f64(),
+        p50_ms: load.percentile_ms(0.50),
+        p99_ms: load.percentile_ms(0.99),
+        max_ms: load.percentile_ms(1.0),
+        work_mean_ms: None,
+        work_p99_ms: None,
+        statuses: load.statuses,
+        transport_errors: load.transport_errors,
+        sold: 0,
+        remaining: 0,
+        oversold: 0,
+        lost_updates: 0,
+        lock_overlaps: 0,
+        lock_lost: 0,
+        sell_out_s: None,
+        goodput: 0.0,
+        redis_commands_per_unit: None,
+        redis_cpu_us_per_unit: None,
+        redis_cpu_us_per_unit_by_master: Vec::new(),
+        stats: Value::Null,
+        scenario,
+    })
+}

@@ -1,0 +1,297 @@
+//! A row of the comparison, as asked for: what is sent, and which row it is.
+
+use std::fmt;
+
+use seckill::lessons::{LESSONS, Phase};
+use seckill::variants::Variant;
+use serde::Serialize;
+
+use crate::args::BenchArgs;
+
+/// Waiters on one lock in the suites that measure waiting.
+pub const WAITERS: u64 = 200;
+
+/// Which row a scenario is, so that a suite finds its rows again by what they are rather
+/// than by their labels. Its `Display` is the row's label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Key {
+    /// The progression's row for a variant, on `shards` shards.
+    Step { variant: Variant, shards: u32 },
+    /// A lesson's phase, by its label.
+    Lesson(&'static str),
+    /// GETs with no deduction: `/healthz` (no Redis) or `/readyz` (one `PING`).
+    Baseline(&'static str),
+    /// lua in the ceiling suite: its calls shared (`batch=on`) or one each.
+    Ceiling { batched: bool },
+    /// One client, or [`WAITERS`] at once, on one lock (the waiting suite; lua's one client
+    /// in the hand-off suite).
+    Clients { variant: Variant, clients: u64 },
+    /// Every request selling a unit, from `connections` at once (latency, memory).
+    At { variant: Variant, connections: u64 },
+    /// The shards suite: one watchdog lock for the whole stock.
+    OneLock,
+    /// The shards suite: the stock split into this many shards.
+    Shards(u32),
+    /// [`WAITERS`] at once on `variant` over `shards`, with `work_ms` in the lock and
+    /// `extra` knobs (the hand-off, fair and shares suites).
+    Waiters {
+        variant: Variant,
+        shards: u32,
+        work_ms: u64,
+        extra: &'static str,
+    },
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Step { variant, shards } => write!(f, "{}", named(variant, shards)),
+            Self::Lesson(label) => f.write_str(label),
+            Self::Baseline("/healthz") => f.write_str("healthz (no Redis)"),
+            Self::Baseline("/readyz") => f.write_str("readyz (one PING)"),
+            Self::Baseline(path) => f.write_str(path),
+            Self::Ceiling { batched: true } => f.write_str("lua (ceiling)"),
+            Self::Ceiling { batched: false } => f.write_str("lua, batch=off"),
+            Self::Clients {
+                variant,
+                clients: 1,
+            } => write!(f, "{variant}, 1 client"),
+            Self::Clients { variant, clients } => write!(f, "{variant}, {clients} waiters"),
+            Self::At {
+                variant,
+                connections,
+            } => write!(f, "{variant} @{connections}"),
+            Self::OneLock => f.write_str("watchdog (one lock)"),
+            Self::Shards(shards) => write!(f, "segmented x{shards}"),
+            Self::Waiters {
+                variant,
+                shards,
+                work_ms,
+                extra,
+            } => {
+                write!(f, "{} @{WAITERS}, work {work_ms}", named(variant, shards))?;
+                if !extra.is_empty() {
+                    write!(f, ", {extra}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A variant's name, with its shard count when it splits the stock: `segmented x8`.
+fn named(variant: Variant, shards: u32) -> String {
+    if variant.spec().splits_stock {
+        format!("{variant} x{shards}")
+    } else {
+        variant.to_string()
+    }
+}
+
+/// One row of the comparison: what was asked for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    pub key: Key,
+    pub label: String,
+    /// The variant to POST to; `None` for a baseline.
+    pub variant: Option<Variant>,
+    /// The baseline's path, sent as GETs.
+    pub baseline: Option<&'static str>,
+    /// Knobs, as a query string.
+    pub knobs: String,
+    pub stock: i64,
+    pub shards: u32,
+    pub requests: u64,
+    pub concurrency: u64,
+    /// Knobs of a request sent alone before the load (a fault).
+    pub first: Option<String>,
+}
+
+impl Scenario {
+    /// Deductions at `variant` with `knobs`, every request selling a unit: stock =
+    /// requests, one shard.
+    pub fn selling(
+        key: Key,
+        variant: Variant,
+        knobs: String,
+        requests: u64,
+        concurrency: u64,
+    ) -> Self {
+        Self {
+            label: key.to_string(),
+            key,
+            variant: Some(variant),
+            baseline: None,
+            knobs,
+            stock: i64::try_from(requests).unwrap_or(i64::MAX),
+            shards: 1,
+            requests,
+            concurrency,
+            first: None,
+        }
+    }
+
+    /// GETs of `path` with no deduction: what the path through Nginx costs by itself.
+    pub fn baseline(path: &'static str, requests: u64, concurrency: u64) -> Self {
+        let key = Key::Baseline(path);
+        Self {
+            label: key.to_string(),
+            key,
+            variant: None,
+            baseline: Some(path),
+            knobs: String::new(),
+            stock: 0,
+            shards: 1,
+            requests,
+            concurrency,
+            first: None,
+        }
+    }
+
+    /// A lesson's phase, as the page runs it.
+    fn lesson(phase: &'static Phase) -> Self {
+        let key = Key::Lesson(phase.label);
+        Self {
+            label: key.to_string(),
+            key,
+            variant: Some(phase.variant),
+            baseline: None,
+            knobs: phase.knobs.to_owned(),
+            stock: phase.stock,
+            shards: phase.shards,
+            requests: phase.requests as u64,
+            concurrency: phase.concurrency as u64,
+            first: phase.first.map(str::to_owned),
+        }
+    }
+
+    pub fn on_shards(mut self, shards: u32) -> Self {
+        self.shards = shards;
+        self.label = self.key.to_string();
+        self
+    }
+}
+
+/// `work_ms` for the variants that take it, a long `wait_ms` for those that wait, and
+/// `extra`: the knobs of a row where every request should sell.
+pub fn knobs(variant: Variant, work_ms: u64, wait_ms: u64, extra: &str) -> String {
+    let mut knobs = Vec::new();
+    if variant.takes("work_ms") {
+        knobs.push(format!("work_ms={work_ms}"));
+    }
+    if variant.takes("wait_ms") {
+        knobs.push(format!("wait_ms={wait_ms}"));
+    }
+    if !extra.is_empty() {
+        knobs.push(extra.to_owned());
+    }
+    knobs.join("&")
+}
+
+/// The progression: every chosen variant under the same load, then the failure lessons
+/// if asked.
+pub fn progression(args: &BenchArgs) -> Vec<Scenario> {
+    let variants: Vec<Variant> = if args.variants.is_empty() {
+        Variant::progression().collect()
+    } else {
+        args.variants.clone()
+    };
+    let mut rows: Vec<Scenario> = variants
+        .into_iter()
+        .map(|variant| {
+            let shards = if variant.spec().splits_stock {
+                args.shards
+            } else {
+                1
+            };
+            let key = Key::Step { variant, shards };
+            Scenario {
+                stock: args.stock,
+                requests: args.requests,
+                ..Scenario::selling(
+                    key,
+                    variant,
+                    knobs(variant, args.work_ms, args.wait_ms, ""),
+                    args.requests,
+                    args.concurrency,
+                )
+                .on_shards(shards)
+            }
+        })
+        .collect();
+    if args.lessons {
+        let failure_modes = LESSONS.iter().filter(|l| l.failure_mode);
+        rows.extend(failure_modes.flat_map(|l| l.phases).map(Scenario::lesson));
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn variant(name: &str) -> Variant {
+        Variant::parse(name).unwrap()
+    }
+
+    #[test]
+    fn labels_read_as_before() {
+        let segmented = variant("segmented");
+        let watchdog = variant("watchdog");
+        let cases = [
+            (
+                Key::Step {
+                    variant: segmented,
+                    shards: 8,
+                },
+                "segmented x8",
+            ),
+            (
+                Key::Step {
+                    variant: watchdog,
+                    shards: 1,
+                },
+                "watchdog",
+            ),
+            (Key::Baseline("/readyz"), "readyz (one PING)"),
+            (
+                Key::Clients {
+                    variant: watchdog,
+                    clients: WAITERS,
+                },
+                "watchdog, 200 waiters",
+            ),
+            (
+                Key::Waiters {
+                    variant: segmented,
+                    shards: 1,
+                    work_ms: 2,
+                    extra: "",
+                },
+                "segmented x1 @200, work 2",
+            ),
+            (
+                Key::Waiters {
+                    variant: watchdog,
+                    shards: 1,
+                    work_ms: 0,
+                    extra: "handoff=off",
+                },
+                "watchdog @200, work 0, handoff=off",
+            ),
+        ];
+        for (key, label) in cases {
+            assert_eq!(key.to_string(), label);
+        }
+    }
+
+    #[test]
+    fn knobs_follow_what_each_variant_takes() {
+        assert_eq!(knobs(variant("lua"), 2, 10_000, ""), "");
+        assert_eq!(knobs(variant("setnx"), 2, 10_000, ""), "work_ms=2");
+        assert_eq!(
+            knobs(variant("watchdog"), 2, 10_000, "fair=on"),
+            "work_ms=2&wait_ms=10000&fair=on"
+        );
+    }
+}

@@ -1,0 +1,258 @@
+//! The bench's suites: which scenarios each runs. Their ratios are in [`crate::ratios`].
+
+use seckill::variants::Variant;
+use serde::Serialize;
+
+use crate::args::BenchArgs;
+use crate::scenario::{Key, Scenario, WAITERS, knobs, progression};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Suite {
+    /// Every variant under the same load (and the lessons with --lessons).
+    Progression,
+    /// lua against the no-Redis /healthz through the same Nginx: the lock-free ceiling.
+    Ceiling,
+    /// Redis commands per unit sold with 200 waiters against one client: watchdog's
+    /// pub/sub wait, and token's spin-and-retry for contrast.
+    Waiting,
+    /// watchdog against segmented with 1 to 64 shards, 2 ms of work in the lock.
+    Shards,
+    /// Every variant at 200 connections, for p50/p99, every request selling a unit.
+    Latency,
+    /// 2,000 connections at lua and watchdog; peak RSS per instance (needs --instance-urls).
+    Memory,
+    /// Lock hand-off: 200 waiters on one lock, with 2 ms of work (lock utilization) and
+    /// with none (units/s against one client's lua requests/s).
+    Handoff,
+    /// The fair lock against the unfair one at 200 waiters: p99 wait against the queue's
+    /// length in time, and what fairness costs.
+    Fair,
+    /// The seed's per-instance shares against segmented x8, with and without work.
+    Shares,
+    /// All of the performance suites, one after the other.
+    Performance,
+}
+
+impl Suite {
+    pub fn reads_memory(self) -> bool {
+        matches!(self, Self::Memory | Self::Performance)
+    }
+}
+
+/// Past 16 the curve bends on this 2-core machine: 32 and 64 show where.
+pub const SHARD_CURVE: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// A variant the suites are about, by name.
+pub fn variant(name: &str) -> Variant {
+    Variant::parse(name).unwrap_or_else(|| panic!("no variant {name} in the registry"))
+}
+
+/// The scenarios of the suite the flags ask for.
+pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
+    match args.suite {
+        Suite::Progression => progression(args),
+        Suite::Ceiling => ceiling(args),
+        Suite::Waiting => waiting(args),
+        Suite::Shards => shards(args),
+        Suite::Latency => latency(args),
+        Suite::Memory => memory(),
+        Suite::Handoff => handoff(args),
+        Suite::Fair => fair(args),
+        Suite::Shares => shares(args),
+        Suite::Performance => [
+            ceiling(args),
+            waiting(args),
+            shards(args),
+            latency(args),
+            memory(),
+            handoff(args),
+            fair(args),
+            shares(args),
+        ]
+        .concat(),
+    }
+}
+
+/// Ten times `--requests` each round: cheap requests, and throughput wants a long run.
+fn ceiling(args: &BenchArgs) -> Vec<Scenario> {
+    let requests = args.requests * 10;
+    let lua = |batched: bool| {
+        let knobs = if batched { "" } else { "batch=off" };
+        let key = Key::Ceiling { batched };
+        Scenario::selling(
+            key,
+            variant("lua"),
+            knobs.into(),
+            requests,
+            args.concurrency,
+        )
+    };
+    (0..args.rounds)
+        .flat_map(|_| {
+            [
+                Scenario::baseline("/healthz", requests, args.concurrency),
+                Scenario::baseline("/readyz", requests, args.concurrency),
+                lua(true),
+                lua(false),
+            ]
+        })
+        .collect()
+}
+
+fn waiting(args: &BenchArgs) -> Vec<Scenario> {
+    let mut rows = Vec::new();
+    for variant in [variant("watchdog"), variant("token")] {
+        let knobs = knobs(variant, args.work_ms, 10_000, "");
+        for (clients, requests) in [(1, 300), (WAITERS, 1_000)] {
+            let key = Key::Clients { variant, clients };
+            rows.push(Scenario::selling(
+                key,
+                variant,
+                knobs.clone(),
+                requests,
+                clients,
+            ));
+        }
+    }
+    rows
+}
+
+fn shards(args: &BenchArgs) -> Vec<Scenario> {
+    let (watchdog, segmented) = (variant("watchdog"), variant("segmented"));
+    let selling = |key, variant| {
+        let knobs = knobs(variant, args.work_ms, 10_000, "");
+        Scenario::selling(key, variant, knobs, args.requests, args.concurrency)
+    };
+    let mut rows = vec![selling(Key::OneLock, watchdog)];
+    for shards in SHARD_CURVE {
+        rows.push(selling(Key::Shards(shards), segmented).on_shards(shards));
+    }
+    rows
+}
+
+fn latency(args: &BenchArgs) -> Vec<Scenario> {
+    Variant::progression()
+        .map(|variant| {
+            let key = Key::At {
+                variant,
+                connections: 200,
+            };
+            let knobs = knobs(variant, args.work_ms, 10_000, "");
+            let row = Scenario::selling(key, variant, knobs, args.requests, 200);
+            if variant.spec().splits_stock {
+                row.on_shards(args.shards)
+            } else {
+                row
+            }
+        })
+        .collect()
+}
+
+fn memory() -> Vec<Scenario> {
+    ["lua", "watchdog"]
+        .map(|name| {
+            let variant = variant(name);
+            let knobs = if variant.takes("wait_ms") {
+                "wait_ms=10000"
+            } else {
+                ""
+            };
+            let key = Key::At {
+                variant,
+                connections: 2_000,
+            };
+            Scenario::selling(key, variant, knobs.into(), 4_000, 2_000)
+        })
+        .into()
+}
+
+/// [`WAITERS`] at once on `variant` over `shards`, with `work_ms` and `extra` knobs.
+fn at_waiters(
+    variant: Variant,
+    shards: u32,
+    work_ms: u64,
+    extra: &'static str,
+    requests: u64,
+) -> Scenario {
+    let key = Key::Waiters {
+        variant,
+        shards,
+        work_ms,
+        extra,
+    };
+    let knobs = knobs(variant, work_ms, 10_000, extra);
+    Scenario::selling(key, variant, knobs, requests, WAITERS).on_shards(shards)
+}
+
+/// With no work a row sells twice as many units: each takes less time.
+fn requests_at(args: &BenchArgs, work_ms: u64) -> u64 {
+    if work_ms == 0 {
+        args.requests * 2
+    } else {
+        args.requests
+    }
+}
+
+fn handoff(args: &BenchArgs) -> Vec<Scenario> {
+    let lua = variant("lua");
+    let one_client = Key::Clients {
+        variant: lua,
+        clients: 1,
+    };
+    let mut rows = vec![Scenario::selling(
+        one_client,
+        lua,
+        String::new(),
+        args.requests.max(1_000),
+        1,
+    )];
+    let work = args.work_ms;
+    for (work_ms, extra) in [
+        (0, ""),
+        (0, "handoff=off"),
+        (work, ""),
+        (work, "handoff=off"),
+    ] {
+        let requests = requests_at(args, work_ms);
+        rows.push(at_waiters(variant("watchdog"), 1, work_ms, extra, requests));
+    }
+    let mut others = vec![variant("token"), variant("segmented")];
+    if args.with_redlock {
+        others.push(variant("redlock"));
+    }
+    for other in others {
+        rows.push(at_waiters(other, 1, work, "", requests_at(args, work)));
+    }
+    rows
+}
+
+fn fair(args: &BenchArgs) -> Vec<Scenario> {
+    let mut rows = Vec::new();
+    for (variant, shards) in [
+        (variant("watchdog"), 1),
+        (variant("segmented"), args.shards),
+    ] {
+        for extra in ["", "fair=on"] {
+            rows.push(at_waiters(
+                variant,
+                shards,
+                args.work_ms,
+                extra,
+                args.requests,
+            ));
+        }
+    }
+    rows
+}
+
+fn shares(args: &BenchArgs) -> Vec<Scenario> {
+    let mut rows = Vec::new();
+    for work_ms in [args.work_ms, 0] {
+        for (variant, shards) in [(variant("segmented"), args.shards), (variant("shares"), 1)] {
+            let requests = requests_at(args, work_ms);
+            rows.push(at_waiters(variant, shards, work_ms, "", requests));
+        }
+    }
+    rows
+}

@@ -1,0 +1,11 @@
+-- fair_leave.lua: a fair lock's waiter gives up and leaves the queue (lib/lock.lua's
+-- `leave_queue`).
+--
+-- KEYS[1]  lock
+-- KEYS[2]  the lock's release channel
+-- KEYS[3]  queue
+-- KEYS[4]  waiting
+-- ARGV[1]  holder id
+--
+-- Returns: 1 when the holder was in the queue, else 0.
+return leave_queue(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])

@@ -1,0 +1,177 @@
+//! Distributed locks on Redis, usable without HTTP: one step of the progression each.
+//!
+//! Each lock keeps the flaw its step teaches, and offers the seeds' even worse habits only
+//! as options a lesson asks for:
+//!
+//! - [`SetnxLock`] — `SETNX` with no TTL. A holder that dies leaves it held forever.
+//!   Released by compare-and-delete; [`SetnxLock::releasing_blindly`] is the seed's plain
+//!   `DEL`, which removes whoever holds the lock.
+//! - [`TokenLock`] — `SET key <token> NX PX ttl`, released by compare-and-delete. Correct
+//!   while the work fits in the TTL; when it does not, a second holder gets in.
+//!   [`TokenLock::checking_then_deleting`] is the seed's `GET`, compare, `DEL`.
+//! - [`WatchdogLock`] — Redisson's reentrant lock: a hash `holder -> hold count` with a lease
+//!   a watchdog renews, fair or not, waiters woken through one shared subscription and
+//!   handed the lock by holders of their own instance ([`WatchdogLocks`]). Correct even
+//!   when the work outlasts the lease.
+//! - [`Redlock`] — one lock over 3 or 5 independent masters, held by a majority, as the
+//!   Redis docs describe it; survives the loss of a minority of them.
+//!
+//! All of them implement [`Lock`]: [`acquire`](Lock::acquire) with a wait,
+//! [`release`](Lock::release), [`abandon`](Lock::abandon), [`is_lost`](Lock::is_lost).
+//! Release is async, so it cannot run in `Drop`: a caller that forgets it leaves the lock
+//! to its TTL (or, for `SetnxLock`, forever), which is exactly what the setnx lesson shows.
+//!
+//! Every lock talks to Redis through any [`redis::aio::ConnectionLike`] (a
+//! `ConnectionManager`, a Cluster connection, or the caller's own), and keeps its keys in
+//! one hash tag when the caller's keys have one, so each call lands on one Cluster slot.
+//! The library counts what its watchdogs and waiters do ([`WatchdogCounters`]) and leaves
+//! exporting the counts to the caller.
+//!
+//! # Layout
+//!
+//! - [`setnx`], [`token`], [`redlock`] — one lock each.
+//! - [`watchdog`] — the reentrant lock, its release and renewal; `watchdog/waiters.rs` the
+//!   per-instance subscription and waiter queues behind hand-offs.
+//! - [`inspect`] — what an operator sees of a lock, and forcing it free.
+//! - `scripts.rs` and `lua/` — the Lua behind them, `lua/lib/lock.lua` the steps several
+//!   scripts share ([`LOCK_LUA`], for callers that fuse a lock step with their own).
+
+pub mod inspect;
+pub mod redlock;
+mod scripts;
+pub mod setnx;
+pub mod token;
+pub mod watchdog;
+
+pub use inspect::LockState;
+pub use redlock::{Redlock, RedlockLock};
+pub use scripts::LOCK_LUA;
+pub use setnx::SetnxLock;
+pub use token::TokenLock;
+pub use watchdog::{LockKeys, WatchdogCounters, WatchdogLock, WatchdogLocks};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis::RedisError;
+use redis::aio::ConnectionLike;
+use uuid::Uuid;
+
+/// What the locks talk to Redis through: any async connection that can be cloned and moved
+/// between tasks (clones share one multiplexed connection).
+pub trait Connection: ConnectionLike + Clone + Send + Sync + 'static {}
+
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> Connection for C {}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Redis did not answer, refused, or answered something unexpected.
+    #[error("redis: {0}")]
+    Redis(#[from] RedisError),
+    /// Redlock: fewer than a quorum of its servers answered at all, so the lock cannot be
+    /// had, whoever holds it.
+    #[error("redlock: {answered} of {servers} servers answered, fewer than a quorum")]
+    NoQuorum { answered: usize, servers: usize },
+}
+
+/// A distributed lock, as one holder sees it.
+///
+/// A handle belongs to one holder (one request, one task) and is used once: acquire, work,
+/// release — or abandon, as if the holder's process had died.
+pub trait Lock: Send {
+    /// Takes the lock, trying for up to `wait` (zero: one try). False when it stayed held
+    /// by another for the whole wait.
+    fn acquire(&mut self, wait: Duration) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// Gives the lock back. False when it was no longer this holder's (it expired, or was
+    /// taken away): whatever the holder did meanwhile was not protected.
+    fn release(&mut self) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// Stops as if the holder's process had died: nothing given back, nothing renewed.
+    fn abandon(&mut self) {}
+
+    /// True once the holder knows it no longer holds the lock (a watchdog tick or a Redlock
+    /// extension found it gone): it must not act as if it did.
+    fn is_lost(&self) -> bool {
+        false
+    }
+
+    /// Who holds the lock through this handle: the value (or, for [`WatchdogLock`], the
+    /// hash field) it writes into Redis.
+    fn holder(&self) -> &str;
+
+    /// True when the lock is a hash with [`holder`](Lock::holder) as a field while held, so
+    /// that a script on the lock's slot can check, in the same step as a write, that the
+    /// holder still holds it ([`WatchdogLock`]).
+    fn holder_is_a_hash_field(&self) -> bool {
+        false
+    }
+
+    /// A fencing token the lock store issued with the grant, for stores that issue one.
+    /// Redis's locks issue none; whoever checks tokens issues them.
+    fn fencing_token(&self) -> Option<i64> {
+        None
+    }
+}
+
+/// Holder ids: one UUID per process plus a sequence number per acquisition, so two tasks on
+/// the same thread never share an identity (as Redisson's thread ids would).
+#[derive(Debug)]
+pub struct HolderIds {
+    /// The process UUID, formatted once.
+    process: String,
+    next: AtomicU64,
+}
+
+impl HolderIds {
+    pub fn new() -> Self {
+        Self {
+            process: Uuid::new_v4().to_string(),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// Holder ids that start with the instance's id, `"<instance>/<process uuid>:<n>"`, so
+    /// that whoever looks at a lock sees which instance holds it.
+    pub fn for_instance(instance: &str) -> Self {
+        Self {
+            process: format!("{instance}/{}", Uuid::new_v4()),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// A fresh holder id, `"<process uuid>:<n>"` (after the instance, when there is one).
+    pub fn next(&self) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut id = String::with_capacity(self.process.len() + 21);
+        id.push_str(&self.process);
+        id.push(':');
+        id.push_str(itoa::Buffer::new().format(n));
+        id
+    }
+}
+
+impl Default for HolderIds {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A duration as Redis takes one: whole milliseconds, saturating. `PX` and `PEXPIRE`
+/// refuse 0, so callers that set an expiry take `.max(1)` of it.
+pub fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Time left before `deadline`; a wait too long to have one (`Duration::MAX`) never ends.
+fn time_left(deadline: Option<tokio::time::Instant>) -> Duration {
+    deadline.map_or(Duration::MAX, |d| {
+        d.saturating_duration_since(tokio::time::Instant::now())
+    })
+}
+
+/// Sleep between two tries of a spinning lock: a few milliseconds with jitter, so that
+/// waiters on two instances do not retry in lock-step, and never past the deadline.
+fn retry_delay(left: Duration) -> Duration {
+    Duration::from_millis(fastrand::u64(2..=10)).min(left)
+}

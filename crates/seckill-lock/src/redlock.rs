@@ -1,0 +1,309 @@
+//! Redlock: one lock over N independent Redis masters, as the Redis docs describe it.
+//!
+//! One random token; `SET key token NX PX ttl` on every server at once, each bounded by a
+//! timeout small against the TTL; the lock is held when a majority (N/2+1) granted it and
+//! time is left: validity = TTL − the time taking it took − drift (1 % of the TTL + 2 ms).
+//! Otherwise it is given back everywhere and tried again after a random delay, until the
+//! wait runs out. Release is a compare-and-delete on every server.
+//!
+//! With `extend`, the lock is extended while the work runs, by a quorum again, every
+//! TTL/3: an extension must reach a majority before the current validity ends, or the
+//! holder is told the lock is lost ([`Lock::is_lost`]) and must not act on it.
+//!
+//! What it does not promise (the Redis docs, and Kleppmann's reply): a holder paused past
+//! its validity still thinks it holds the lock, and a server restarted without its data
+//! forgets the grants it made. Fencing tokens where the work lands cover the first.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands, RedisError, SetExpiry, SetOptions};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::{Connection, Lock, LockError, millis, scripts, time_left};
+
+/// The independent servers a Redlock lock is taken on. Cheap to clone.
+#[derive(Clone)]
+pub struct Redlock<C> {
+    servers: Arc<[C]>,
+}
+
+impl Redlock<ConnectionManager> {
+    /// Lazy connections to `urls` (3 or 5 standalone servers): nothing is asked until the
+    /// first lock. Each command and connection attempt is bounded by `timeout`.
+    pub fn connect(urls: &[String], timeout: Duration) -> Result<Self, RedisError> {
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        let servers = urls
+            .iter()
+            .map(|url| {
+                let client = redis::Client::open(url.as_str())?;
+                ConnectionManager::new_lazy_with_config(client, config.clone())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::new(servers))
+    }
+}
+
+impl<C: Connection> Redlock<C> {
+    /// Over `servers`, each a connection to an independent master.
+    pub fn new(servers: Vec<C>) -> Self {
+        Self {
+            servers: servers.into(),
+        }
+    }
+
+    /// Servers that must agree: a majority.
+    pub fn quorum(&self) -> usize {
+        self.servers.len() / 2 + 1
+    }
+
+    /// A handle on the lock at `key` for `token` (a unique id), with a `ttl`. `extend`:
+    /// keep the lock, by quorum, while the holder works.
+    pub fn lock(&self, key: &str, ttl: Duration, extend: bool, token: &str) -> RedlockLock<C> {
+        RedlockLock {
+            servers: self.servers.clone(),
+            quorum: self.quorum(),
+            key: key.to_owned(),
+            token: token.to_owned(),
+            ttl,
+            extend,
+            valid_until: Arc::new(Mutex::new(None)),
+            lost: Arc::new(AtomicBool::new(false)),
+            extender: None,
+        }
+    }
+}
+
+/// One holder's handle on a Redlock lock.
+pub struct RedlockLock<C> {
+    servers: Arc<[C]>,
+    quorum: usize,
+    key: String,
+    token: String,
+    ttl: Duration,
+    extend: bool,
+    /// Until when the lock is known to be held by a quorum; `None` when not held.
+    valid_until: Arc<Mutex<Option<Instant>>>,
+    lost: Arc<AtomicBool>,
+    extender: Option<JoinHandle<()>>,
+}
+
+impl<C: Connection> Lock for RedlockLock<C> {
+    /// Takes the lock on a quorum, trying again after a random delay until `wait` runs out.
+    /// False when the lock stayed held elsewhere; [`LockError::NoQuorum`] when fewer than
+    /// a quorum of servers answered at all (the lock cannot be had, whoever holds it).
+    async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
+        let deadline = Instant::now().checked_add(wait);
+        loop {
+            let started = Instant::now();
+            let (granted, answered) = self.grant_everywhere().await;
+            let validity = validity(self.ttl, started.elapsed());
+            if granted >= self.quorum && !validity.is_zero() {
+                *self.valid() = Some(started + validity);
+                self.lost.store(false, Ordering::Release);
+                if self.extend {
+                    self.extender = Some(tokio::spawn(extend(
+                        self.servers.clone(),
+                        self.quorum,
+                        self.key.clone(),
+                        self.token.clone(),
+                        self.ttl,
+                        self.valid_until.clone(),
+                        self.lost.clone(),
+                    )));
+                }
+                return Ok(true);
+            }
+            // Not ours: give back whatever was granted, so it does not block the others.
+            self.release_everywhere().await;
+            let left = time_left(deadline);
+            if left.is_zero() {
+                if answered < self.quorum {
+                    return Err(LockError::NoQuorum {
+                        answered,
+                        servers: self.servers.len(),
+                    });
+                }
+                return Ok(false);
+            }
+            // A random delay, so that holders on several instances do not retry in step.
+            let delay = Duration::from_millis(fastrand::u64(5..=50)).min(left);
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// Gives the lock back on every server. True when a quorum still had it.
+    async fn release(&mut self) -> Result<bool, LockError> {
+        self.stop_extending();
+        *self.valid() = None;
+        Ok(self.release_everywhere().await >= self.quorum)
+    }
+
+    /// Stops as if the process died: no release, no extension.
+    fn abandon(&mut self) {
+        self.stop_extending();
+        *self.valid() = None;
+    }
+
+    /// True once the holder can no longer count on the lock: an extension missed the
+    /// quorum, or the validity ran out.
+    fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+            || self.valid().is_none_or(|until| Instant::now() >= until)
+    }
+
+    fn holder(&self) -> &str {
+        &self.token
+    }
+}
+
+impl<C: Connection> RedlockLock<C> {
+    /// `SET NX PX` on every server at once: (granted, answered).
+    async fn grant_everywhere(&self) -> (usize, usize) {
+        let ttl_ms = millis(self.ttl).max(1);
+        let timeout = node_timeout(self.ttl);
+        let tries = self.servers.iter().map(|server| {
+            let mut server = server.clone();
+            let (key, token) = (self.key.clone(), self.token.clone());
+            async move {
+                let options = SetOptions::default()
+                    .conditional_set(redis::ExistenceCheck::NX)
+                    .with_expiration(SetExpiry::PX(ttl_ms));
+                let set = server.set_options::<_, _, Option<String>>(key, token, options);
+                tokio::time::timeout(timeout, set).await
+            }
+        });
+        let answers = join_all(tries).await;
+        let granted = answers
+            .iter()
+            .filter(|a| matches!(a, Ok(Ok(Some(_)))))
+            .count();
+        let answered = answers.iter().filter(|a| matches!(a, Ok(Ok(_)))).count();
+        (granted, answered)
+    }
+
+    /// Compare-and-delete on every server; how many had it.
+    async fn release_everywhere(&self) -> usize {
+        let timeout = node_timeout(self.ttl);
+        let releases = self.servers.iter().map(|server| {
+            let mut server = server.clone();
+            let (key, token) = (self.key.clone(), self.token.clone());
+            async move {
+                let mut release = scripts::TOKEN_RELEASE.prepare_invoke();
+                release.key(key).arg(token);
+                tokio::time::timeout(timeout, release.invoke_async::<i64>(&mut server)).await
+            }
+        });
+        join_all(releases)
+            .await
+            .iter()
+            .filter(|r| matches!(r, Ok(Ok(1))))
+            .count()
+    }
+
+    fn valid(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        // Held for a read or a write, never across an await.
+        self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<C> RedlockLock<C> {
+    fn stop_extending(&mut self) {
+        if let Some(extender) = self.extender.take() {
+            extender.abort();
+        }
+    }
+}
+
+impl<C> Drop for RedlockLock<C> {
+    fn drop(&mut self) {
+        self.stop_extending();
+    }
+}
+
+/// Extends the lock on every server every TTL/3 while the holder works. An extension that
+/// reaches a quorum before the current validity ends moves the validity on; one that does
+/// not marks the lock lost, and extending stops.
+async fn extend<C: Connection>(
+    servers: Arc<[C]>,
+    quorum: usize,
+    key: String,
+    token: String,
+    ttl: Duration,
+    valid_until: Arc<Mutex<Option<Instant>>>,
+    lost: Arc<AtomicBool>,
+) {
+    let timeout = node_timeout(ttl);
+    loop {
+        tokio::time::sleep(ttl / 3).await;
+        let started = Instant::now();
+        let extensions = servers.iter().map(|server| {
+            let mut server = server.clone();
+            let (key, token) = (key.clone(), token.clone());
+            async move {
+                let mut extend = scripts::REDLOCK_EXTEND.prepare_invoke();
+                extend.key(key).arg(token).arg(millis(ttl).max(1));
+                tokio::time::timeout(timeout, extend.invoke_async::<i64>(&mut server)).await
+            }
+        });
+        let extended = join_all(extensions)
+            .await
+            .iter()
+            .filter(|e| matches!(e, Ok(Ok(1))))
+            .count();
+        let mut valid = valid_until.lock().unwrap_or_else(|e| e.into_inner());
+        let in_time = valid.is_some_and(|until| Instant::now() < until);
+        let validity = validity(ttl, started.elapsed());
+        if extended >= quorum && in_time && !validity.is_zero() {
+            *valid = Some(started + validity);
+        } else {
+            lost.store(true, Ordering::Release);
+            tracing::warn!(%key, extended, quorum, "redlock extension missed its quorum: the lock is lost");
+            return;
+        }
+    }
+}
+
+/// TTL − elapsed − drift, where drift is 1 % of the TTL plus 2 ms (the Redis docs').
+fn validity(ttl: Duration, elapsed: Duration) -> Duration {
+    let drift = ttl / 100 + Duration::from_millis(2);
+    ttl.saturating_sub(elapsed).saturating_sub(drift)
+}
+
+/// Each server gets a small share of the TTL to answer, so that a dead one does not eat
+/// the validity: a tenth of the TTL, between 10 and 100 ms.
+fn node_timeout(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(10), Duration::from_millis(100))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validity_leaves_room_for_drift() {
+        let ttl = Duration::from_millis(10_000);
+        assert_eq!(
+            validity(ttl, Duration::from_millis(40)),
+            Duration::from_millis(9_858)
+        );
+        assert_eq!(validity(ttl, Duration::from_millis(9_990)), Duration::ZERO);
+        assert_eq!(
+            node_timeout(Duration::from_secs(30)),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            node_timeout(Duration::from_millis(50)),
+            Duration::from_millis(10)
+        );
+    }
+}

@@ -1,0 +1,74 @@
+//! The seed's first lock: `SETNX`, with no TTL.
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use tokio::time::Instant;
+
+use crate::{Connection, Lock, LockError, retry_delay, scripts, time_left};
+
+/// `SETNX lock <holder>` with no TTL.
+///
+/// As flawed as the seed's on purpose: nothing ever expires it, so a holder that dies
+/// before releasing leaves it held until someone deletes it by hand. Released by
+/// compare-and-delete, or — [`releasing_blindly`](Self::releasing_blindly), the seed's
+/// `finally { DEL }` — by a plain `DEL` of whoever holds it.
+pub struct SetnxLock<C> {
+    conn: C,
+    key: String,
+    holder: String,
+    blind_release: bool,
+}
+
+impl<C: Connection> SetnxLock<C> {
+    /// The lock at `key`, for `holder` (a unique id: it is what the lock holds).
+    pub fn new(conn: C, key: &str, holder: &str) -> Self {
+        Self {
+            conn,
+            key: key.to_owned(),
+            holder: holder.to_owned(),
+            blind_release: false,
+        }
+    }
+
+    /// Releases with a plain `DEL`, whoever holds the lock by then, as the seed's `finally`
+    /// does: a holder whose lock was deleted meanwhile deletes the next holder's.
+    pub fn releasing_blindly(mut self) -> Self {
+        self.blind_release = true;
+        self
+    }
+}
+
+impl<C: Connection> Lock for SetnxLock<C> {
+    /// One `SETNX`, and more every few milliseconds while `wait` lasts.
+    async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
+        let deadline = Instant::now().checked_add(wait);
+        loop {
+            if self.conn.set_nx(&self.key, &self.holder).await? {
+                return Ok(true);
+            }
+            let left = time_left(deadline);
+            if left.is_zero() {
+                return Ok(false);
+            }
+            tokio::time::sleep(retry_delay(left)).await;
+        }
+    }
+
+    async fn release(&mut self) -> Result<bool, LockError> {
+        if self.blind_release {
+            let deleted: u64 = self.conn.del(&self.key).await?;
+            return Ok(deleted == 1);
+        }
+        let released: i64 = scripts::TOKEN_RELEASE
+            .key(&self.key)
+            .arg(&self.holder)
+            .invoke_async(&mut self.conn)
+            .await?;
+        Ok(released == 1)
+    }
+
+    fn holder(&self) -> &str {
+        &self.holder
+    }
+}

@@ -1,0 +1,102 @@
+//! A lock with a TTL and a token.
+
+use std::time::Duration;
+
+use redis::{AsyncCommands, SetExpiry, SetOptions};
+use tokio::time::Instant;
+
+use crate::{Connection, Lock, LockError, millis, retry_delay, scripts, time_left};
+
+/// `SET lock <token> NX PX ttl`, released by an atomic compare-and-delete script.
+///
+/// Correct while the work fits in the TTL. When it does not, the lock expires under its
+/// holder and a second holder gets in; the first one's release then finds a token that is
+/// not its own and leaves it alone (that much the token buys).
+pub struct TokenLock<C> {
+    conn: C,
+    key: String,
+    token: String,
+    ttl: Duration,
+    /// The seed's release: `GET`, compare, pause this long, `DEL`.
+    check_then_delete: Option<Duration>,
+}
+
+impl<C: Connection> TokenLock<C> {
+    /// The lock at `key` with a `ttl`, for `token` (a unique id: the service uses the
+    /// request's holder id, which names its instance).
+    pub fn new(conn: C, key: &str, ttl: Duration, token: &str) -> Self {
+        Self {
+            conn,
+            key: key.to_owned(),
+            token: token.to_owned(),
+            ttl,
+            check_then_delete: None,
+        }
+    }
+
+    /// Releases as the seed does: `GET`, compare in the application, `pause`, then `DEL`.
+    /// If the lock expires during the pause and another holder takes it, the `DEL` removes
+    /// the other holder's lock — why a release must be one atomic step.
+    pub fn checking_then_deleting(mut self, pause: Duration) -> Self {
+        self.check_then_delete = Some(pause);
+        self
+    }
+
+    /// The seed's release. False when the lock was not this holder's at the `GET`.
+    async fn release_check_then_delete(&mut self, pause: Duration) -> Result<bool, LockError> {
+        let current: Option<String> = match self.conn.get(&self.key).await {
+            Ok(current) => current,
+            // A watchdog holder's hash: somebody else's lock.
+            Err(err) if err.code() == Some("WRONGTYPE") => return Ok(false),
+            Err(err) => return Err(err.into()),
+        };
+        if current.as_deref() != Some(self.token.as_str()) {
+            return Ok(false);
+        }
+        tokio::time::sleep(pause).await;
+        let _: u64 = self.conn.del(&self.key).await?;
+        Ok(true)
+    }
+}
+
+impl<C: Connection> Lock for TokenLock<C> {
+    /// Tries again every few milliseconds while `wait` lasts.
+    async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
+        let deadline = Instant::now().checked_add(wait);
+        let ttl_ms = millis(self.ttl).max(1);
+        loop {
+            let options = SetOptions::default()
+                .conditional_set(redis::ExistenceCheck::NX)
+                .with_expiration(SetExpiry::PX(ttl_ms));
+            let set: Option<String> = self
+                .conn
+                .set_options(&self.key, &self.token, options)
+                .await?;
+            if set.is_some() {
+                return Ok(true);
+            }
+            let left = time_left(deadline);
+            if left.is_zero() {
+                return Ok(false);
+            }
+            tokio::time::sleep(retry_delay(left)).await;
+        }
+    }
+
+    /// Compare-and-delete in one step, unless the seed's release was asked for.
+    async fn release(&mut self) -> Result<bool, LockError> {
+        if let Some(pause) = self.check_then_delete {
+            return self.release_check_then_delete(pause).await;
+        }
+        let released: i64 = scripts::TOKEN_RELEASE
+            .key(&self.key)
+            .arg(&self.token)
+            .invoke_async(&mut self.conn)
+            .await?;
+        Ok(released == 1)
+    }
+
+    fn holder(&self) -> &str {
+        &self.token
+    }
+}

@@ -1,0 +1,435 @@
+//! Redisson's reentrant lock (`RLock`), async-native.
+//!
+//! The lock is a hash `holder -> hold count` with a lease. While it is held with no explicit
+//! lease, a watchdog task renews the lease every lease/3. Waiters sleep until a release
+//! message or the lock's remaining TTL, whichever comes first.
+//!
+//! Where this departs from Redisson, and why:
+//! - The holder is a process UUID plus a per-task number handed in by the caller, never a
+//!   thread id: async tasks hop threads, and two tasks share one (redisson#6878).
+//! - The watchdog belongs to the handle that took the lock and is stopped *before* the
+//!   release script runs, and by `abandon` and `Drop`: no renewal outlives its lock
+//!   (redisson#7272). A renewal that finds the lock gone raises a flag the holder can
+//!   read ([`Lock::is_lost`]) and is counted, instead of stopping silently
+//!   (redisson#5697, #5698, #3194).
+//! - One pattern subscription per instance serves every lock, so waiters cost no
+//!   connections and no subscribe/unsubscribe round trips (redisson#1763, #3349). A
+//!   release message wakes one waiter of this instance, not all of them; a waiter also
+//!   tries again at the lock's remaining TTL, so a lost message cannot strand it.
+//! - A holder hands the lock straight to a waiter of its own instance when one is asleep
+//!   (a few times in a row, then it releases for everybody): one script instead of a
+//!   release, a message and a try ([`waiters`]).
+//! - The fair lock (`RedissonFairLock`) keeps Redisson's queue in Redis — a list in arrival
+//!   order and a timeout per waiter, so a dead waiter drops out — but its release names the
+//!   queue's head in the message, so only that waiter wakes, wherever it is.
+//! - Taking and giving back can carry more work on the same slot:
+//!   [`WatchdogLock::acquire_with`] and [`WatchdogLock::release_with`] run the caller's
+//!   script in their place (the service enters and commits its critical section in the
+//!   same round trips).
+
+mod release;
+mod waiters;
+
+pub use release::{ReleaseArgs, Released, Successor};
+pub use waiters::{DEFAULT_HANDOFFS, Subscriber, WatchdogCounters, WatchdogLocks};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redis::{AsyncCommands, Value};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use self::waiters::{Shared, Woke};
+use crate::{Connection, Lock, LockError, millis, scripts};
+
+/// Redisson's `lockWatchdogTimeout`: the lease used, and renewed, when none is asked for.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// How long a fair lock's waiter stays in the queue after each try (Redisson's
+/// `threadWaitTime`, 5 s): a waiter that died drops out of the queue this long after its
+/// last try. Waiters try again at half of it, so a live one never does.
+pub const FAIR_PATIENCE: Duration = Duration::from_secs(5);
+
+/// How often a waiter looks again at a lock whose holder's release sends no message (a
+/// setnx or token holder on the same key).
+const UNKNOWN_TTL_POLL: Duration = Duration::from_millis(100);
+
+/// The keys of one watchdog lock, all under one hash tag (one Cluster slot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockKeys {
+    /// The lock: a hash `holder -> hold count` while held.
+    pub lock: String,
+    /// The channel a release publishes on; the instance's pattern subscription must
+    /// match it.
+    pub channel: String,
+    /// A fair lock's queue: a list of waiting holders, oldest first.
+    pub queue: String,
+    /// A fair lock's waiters' deadlines: sorted set holder -> the time (ms) after which a
+    /// waiter that has not tried again leaves the queue.
+    pub waiting: String,
+}
+
+impl LockKeys {
+    /// `<prefix>:lock`, `<prefix>:lock:released`, `<prefix>:lock:queue`,
+    /// `<prefix>:lock:waiting`; the subscription pattern `*:lock:released` matches them.
+    pub fn under(prefix: &str) -> Self {
+        Self {
+            lock: format!("{prefix}:lock"),
+            channel: format!("{prefix}:lock:released"),
+            queue: format!("{prefix}:lock:queue"),
+            waiting: format!("{prefix}:lock:waiting"),
+        }
+    }
+}
+
+/// One try at a lock, as the script that tried answered.
+#[derive(Debug)]
+pub enum Attempt {
+    /// The lock is the caller's now; what else the script returned.
+    Acquired(Value),
+    /// Held by another: how long to sleep before trying again (a message may come first).
+    Held(Duration),
+}
+
+/// One holder's handle on one reentrant lock.
+///
+/// Release is async and cannot run in `Drop`: a handle dropped while holding stops its
+/// watchdog and logs a warning, and the lock expires one lease later.
+pub struct WatchdogLock<C> {
+    shared: Arc<Shared<C>>,
+    keys: LockKeys,
+    fair: bool,
+    holder: String,
+    /// An explicit lease: the lock expires after it, and no watchdog renews it.
+    lease: Option<Duration>,
+    /// How long this holder expects to hold the lock, told to a holder that hands it over.
+    hold: Duration,
+    /// Whether its release may hand the lock to a waiter of this instance.
+    handoff: bool,
+    /// Holds taken through this handle and not yet given back.
+    holds: u32,
+    watchdog: Option<JoinHandle<()>>,
+    lost: Arc<AtomicBool>,
+}
+
+impl<C: Connection> WatchdogLocks<C> {
+    /// A handle on the lock at `keys` for `holder`. Handles with the same holder re-enter
+    /// each other's holds; give each task its own holder id.
+    pub fn lock(&self, keys: LockKeys, holder: &str) -> WatchdogLock<C> {
+        WatchdogLock {
+            shared: self.shared.clone(),
+            keys,
+            fair: false,
+            holder: holder.to_owned(),
+            lease: None,
+            hold: Duration::ZERO,
+            handoff: true,
+            holds: 0,
+            watchdog: None,
+            lost: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+impl<C: Connection> WatchdogLock<C> {
+    /// Takes the lock fairly (`fair`): in the order waiters first tried, across instances,
+    /// through the queue in Redis.
+    pub fn fair(mut self, fair: bool) -> Self {
+        self.fair = fair;
+        self
+    }
+
+    /// With an explicit `lease` the lock expires after it and no watchdog runs (as in
+    /// Redisson); without one (the default), the watchdog renews the instance's lease
+    /// until release.
+    pub fn with_lease(mut self, lease: Option<Duration>) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How long this holder expects to hold the lock once it has it: a holder that hands
+    /// it the lock counts it as inside its critical section for that long.
+    pub fn expecting_to_hold(mut self, hold: Duration) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// Whether giving the lock back may hand it to a waiter of this instance (the
+    /// default), rather than always releasing it for everybody.
+    pub fn handing_off(mut self, handoff: bool) -> Self {
+        self.handoff = handoff;
+        self
+    }
+
+    pub fn is_fair(&self) -> bool {
+        self.fair
+    }
+
+    pub fn keys(&self) -> &LockKeys {
+        &self.keys
+    }
+
+    /// The lease the lock is taken with: the explicit one, or the instance's.
+    pub fn lease(&self) -> Duration {
+        self.lease.unwrap_or(self.shared.lease)
+    }
+
+    /// Takes the lock as [`Lock::acquire`] does, but each try is `attempt`: a script of the
+    /// caller's that takes the lock (as `lib/lock.lua`'s `take` does) and may do more on the
+    /// same slot once it has it. Returns what the script returned with the lock — or, when
+    /// a holder of this instance handed the lock over, what that holder's release script
+    /// returned for this holder — or `None` when `wait` ran out.
+    pub async fn acquire_with<F, Fut>(
+        &mut self,
+        wait: Duration,
+        mut attempt: F,
+    ) -> Result<Option<Value>, LockError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Attempt, LockError>>,
+    {
+        let deadline = Instant::now().checked_add(wait);
+        // Queued before the first try, so a release between a try and the sleep still
+        // reaches this waiter; it keeps its place in the queue from try to try. Queueing
+        // is local: it costs Redis nothing.
+        let waiter =
+            self.shared
+                .register(&self.keys.channel, &self.holder, self.lease(), self.hold);
+        loop {
+            let nap = match attempt().await {
+                Ok(Attempt::Acquired(value)) => {
+                    waiter.leave(true);
+                    self.acquired();
+                    return Ok(Some(value));
+                }
+                Ok(Attempt::Held(nap)) => nap,
+                Err(err) => {
+                    waiter.leave(false);
+                    return Err(err);
+                }
+            };
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if left == Some(Duration::ZERO) {
+                waiter.leave(false);
+                self.leave_queue().await?;
+                return Ok(None);
+            }
+            if !waiter.waiter().settle() {
+                // Woken while trying: try again at once.
+                continue;
+            }
+            // Sleep until a release message or a hand-off, or until the lease runs out
+            // (in case the message was lost), or until the wait does; a fair waiter also
+            // wakes in time to keep its place in the queue.
+            let mut nap = nap;
+            if let Some(left) = left {
+                nap = nap.min(left);
+            }
+            if self.fair {
+                nap = nap.min(FAIR_PATIENCE / 2);
+            }
+            if let Woke::Granted(value) = waiter.waiter().sleep(nap).await {
+                waiter.leave(true);
+                self.acquired();
+                return Ok(Some(value));
+            }
+        }
+    }
+
+    /// A fair waiter giving up takes itself out of the queue in Redis, so that nobody
+    /// waits for its turn.
+    async fn leave_queue(&self) -> Result<(), LockError> {
+        if !self.fair {
+            return Ok(());
+        }
+        let keys = &self.keys;
+        let _: i64 = scripts::FAIR_LEAVE
+            .key(&keys.lock)
+            .key(&keys.channel)
+            .key(&keys.queue)
+            .key(&keys.waiting)
+            .arg(&self.holder)
+            .invoke_async(&mut self.shared.conn.clone())
+            .await?;
+        Ok(())
+    }
+
+    fn acquired(&mut self) {
+        self.holds += 1;
+        if self.holds == 1 && self.lease.is_none() {
+            self.lost.store(false, Ordering::Release);
+            self.watchdog = Some(tokio::spawn(renew(
+                self.shared.clone(),
+                self.keys.lock.clone(),
+                self.holder.clone(),
+                self.lost.clone(),
+            )));
+        }
+    }
+
+    /// The lock's keys in the order the lock scripts take them: lock, channel, and the
+    /// fair queue's two keys (the lock twice over for the unfair lock, which has none).
+    fn script_keys(&self) -> [&str; 4] {
+        let keys = &self.keys;
+        if self.fair {
+            [&keys.lock, &keys.channel, &keys.queue, &keys.waiting]
+        } else {
+            [&keys.lock, &keys.channel, &keys.lock, &keys.lock]
+        }
+    }
+
+    /// Held by anyone.
+    pub async fn is_locked(&self) -> Result<bool, LockError> {
+        Ok(self.shared.conn.clone().exists(&self.keys.lock).await?)
+    }
+
+    /// Held by this holder.
+    pub async fn is_held(&self) -> Result<bool, LockError> {
+        let mut conn = self.shared.conn.clone();
+        Ok(conn.hexists(&self.keys.lock, &self.holder).await?)
+    }
+
+    /// This holder's holds, as Redis counts them.
+    pub async fn hold_count(&self) -> Result<u32, LockError> {
+        let mut conn = self.shared.conn.clone();
+        let holds: Option<u32> = conn.hget(&self.keys.lock, &self.holder).await?;
+        Ok(holds.unwrap_or(0))
+    }
+
+    /// Time left before the lock expires; `None` when nobody holds it.
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>, LockError> {
+        let ttl: i64 = self.shared.conn.clone().pttl(&self.keys.lock).await?;
+        Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
+    }
+
+    /// Whether a watchdog is renewing this handle's lock right now.
+    pub fn is_renewing(&self) -> bool {
+        self.watchdog.as_ref().is_some_and(|w| !w.is_finished())
+    }
+
+    fn stop_watchdog(&mut self) {
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.abort();
+        }
+    }
+}
+
+impl<C: Connection> Lock for WatchdogLock<C> {
+    /// Takes (or re-enters) the lock, waiting up to `wait` (`Duration::MAX`: as long as it
+    /// takes). The watchdog keeps it until release, unless the handle has an explicit lease.
+    async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
+        let conn = self.shared.conn.clone();
+        let keys = self.script_keys().map(str::to_owned);
+        let holder = self.holder.clone();
+        let fair = self.fair;
+        let lease_ms = millis(self.lease()).max(1);
+        let attempt = move || {
+            let mut script = scripts::WATCHDOG_LOCK.prepare_invoke();
+            for key in &keys {
+                script.key(key);
+            }
+            script
+                .arg(lease_ms)
+                .arg(&holder)
+                .arg(if fair { "fair" } else { "unfair" })
+                .arg(millis(FAIR_PATIENCE));
+            let mut conn = conn.clone();
+            async move {
+                let wait: Option<i64> = script.invoke_async(&mut conn).await?;
+                Ok(match wait {
+                    None => Attempt::Acquired(Value::Nil),
+                    Some(ms) => Attempt::Held(sleep_for(ms)),
+                })
+            }
+        };
+        Ok(self.acquire_with(wait, attempt).await?.is_some())
+    }
+
+    /// Gives back one hold. On the last one the watchdog stops first, then the lock goes to
+    /// a waiter of this instance, or is deleted and the waiters told. False when this
+    /// holder no longer held the lock (it expired or was taken away).
+    async fn release(&mut self) -> Result<bool, LockError> {
+        self.release_plainly().await
+    }
+
+    /// Stops as if the process died: no release, no more renewals. The lock expires one
+    /// lease later.
+    fn abandon(&mut self) {
+        self.stop_watchdog();
+        self.holds = 0;
+    }
+
+    /// True once a watchdog tick found the lock no longer this holder's: whatever the
+    /// holder was doing is no longer protected, and it should not commit.
+    fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    fn holder_is_a_hash_field(&self) -> bool {
+        true
+    }
+}
+
+/// How long to sleep after a try that found the lock held, from what the script said: the
+/// holder's TTL, or -1 for a setnx or token holder, whose release publishes nothing (look
+/// again every so often).
+pub fn sleep_for(ms: i64) -> Duration {
+    match ms {
+        -1 => UNKNOWN_TTL_POLL,
+        ms => Duration::from_millis(u64::try_from(ms).unwrap_or(0).max(1)),
+    }
+}
+
+impl<C> Drop for WatchdogLock<C> {
+    fn drop(&mut self) {
+        if self.holds > 0 {
+            tracing::warn!(
+                key = %self.keys.lock,
+                holder = %self.holder,
+                "watchdog lock dropped while held: it expires one lease from now"
+            );
+        }
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.abort();
+        }
+    }
+}
+
+/// The watchdog: renews the lease every lease/3 until aborted, or until the lock is found
+/// gone.
+async fn renew<C: Connection>(
+    shared: Arc<Shared<C>>,
+    key: String,
+    holder: String,
+    lost: Arc<AtomicBool>,
+) {
+    let lease = shared.lease;
+    let mut conn = shared.conn.clone();
+    loop {
+        tokio::time::sleep(lease / 3).await;
+        let renewed: Result<i64, _> = scripts::WATCHDOG_RENEW
+            .key(&key)
+            .arg(millis(lease).max(1))
+            .arg(&holder)
+            .invoke_async(&mut conn)
+            .await;
+        match renewed {
+            Ok(1) => shared.counters.renewal(),
+            Ok(_) => {
+                lost.store(true, Ordering::Release);
+                shared.counters.lost_lock();
+                tracing::warn!(%key, %holder, "watchdog found the lock gone: the holder lost it");
+                return;
+            }
+            // Redis away for a moment: try again next tick. If it stays away past the
+            // lease, the next tick that reaches Redis finds the lock gone and says so.
+            Err(err) => tracing::warn!(%key, error = %err, "lease renewal failed"),
+        }
+    }
+}

@@ -1,0 +1,499 @@
+//! The per-instance side of the watchdog lock: one subscription to every lock's release
+//! channel, and this instance's waiters, queued per lock, oldest first.
+//!
+//! Through these queues an unlock reaches a waiter three ways:
+//! - **woken** by a release message (`released`: any one waiter of this instance tries
+//!   again; a fair lock's message names the one waiter whose turn it is);
+//! - **handed the lock** by a holder of this same instance, whose release script gave the
+//!   lock straight to that waiter (and may have let it into its critical section too): the
+//!   waiter wakes up holding it, with no message and no try of its own. A holder hands on
+//!   at most `handoffs` times in a row, then releases for everybody, so that waiters on
+//!   other instances get their chance;
+//! - **by its own timer** (the lock's TTL), so that a lost message never strands it.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::Value;
+use tokio::sync::Notify;
+
+use crate::Connection;
+
+/// What an unlock publishes when it names no waiter: anyone may try.
+pub(super) const RELEASED: &str = "released";
+
+/// Local hand-offs in a row before a holder releases for every instance, by default.
+/// Measured in PERFORMANCE.md: long runs of hand-offs help throughput little past this,
+/// and leave the other instance's waiters sleeping for longer.
+pub const DEFAULT_HANDOFFS: u32 = 8;
+
+/// Where an instance's one subscription listens for every lock's release messages: the
+/// one server, any node of a Cluster (a plain `PUBLISH` reaches them all), or the master
+/// the sentinels name.
+pub trait Subscriber: Send + Sync + 'static {
+    /// A client for the `attempt`-th (re)connection (0 first); `None` when there is no
+    /// node to try now.
+    fn client(&self, attempt: usize) -> impl Future<Output = Option<redis::Client>> + Send;
+}
+
+/// One server.
+impl Subscriber for redis::Client {
+    async fn client(&self, _attempt: usize) -> Option<redis::Client> {
+        Some(self.clone())
+    }
+}
+
+/// What the watchdogs and waiters of one instance did, counted since it started. The
+/// library counts; the caller exports (the service as Prometheus counters).
+#[derive(Debug, Default)]
+pub struct WatchdogCounters {
+    renewals: AtomicU64,
+    lost: AtomicU64,
+    wakeups: AtomicU64,
+    handoffs: AtomicU64,
+}
+
+impl WatchdogCounters {
+    /// Leases extended by a watchdog.
+    pub fn renewals(&self) -> u64 {
+        self.renewals.load(Ordering::Relaxed)
+    }
+
+    /// Watchdog ticks that found their lock gone: the holder lost it.
+    pub fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Waiters woken by a release message.
+    pub fn wakeups(&self) -> u64 {
+        self.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// Locks handed by a holder straight to a waiter of the same instance.
+    pub fn handoffs(&self) -> u64 {
+        self.handoffs.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn renewal(&self) {
+        self.renewals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn lost_lock(&self) {
+        self.lost.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The instance's subscription and waiter queues. Cheap to clone.
+pub struct WatchdogLocks<C> {
+    pub(super) shared: Arc<Shared<C>>,
+}
+
+impl<C> Clone for WatchdogLocks<C> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+pub(super) struct Shared<C> {
+    pub(super) conn: C,
+    pub(super) lease: Duration,
+    pub(super) counters: Arc<WatchdogCounters>,
+    /// Most local hand-offs in a row per lock; 0: never hand on.
+    handoffs: AtomicU32,
+    queues: Mutex<HashMap<String, Queue>>,
+}
+
+/// One lock's waiters on this instance.
+#[derive(Default)]
+struct Queue {
+    waiters: VecDeque<Arc<Waiter>>,
+    /// Hand-offs since the lock was last released for everybody.
+    handed_in_a_row: u32,
+}
+
+/// A request waiting for a lock, between its tries.
+pub(super) struct Waiter {
+    pub(super) holder: String,
+    /// The lease the waiter asked for: a hand-off gives it this one.
+    pub(super) lease: Duration,
+    /// How long it expects to hold the lock: a hand-off that lets it into its critical
+    /// section counts it as inside for that long.
+    pub(super) hold: Duration,
+    state: Mutex<State>,
+    wake: Notify,
+}
+
+enum State {
+    /// Its own try is in flight: it cannot be handed the lock now (Redis would see it
+    /// take a lock it already holds).
+    Trying,
+    /// A message or a hand-off that fell through asked it to try again.
+    Woken,
+    /// Between tries, asleep: it may be woken, or reserved for a hand-off.
+    Sleeping,
+    /// A holder of this instance is handing it the lock: it waits for the outcome.
+    Reserved,
+    /// It holds the lock: what the hand-off's script returned for it.
+    Granted(Value),
+}
+
+/// What became of a waiter's sleep.
+pub(super) enum Woke {
+    /// Try again (woken, or the nap is over).
+    Retry,
+    /// A holder handed it the lock.
+    Granted(Value),
+}
+
+impl Waiter {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Held for a few assignments, never across an await; poison is moot.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// After a try that found the lock held: asleep from now on, unless something woke it
+    /// during the try (then false: try again at once).
+    pub(super) fn settle(&self) -> bool {
+        let mut state = self.state();
+        match *state {
+            State::Trying => {
+                *state = State::Sleeping;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Sleeps until woken or `nap` is over; then, unless a holder is handing it the lock
+    /// (it waits for that to finish: one Redis round trip), it is about to try again, and
+    /// no longer available for a hand-off. It keeps its place in the queue either way.
+    pub(super) async fn sleep(&self, nap: Duration) -> Woke {
+        tokio::select! {
+            () = self.wake.notified() => {}
+            () = tokio::time::sleep(nap) => {}
+        }
+        loop {
+            {
+                let mut state = self.state();
+                match std::mem::replace(&mut *state, State::Trying) {
+                    State::Granted(value) => return Woke::Granted(value),
+                    State::Reserved => *state = State::Reserved,
+                    State::Trying | State::Woken | State::Sleeping => return Woke::Retry,
+                }
+            }
+            self.wake.notified().await;
+        }
+    }
+
+    /// Whether a wake-up was spent on it (so a waiter leaving without the lock passes it on).
+    fn was_woken(&self) -> bool {
+        matches!(*self.state(), State::Woken)
+    }
+
+    /// Moves it to `to` if its state is one `from` accepts; says whether it did.
+    fn change(&self, from: impl Fn(&State) -> bool, to: State) -> bool {
+        let mut state = self.state();
+        let changes = from(&state);
+        if changes {
+            *state = to;
+        }
+        changes
+    }
+}
+
+/// A waiter in its queue, for as long as its request waits.
+pub(super) struct Queued<C> {
+    shared: Arc<Shared<C>>,
+    channel: String,
+    waiter: Arc<Waiter>,
+    left: bool,
+}
+
+impl<C> Queued<C> {
+    pub(super) fn waiter(&self) -> &Waiter {
+        &self.waiter
+    }
+
+    /// Leaves the queue, with the lock or without it.
+    pub(super) fn leave(mut self, acquired: bool) {
+        self.left = true;
+        self.shared
+            .deregister(&self.channel, &self.waiter, acquired);
+    }
+}
+
+impl<C> Drop for Queued<C> {
+    fn drop(&mut self) {
+        if !self.left {
+            self.shared.deregister(&self.channel, &self.waiter, false);
+        }
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if matches!(*self.state(), State::Granted(_)) {
+            tracing::warn!(
+                holder = %self.holder,
+                "a lock was handed to a waiter that had gone: it expires one lease from now"
+            );
+        }
+    }
+}
+
+/// A waiter reserved for a hand-off: the lock goes to it if the holder's release script
+/// says so ([`Reservation::grant`]), and otherwise it tries again ([`Reservation::pass`]),
+/// keeping its place in the queue.
+pub(super) struct Reservation {
+    waiter: Arc<Waiter>,
+}
+
+impl Reservation {
+    pub(super) fn holder(&self) -> &str {
+        &self.waiter.holder
+    }
+
+    pub(super) fn lease(&self) -> Duration {
+        self.waiter.lease
+    }
+
+    pub(super) fn hold(&self) -> Duration {
+        self.waiter.hold
+    }
+
+    /// The waiter holds the lock now.
+    pub(super) fn grant(self, value: Value) {
+        *self.waiter.state() = State::Granted(value);
+        self.waiter.wake.notify_one();
+    }
+
+    /// The hand-off did not happen: the waiter tries again.
+    pub(super) fn pass(self) {
+        *self.waiter.state() = State::Woken;
+        self.waiter.wake.notify_one();
+    }
+}
+
+impl<C: Connection> WatchdogLocks<C> {
+    /// Starts the instance's subscription to every lock's release channel, matched by
+    /// `channel_pattern` (e.g. `seckill:*:lock:released`), on what `subscriber` names.
+    /// It reconnects by itself, to the next node when one goes away (on a Cluster every
+    /// node hears every `PUBLISH`). Locks are taken and given back on `conn`; `lease` is
+    /// the lease of every lock taken without one of its own.
+    pub fn start(
+        subscriber: impl Subscriber,
+        conn: C,
+        lease: Duration,
+        channel_pattern: &str,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            conn,
+            lease,
+            counters: Arc::default(),
+            handoffs: AtomicU32::new(DEFAULT_HANDOFFS),
+            queues: Mutex::new(HashMap::new()),
+        });
+        tokio::spawn(subscribe(
+            subscriber,
+            channel_pattern.to_owned(),
+            Arc::downgrade(&shared),
+        ));
+        Self { shared }
+    }
+
+    /// How many times in a row a holder may hand a lock to a waiter of this instance
+    /// before it releases it for every instance; 0 turns hand-offs off.
+    pub fn set_handoffs(&self, in_a_row: u32) {
+        self.shared.handoffs.store(in_a_row, Ordering::Relaxed);
+    }
+
+    pub fn counters(&self) -> Arc<WatchdogCounters> {
+        self.shared.counters.clone()
+    }
+
+    /// The lease used when a caller asks for none.
+    pub fn default_lease(&self) -> Duration {
+        self.shared.lease
+    }
+}
+
+impl<C> Shared<C> {
+    /// Queues a waiter that is about to try. It leaves the queue through
+    /// [`Queued::leave`], or when dropped (its request went away).
+    pub(super) fn register(
+        self: &Arc<Self>,
+        channel: &str,
+        holder: &str,
+        lease: Duration,
+        hold: Duration,
+    ) -> Queued<C> {
+        let waiter = Arc::new(Waiter {
+            holder: holder.to_owned(),
+            lease,
+            hold,
+            state: Mutex::new(State::Trying),
+            wake: Notify::new(),
+        });
+        self.queues()
+            .entry(channel.to_owned())
+            .or_default()
+            .waiters
+            .push_back(waiter.clone());
+        Queued {
+            shared: self.clone(),
+            channel: channel.to_owned(),
+            waiter,
+            left: false,
+        }
+    }
+
+    /// Takes `waiter` off the queue. One that was woken but leaves without the lock passes
+    /// the wake-up on, so an unlock is never spent on nobody.
+    fn deregister(&self, channel: &str, waiter: &Arc<Waiter>, acquired: bool) {
+        {
+            let mut queues = self.queues();
+            if let Some(queue) = queues.get_mut(channel) {
+                queue.waiters.retain(|w| !Arc::ptr_eq(w, waiter));
+                if queue.waiters.is_empty() {
+                    queues.remove(channel);
+                }
+            }
+        }
+        if !acquired && waiter.was_woken() {
+            self.wake_one(channel);
+        }
+    }
+
+    /// For a holder about to give up the lock: the oldest sleeping waiter of this instance,
+    /// reserved, if the lock may be handed on once more; `None` sends the release to
+    /// everybody (and starts a new run of hand-offs).
+    pub(super) fn reserve_successor(&self, channel: &str) -> Option<Reservation> {
+        let most = self.handoffs.load(Ordering::Relaxed);
+        let mut queues = self.queues();
+        let queue = queues.get_mut(channel)?;
+        if queue.handed_in_a_row >= most {
+            queue.handed_in_a_row = 0;
+            return None;
+        }
+        let waiter = queue
+            .waiters
+            .iter()
+            .find(|w| w.change(|s| matches!(s, State::Sleeping), State::Reserved))?
+            .clone();
+        queue.handed_in_a_row += 1;
+        self.counters.handoffs.fetch_add(1, Ordering::Relaxed);
+        Some(Reservation { waiter })
+    }
+
+    /// A release message for anyone on `channel`: wake this instance's oldest waiter.
+    fn wake_one(&self, channel: &str) {
+        self.wake(channel, |_| true);
+    }
+
+    /// A fair lock's release message naming `holder`: wake it if it waits here.
+    fn wake_holder(&self, channel: &str, holder: &str) {
+        self.wake(channel, |w| w.holder == holder);
+    }
+
+    /// Wakes the oldest waiter `which` accepts among those trying or asleep (not one
+    /// already woken, nor one being handed the lock). It stays in the queue, in its place.
+    fn wake(&self, channel: &str, which: impl Fn(&Waiter) -> bool) {
+        let queues = self.queues();
+        let woken = queues.get(channel).and_then(|queue| {
+            queue.waiters.iter().find(|w| {
+                which(w)
+                    && w.change(
+                        |s| matches!(s, State::Trying | State::Sleeping),
+                        State::Woken,
+                    )
+            })
+        });
+        if let Some(waiter) = woken {
+            waiter.wake.notify_one();
+            self.counters.wakeups.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// After the subscription was down, messages may have been missed: wake one waiter
+    /// per lock to look again.
+    fn wake_every_lock(&self) {
+        let channels: Vec<String> = self.queues().keys().cloned().collect();
+        for channel in channels {
+            self.wake_one(&channel);
+        }
+    }
+
+    /// Wakes every waiter of this instance that is not being handed a lock.
+    fn wake_everyone(&self) {
+        for queue in self.queues().values() {
+            for waiter in &queue.waiters {
+                if waiter.change(
+                    |s| matches!(s, State::Trying | State::Sleeping),
+                    State::Woken,
+                ) {
+                    waiter.wake.notify_one();
+                }
+            }
+        }
+    }
+
+    fn queues(&self) -> MutexGuard<'_, HashMap<String, Queue>> {
+        // A std Mutex: it is held for a few queue operations and never across an await.
+        // A panic while holding it cannot leave the queues half-changed, so poison is moot.
+        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The instance's one subscription: a release message wakes one local waiter, or the one
+/// it names.
+async fn subscribe<C>(subscriber: impl Subscriber, pattern: String, shared: Weak<Shared<C>>) {
+    let mut backoff = Duration::from_millis(50);
+    for attempt in 0.. {
+        let connected = match subscriber.client(attempt).await {
+            Some(client) => {
+                tokio::time::timeout(Duration::from_secs(2), client.get_async_pubsub()).await
+            }
+            None => Ok(Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "no node to subscribe on",
+            )))),
+        };
+        if let Ok(Ok(mut pubsub)) = connected
+            && pubsub.psubscribe(&pattern).await.is_ok()
+        {
+            backoff = Duration::from_millis(50);
+            let Some(alive) = shared.upgrade() else {
+                return;
+            };
+            alive.wake_every_lock();
+            drop(alive);
+            let mut messages = pubsub.into_on_message();
+            while let Some(message) = messages.next().await {
+                let Some(alive) = shared.upgrade() else {
+                    return;
+                };
+                let channel = message.get_channel_name();
+                match message.get_payload_bytes() {
+                    payload if payload == RELEASED.as_bytes() => alive.wake_one(channel),
+                    holder => alive.wake_holder(channel, &String::from_utf8_lossy(holder)),
+                }
+            }
+            tracing::warn!("lock release subscription lost; reconnecting");
+            // Redis may be gone: let every waiter try now, and fail fast if it is, rather
+            // than sleep out its wait.
+            if let Some(alive) = shared.upgrade() {
+                alive.wake_everyone();
+            }
+        }
+        if shared.strong_count() == 0 {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,616 @@
+//! The watchdog lock as a library, against a real Redis: the cases of Redisson's lock test
+//! suite (`RedissonDistributedLockerTest`, quoted in the seeds), and the watchdog's own
+//! promises — renewal while held, none after, and a lost lock reported.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+use seckill_lock::watchdog::DEFAULT_LEASE;
+use seckill_lock::{HolderIds, Lock, LockKeys};
+use seckill_testkit::RedisServer;
+
+const PATTERN: &str = "test:*:released";
+
+/// As long as it takes.
+const FOREVER: Duration = Duration::MAX;
+
+type WatchdogLocks = seckill_lock::WatchdogLocks<ConnectionManager>;
+type WatchdogLock = seckill_lock::WatchdogLock<ConnectionManager>;
+
+/// One "instance": a connection and the shared subscription.
+async fn instance(redis: &RedisServer, lease: Duration) -> WatchdogLocks {
+    let client = redis::Client::open(redis.url()).unwrap();
+    let conn = ConnectionManager::new(client.clone()).await.unwrap();
+    let locks = WatchdogLocks::start(client, conn, lease, PATTERN);
+    // Let the subscription start, so the first unlock message is not missed (a missed one
+    // would only be caught by the TTL retry, which these tests tell apart from a wake-up).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    locks
+}
+
+fn handle(locks: &WatchdogLocks, name: &str, holders: &HolderIds) -> WatchdogLock {
+    locks.lock(LockKeys::under(&format!("test:{name}")), &holders.next())
+}
+
+async fn key_count(redis: &RedisServer) -> u64 {
+    redis::cmd("DBSIZE")
+        .query_async(&mut redis.conn().await)
+        .await
+        .unwrap()
+}
+
+/// 10,000 lock/unlock cycles on fresh keys, each leaving nothing behind.
+#[tokio::test]
+async fn ten_thousand_lock_unlock_cycles_on_fresh_keys() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let holders = HolderIds::new();
+    for n in 0..10_000 {
+        let mut lock = handle(&locks, &format!("cycle{n}"), &holders);
+        lock.acquire(FOREVER).await.unwrap();
+        assert!(lock.release().await.unwrap(), "cycle {n} was not released");
+    }
+    assert_eq!(
+        key_count(&redis).await,
+        0,
+        "released locks left keys behind"
+    );
+    assert_eq!(locks.counters().lost(), 0);
+}
+
+/// The same owner takes the lock again; each hold must be given back.
+#[tokio::test]
+async fn reentrant_lock_counts_holds() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let holders = HolderIds::new();
+    let mut lock = handle(&locks, "reentrant", &holders);
+    lock.acquire(FOREVER).await.unwrap();
+    assert!(
+        lock.acquire(Duration::ZERO).await.unwrap(),
+        "re-entry refused"
+    );
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    let mut other = handle(&locks, "reentrant", &holders);
+    assert!(
+        !other.acquire(Duration::ZERO).await.unwrap(),
+        "another owner got in"
+    );
+    lock.release().await.unwrap();
+    assert!(lock.is_held().await.unwrap(), "one hold remains");
+    assert!(
+        lock.is_renewing(),
+        "the watchdog runs while any hold remains"
+    );
+    lock.release().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+    assert!(!lock.is_renewing());
+    assert!(other.acquire(Duration::ZERO).await.unwrap());
+    other.release().await.unwrap();
+}
+
+/// A holds, B waits; A releases, and B is woken and acquires long before the lease
+/// (30 s) could have expired: the unlock message did it (hand-offs off).
+#[tokio::test]
+async fn waiter_acquires_when_holder_releases() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    locks.set_handoffs(0);
+    let holders = HolderIds::new();
+    let mut a = handle(&locks, "handoff", &holders);
+    a.acquire(FOREVER).await.unwrap();
+    let mut b = handle(&locks, "handoff", &holders);
+    let waiting = tokio::spawn(async move {
+        let got = b.acquire(Duration::from_secs(10)).await.unwrap();
+        (got, b)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "B got in while A held the lock");
+    assert!(a.release().await.unwrap());
+    let (got, mut b) = waiting.await.unwrap();
+    assert!(got, "B did not acquire after A released");
+    assert!(b.is_held().await.unwrap());
+    assert!(
+        locks.counters().wakeups() >= 1,
+        "B was not woken by the unlock message"
+    );
+    b.release().await.unwrap();
+}
+
+/// A holds, B and C wait: the lock passes A -> one of them -> the other.
+#[tokio::test]
+async fn three_way_hand_off() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let holders = Arc::new(HolderIds::new());
+    let mut a = handle(&locks, "three", &holders);
+    a.acquire(FOREVER).await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let waiters: Vec<_> = ["B", "C"]
+        .into_iter()
+        .map(|name| {
+            let mut lock = handle(&locks, "three", &holders);
+            let order = order.clone();
+            tokio::spawn(async move {
+                assert!(
+                    lock.acquire(Duration::from_secs(10)).await.unwrap(),
+                    "{name} starved"
+                );
+                order.lock().unwrap().push(name);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                assert!(lock.release().await.unwrap());
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        order.lock().unwrap().is_empty(),
+        "someone got in while A held the lock"
+    );
+    a.release().await.unwrap();
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    assert_eq!(order.lock().unwrap().len(), 2);
+    assert_eq!(key_count(&redis).await, 0);
+}
+
+/// An acquire with a short wait gives up while the lock is held.
+#[tokio::test]
+async fn acquire_with_a_short_wait_fails_while_held() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let holders = HolderIds::new();
+    let mut a = handle(&locks, "short", &holders);
+    a.acquire(FOREVER).await.unwrap();
+    let mut b = handle(&locks, "short", &holders);
+    assert!(!b.acquire(Duration::from_millis(100)).await.unwrap());
+    assert!(a.is_held().await.unwrap());
+    a.release().await.unwrap();
+}
+
+/// With an explicit lease no watchdog runs, and the lock expires by itself.
+#[tokio::test]
+async fn lease_expires_without_watchdog() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let holders = HolderIds::new();
+    let mut a = handle(&locks, "lease", &holders).with_lease(Some(Duration::from_millis(200)));
+    assert!(a.acquire(Duration::ZERO).await.unwrap());
+    assert!(
+        !a.is_renewing(),
+        "an explicit lease must not start a watchdog"
+    );
+    let ttl = a.remaining_ttl().await.unwrap().expect("held");
+    assert!(ttl <= Duration::from_millis(200));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!a.is_locked().await.unwrap(), "the lease did not expire");
+    let mut b = handle(&locks, "lease", &holders);
+    assert!(b.acquire(Duration::ZERO).await.unwrap());
+    b.release().await.unwrap();
+}
+
+/// 1,000 concurrent acquires with a 10 ms wait on one key: exactly one succeeds.
+#[tokio::test]
+async fn thousand_concurrent_acquires_exactly_one_succeeds() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let holders = Arc::new(HolderIds::new());
+    let acquired = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..1000)
+        .map(|_| {
+            let mut lock = handle(&locks, "thousand", &holders);
+            let acquired = acquired.clone();
+            tokio::spawn(async move {
+                if lock.acquire(Duration::from_millis(10)).await.unwrap() {
+                    acquired.fetch_add(1, Ordering::SeqCst);
+                    Some(lock)
+                } else {
+                    None
+                }
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        winners.extend(task.await.unwrap());
+    }
+    assert_eq!(acquired.load(Ordering::SeqCst), 1);
+    for mut winner in winners {
+        winner.release().await.unwrap();
+    }
+}
+
+/// 100 concurrent with a long wait and a tiny lease, none unlocking: each acquires once
+/// the previous lease runs out. No unlock message is ever sent, so every hand-off is the
+/// waiters' retry at the lock's remaining TTL.
+#[tokio::test]
+async fn hundred_concurrent_with_long_wait_and_tiny_lease_all_acquire() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let holders = Arc::new(HolderIds::new());
+    let tasks: Vec<_> = (0..100)
+        .map(|_| {
+            let mut lock =
+                handle(&locks, "hundred", &holders).with_lease(Some(Duration::from_millis(20)));
+            tokio::spawn(async move { lock.acquire(Duration::from_secs(30)).await.unwrap() })
+        })
+        .collect();
+    let mut acquired = 0;
+    for task in tasks {
+        acquired += usize::from(task.await.unwrap());
+    }
+    assert_eq!(acquired, 100);
+    assert_eq!(
+        locks.counters().wakeups(),
+        0,
+        "no unlock, so no wake-up message"
+    );
+}
+
+/// The watchdog keeps the lock well past its lease while the holder works.
+#[tokio::test]
+async fn renewal_keeps_lock_alive_past_its_lease() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, Duration::from_millis(300)).await;
+    let holders = HolderIds::new();
+    let mut a = handle(&locks, "renew", &holders);
+    a.acquire(FOREVER).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        a.is_held().await.unwrap(),
+        "the lock expired under a live holder"
+    );
+    assert!(!a.is_lost());
+    assert!(
+        locks.counters().renewals() >= 3,
+        "renewed {} times",
+        locks.counters().renewals()
+    );
+    let mut b = handle(&locks, "renew", &holders);
+    assert!(!b.acquire(Duration::ZERO).await.unwrap());
+    assert!(a.release().await.unwrap());
+}
+
+/// Nothing renews after unlock (or after abandon): no zombie watchdog.
+#[tokio::test]
+async fn nothing_renews_after_unlock() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, Duration::from_millis(300)).await;
+    let holders = HolderIds::new();
+    let mut a = handle(&locks, "zombie", &holders);
+    a.acquire(FOREVER).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    a.release().await.unwrap();
+    assert!(!a.is_renewing());
+    let (renewals, lost) = (locks.counters().renewals(), locks.counters().lost());
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        locks.counters().renewals(),
+        renewals,
+        "a watchdog renewed after unlock"
+    );
+    assert_eq!(
+        locks.counters().lost(),
+        lost,
+        "a watchdog ticked after unlock"
+    );
+
+    // Abandoned (the holder "died"): the watchdog stops and the lock expires one lease later.
+    let mut b = handle(&locks, "zombie", &holders);
+    b.acquire(FOREVER).await.unwrap();
+    b.abandon();
+    assert!(!b.is_renewing());
+    let renewals = locks.counters().renewals();
+    assert!(b.is_locked().await.unwrap(), "abandon does not release");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        !b.is_locked().await.unwrap(),
+        "an abandoned lock did not expire"
+    );
+    assert_eq!(locks.counters().renewals(), renewals);
+}
+
+/// A released lock leaves no key behind, reentrant holds included.
+#[tokio::test]
+async fn released_lock_leaves_no_key_behind() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let holders = HolderIds::new();
+    let mut a = handle(&locks, "clean", &holders);
+    for _ in 0..3 {
+        a.acquire(FOREVER).await.unwrap();
+    }
+    for _ in 0..3 {
+        a.release().await.unwrap();
+    }
+    assert_eq!(key_count(&redis).await, 0);
+    assert!(
+        !a.release().await.unwrap(),
+        "unlocking a lock not held reports false"
+    );
+}
+
+/// When the lock disappears under a live holder, the next watchdog tick says so.
+#[tokio::test]
+async fn watchdog_reports_a_lost_lock() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, Duration::from_millis(300)).await;
+    let holders = HolderIds::new();
+    let mut a = handle(&locks, "lost", &holders);
+    a.acquire(FOREVER).await.unwrap();
+    let _: () = redis.conn().await.del("test:lost:lock").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(a.is_lost(), "the holder was not told");
+    assert_eq!(locks.counters().lost(), 1);
+    assert!(
+        !a.is_renewing(),
+        "the watchdog goes on after finding the lock gone"
+    );
+    assert!(
+        !a.release().await.unwrap(),
+        "unlock reports the lock was not ours"
+    );
+}
+
+/// Ownership is per task: two tasks on one thread are two holders.
+#[test]
+fn holders_are_per_task_not_per_thread() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let redis = RedisServer::start();
+        let locks = instance(&redis, DEFAULT_LEASE).await;
+        let holders = Arc::new(HolderIds::new());
+        let mut first = handle(&locks, "tasks", &holders);
+        first.acquire(FOREVER).await.unwrap();
+        let mut second = handle(&locks, "tasks", &holders);
+        let other_task = tokio::spawn(async move { second.acquire(Duration::ZERO).await.unwrap() });
+        assert!(
+            !other_task.await.unwrap(),
+            "a second task on the same thread re-entered"
+        );
+        first.release().await.unwrap();
+    });
+}
+
+/// One unlock wakes one waiter per instance, not every waiter (hand-offs off).
+#[tokio::test]
+async fn unlock_wakes_one_waiter_per_instance() {
+    let redis = RedisServer::start();
+    let one = instance(&redis, DEFAULT_LEASE).await;
+    let two = instance(&redis, DEFAULT_LEASE).await;
+    for locks in [&one, &two] {
+        locks.set_handoffs(0);
+    }
+    let holders = Arc::new(HolderIds::new());
+    let mut holder = handle(&one, "wake", &holders);
+    holder.acquire(FOREVER).await.unwrap();
+    let acquired = Arc::new(AtomicUsize::new(0));
+    let mut waiters = Vec::new();
+    for locks in [&one, &two] {
+        for _ in 0..3 {
+            let mut lock = handle(locks, "wake", &holders);
+            let acquired = acquired.clone();
+            waiters.push(tokio::spawn(async move {
+                if lock.acquire(Duration::from_secs(20)).await.unwrap() {
+                    acquired.fetch_add(1, Ordering::SeqCst);
+                    // Hold it, so that the first hand-off can be looked at alone.
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    lock.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    holder.release().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        acquired.load(Ordering::SeqCst),
+        1,
+        "exactly one waiter took the lock"
+    );
+    assert_eq!(
+        one.counters().wakeups(),
+        1,
+        "instance one woke more than one waiter"
+    );
+    assert_eq!(
+        two.counters().wakeups(),
+        1,
+        "instance two woke more than one waiter"
+    );
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    assert_eq!(
+        acquired.load(Ordering::SeqCst),
+        6,
+        "every waiter got its turn"
+    );
+}
+
+/// A holder hands the lock straight to a sleeping waiter of its own instance: no message,
+/// no try of the waiter's own; the waiter holds it in Redis, under its own name.
+#[tokio::test]
+async fn holder_hands_the_lock_to_a_waiter_of_its_instance() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let holders = HolderIds::new();
+    let mut a = handle(&locks, "direct", &holders);
+    a.acquire(FOREVER).await.unwrap();
+    let mut b = handle(&locks, "direct", &holders);
+    let waiting = tokio::spawn(async move {
+        let got = b.acquire(Duration::from_secs(10)).await.unwrap();
+        (got, b)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(a.release().await.unwrap());
+    let (got, mut b) = waiting.await.unwrap();
+    assert!(got, "B did not get the lock");
+    assert!(b.is_held().await.unwrap(), "Redis does not name B");
+    assert!(!a.is_held().await.unwrap());
+    assert!(b.is_renewing(), "B's watchdog did not start");
+    assert_eq!(locks.counters().handoffs(), 1);
+    assert_eq!(locks.counters().wakeups(), 0, "a message woke B");
+    assert!(b.release().await.unwrap());
+    assert_eq!(key_count(&redis).await, 0);
+}
+
+/// Hand-offs in a row are bounded: past `set_handoffs`, a holder releases the lock for
+/// every instance (a message), then hands on again.
+#[tokio::test]
+async fn hand_offs_in_a_row_are_bounded() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    locks.set_handoffs(2);
+    let holders = Arc::new(HolderIds::new());
+    let mut a = handle(&locks, "bounded", &holders);
+    a.acquire(FOREVER).await.unwrap();
+    let served = Arc::new(AtomicUsize::new(0));
+    let waiters: Vec<_> = (0..4)
+        .map(|_| {
+            let mut lock = handle(&locks, "bounded", &holders);
+            let served = served.clone();
+            tokio::spawn(async move {
+                assert!(lock.acquire(Duration::from_secs(10)).await.unwrap());
+                served.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                assert!(lock.release().await.unwrap());
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.release().await.unwrap();
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    assert_eq!(served.load(Ordering::SeqCst), 4);
+    // Five releases: two hand-offs, a release for everybody (one waiter woken), a
+    // hand-off, and the last release with nobody left.
+    assert_eq!(locks.counters().handoffs(), 3);
+    assert!(locks.counters().wakeups() >= 1);
+    assert_eq!(key_count(&redis).await, 0);
+}
+
+fn fair_handle(locks: &WatchdogLocks, name: &str, holders: &HolderIds) -> WatchdogLock {
+    handle(locks, name, holders).fair(true)
+}
+
+/// The fair lock serves its waiters in the order they first tried, across two instances.
+#[tokio::test]
+async fn fair_lock_serves_waiters_in_arrival_order_across_instances() {
+    let redis = RedisServer::start();
+    let one = instance(&redis, DEFAULT_LEASE).await;
+    let two = instance(&redis, DEFAULT_LEASE).await;
+    let holders = Arc::new(HolderIds::new());
+    let mut holder = fair_handle(&one, "fair", &holders);
+    holder.acquire(FOREVER).await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for n in 0..8 {
+        let locks = if n % 2 == 0 { &one } else { &two };
+        let mut lock = fair_handle(locks, "fair", &holders);
+        let order = order.clone();
+        waiters.push(tokio::spawn(async move {
+            assert!(lock.acquire(Duration::from_secs(20)).await.unwrap());
+            order.lock().unwrap().push(n);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert!(lock.release().await.unwrap());
+        }));
+        // Each joins the queue before the next tries.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    let queued: Vec<String> = redis
+        .conn()
+        .await
+        .lrange("test:fair:lock:queue", 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 8, "every waiter is in the queue");
+    holder.release().await.unwrap();
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), (0..8).collect::<Vec<_>>());
+    assert_eq!(key_count(&redis).await, 0, "the queue is left empty");
+}
+
+/// A fair waiter that gives up leaves the queue, and the one behind it still gets its turn.
+#[tokio::test]
+async fn fair_waiter_that_gives_up_leaves_the_queue() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let holders = Arc::new(HolderIds::new());
+    let mut a = fair_handle(&locks, "quit", &holders);
+    a.acquire(FOREVER).await.unwrap();
+    let mut quitter = fair_handle(&locks, "quit", &holders);
+    let quitter_id = quitter.holder().to_owned();
+    let quits =
+        tokio::spawn(async move { quitter.acquire(Duration::from_millis(400)).await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut patient = fair_handle(&locks, "quit", &holders);
+    let waits = tokio::spawn(async move {
+        let got = patient.acquire(Duration::from_secs(10)).await.unwrap();
+        patient.release().await.unwrap();
+        got
+    });
+    assert!(!quits.await.unwrap(), "the quitter got the lock");
+    let mut conn = redis.conn().await;
+    let queued: Vec<String> = conn.lrange("test:quit:lock:queue", 0, -1).await.unwrap();
+    assert!(!queued.contains(&quitter_id), "still queued: {queued:?}");
+    assert_eq!(queued.len(), 1, "the patient waiter stays: {queued:?}");
+    let timeout: Option<f64> = conn
+        .zscore("test:quit:lock:waiting", &quitter_id)
+        .await
+        .unwrap();
+    assert!(timeout.is_none());
+    a.release().await.unwrap();
+    assert!(
+        waits.await.unwrap(),
+        "the waiter behind the quitter starved"
+    );
+}
+
+/// A fair waiter whose instance died stays at the head of the queue only until its
+/// patience runs out; then the next waiter gets the lock.
+#[tokio::test]
+async fn dead_fair_waiter_drops_out_of_the_queue() {
+    let redis = RedisServer::start();
+    let alive = instance(&redis, DEFAULT_LEASE).await;
+    let holders = Arc::new(HolderIds::new());
+    let mut holder = fair_handle(&alive, "dead", &holders);
+    holder.acquire(FOREVER).await.unwrap();
+    {
+        let doomed = instance(&redis, DEFAULT_LEASE).await;
+        let mut lock = fair_handle(&doomed, "dead", &holders);
+        let task = tokio::spawn(async move { lock.acquire(Duration::from_secs(60)).await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The instance dies: its waiter never tries again, nor leaves.
+        task.abort();
+    }
+    let mut next = fair_handle(&alive, "dead", &holders);
+    let waits = tokio::spawn(async move {
+        let got = next.acquire(Duration::from_secs(20)).await.unwrap();
+        next.release().await.unwrap();
+        got
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    holder.release().await.unwrap();
+    assert!(
+        waits.await.unwrap(),
+        "the dead waiter kept its turn for ever"
+    );
+    let queued: u64 = redis
+        .conn()
+        .await
+        .llen("test:dead:lock:queue")
+        .await
+        .unwrap();
+    assert_eq!(queued, 0);
+}

@@ -1,0 +1,147 @@
+//! The HTTP API as a client uses it: one handle on an instance or on Nginx, the product a
+//! parameter of each call, so that tests read like the API's documentation.
+
+use std::time::Duration;
+
+use seckill_load::{Control, Load, Method, Report};
+use serde_json::{Value, json};
+
+/// A client of one base URL (an instance, or Nginx in front of several).
+#[derive(Clone)]
+pub struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl Api {
+    pub fn new(base: &str) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("an HTTP client"),
+            base: base.trim_end_matches('/').to_owned(),
+            token: None,
+        }
+    }
+
+    /// Sends `Authorization: Bearer <token>` on admin calls.
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.token = Some(token.to_owned());
+        self
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// GET `path`: the status and the JSON body (null when it is not JSON).
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        answer(self.http.get(self.url(path))).await
+    }
+
+    /// POST `path` with no body.
+    pub async fn post(&self, path: &str) -> (u16, Value) {
+        answer(self.http.post(self.url(path))).await
+    }
+
+    /// POST `path` with a JSON body, and the admin token when the handle has one.
+    pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value) {
+        let mut request = self.http.post(self.url(path)).json(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        answer(request).await
+    }
+
+    /// `POST /deduct_stock/<variant?knobs>` for `product`.
+    pub async fn deduct(&self, product: &str, variant_and_knobs: &str) -> (u16, Value) {
+        self.post(&deduct_path(product, variant_and_knobs)).await
+    }
+
+    /// `POST /admin/reset`, which must succeed.
+    pub async fn reset(&self, product: &str, stock: i64, shards: u32) -> Value {
+        let body = json!({ "product": product, "stock": stock, "shards": shards });
+        let (status, answer) = self.post_json("/admin/reset", &body).await;
+        assert_eq!(status, 200, "reset {product}: {answer}");
+        answer
+    }
+
+    /// `GET /stats` of `product`, which must succeed.
+    pub async fn stats(&self, product: &str) -> Value {
+        let (status, stats) = self.get(&format!("/stats?product={product}")).await;
+        assert_eq!(status, 200, "stats of {product}: {stats}");
+        stats
+    }
+
+    /// A load of deductions of `product` at this handle (POSTs; add requests, concurrency
+    /// and the rest, then [`run`](Api::run) it).
+    pub fn load(&self, product: &str, variant_and_knobs: &str) -> Load {
+        Load::post(self.url(&deduct_path(product, variant_and_knobs)))
+    }
+
+    /// The same deductions spread over several handles in turn (instances without Nginx).
+    pub fn load_over(apis: &[Api], product: &str, variant_and_knobs: &str) -> Load {
+        let path = deduct_path(product, variant_and_knobs);
+        Load::to(apis.iter().map(|a| a.url(&path)).collect(), Method::Post)
+    }
+
+    /// Runs `load` with this handle's client, to its end.
+    pub async fn run(&self, load: Load) -> Report {
+        load.run(&self.http, &Control::default()).await
+    }
+
+    /// Runs `load` in the background (the test can kill servers meanwhile), until it ends
+    /// or `control` stops it.
+    pub fn spawn(&self, load: Load, control: &Control) -> tokio::task::JoinHandle<Report> {
+        let (http, control) = (self.http.clone(), control.clone());
+        tokio::spawn(async move { load.run(&http, &control).await })
+    }
+
+    /// A metric summed over its series in `/metrics` (`seckill_lock_handoffs_total`, …).
+    pub async fn metric(&self, name: &str) -> f64 {
+        let url = self.url("/metrics");
+        let text = self
+            .http
+            .get(&url)
+            .send()
+            .await
+            .unwrap_or_else(|err| panic!("GET {url}: {err}"))
+            .text()
+            .await
+            .unwrap_or_default();
+        text.lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+/// `/deduct_stock/<variant?knobs>` with `product` added to the query.
+pub fn deduct_path(product: &str, variant_and_knobs: &str) -> String {
+    let sep = if variant_and_knobs.contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    format!("/deduct_stock/{variant_and_knobs}{sep}product={product}")
+}
+
+/// Sends a request; its status and JSON body (null when the body is not JSON).
+async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
+    let response = request.send().await.expect("an HTTP answer");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// A field of a JSON answer (`/stats`) as an integer.
+pub fn int(value: &Value, field: &str) -> i64 {
+    value[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no integer {field} in {value}"))
+}

@@ -1,0 +1,227 @@
+//! Lessons a teacher starts from the page: reset a product and drive one step of the
+//! progression at the cluster through `--bench-url` (Nginx), from inside the instance, so
+//! the class needs no load tool. One lesson at a time per instance, bounded in requests and
+//! time, cancellable.
+//!
+//! The lessons are defined once, in [`catalogue`]; the bench runs the same ones as rows,
+//! with the same load generator (`seckill-load`).
+
+pub mod catalogue;
+
+pub use catalogue::{LESSONS, Lesson, Phase, find};
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use seckill_load::{Control, Load};
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::error::AppError;
+use crate::keys::ProductId;
+use crate::product;
+use crate::store::Store;
+
+/// No lesson runs longer than this; its load is cut short after it.
+pub const MAX_LESSON_TIME: Duration = Duration::from_secs(60);
+
+/// What the page shows about the lesson running (or the last one).
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub lesson: &'static str,
+    pub product: String,
+    pub running: bool,
+    pub cancelled: bool,
+    /// Requests answered so far, over all phases.
+    pub sent: u64,
+    pub total: u64,
+    pub phase: usize,
+    pub elapsed_ms: u64,
+    /// Answers by status code, over all phases so far.
+    pub statuses: std::collections::BTreeMap<u16, usize>,
+    pub error: Option<String>,
+}
+
+struct Running {
+    status: Arc<Mutex<Status>>,
+    control: Control,
+    started: Instant,
+}
+
+/// The instance's lesson runner. Cheap to clone.
+#[derive(Clone)]
+pub struct Lessons {
+    http: reqwest::Client,
+    bench_url: Arc<str>,
+    current: Arc<Mutex<Option<Running>>>,
+}
+
+impl Lessons {
+    pub fn new(bench_url: &str) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .pool_max_idle_per_host(128)
+                .build()
+                .unwrap_or_default(),
+            bench_url: bench_url.trim_end_matches('/').into(),
+            current: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    fn current(&self) -> std::sync::MutexGuard<'_, Option<Running>> {
+        // Held for a few field reads and writes, never across an await.
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts `lesson` on `product`, unless one is running.
+    pub fn start(
+        &self,
+        lesson: &'static Lesson,
+        product: ProductId,
+        store: Store,
+        locks: Store,
+        faults: bool,
+    ) -> Result<Status, AppError> {
+        if lesson.needs_faults && !faults {
+            return Err(AppError::BadRequest(format!(
+                "the {} lesson needs instances started with --faults",
+                lesson.name
+            )));
+        }
+        let mut current = self.current();
+        if current.as_ref().is_some_and(|r| r.status_now().running) {
+            return Err(AppError::Conflict(
+                "a lesson is already running; cancel it first".into(),
+            ));
+        }
+        let total = lesson.phases.iter().map(|p| p.requests as u64).sum();
+        let status = Arc::new(Mutex::new(Status {
+            lesson: lesson.name,
+            product: product.to_string(),
+            running: true,
+            cancelled: false,
+            sent: 0,
+            total,
+            phase: 0,
+            elapsed_ms: 0,
+            statuses: Default::default(),
+            error: None,
+        }));
+        let running = Running {
+            status: status.clone(),
+            control: Control::default(),
+            started: Instant::now(),
+        };
+        let control = running.control.clone();
+        let snapshot = running.status_now();
+        *current = Some(running);
+        drop(current);
+        let (http, base) = (self.http.clone(), self.bench_url.clone());
+        tokio::spawn(async move {
+            let outcome = tokio::time::timeout(
+                MAX_LESSON_TIME,
+                run(
+                    lesson, &product, &store, &locks, &http, &base, &control, &status,
+                ),
+            )
+            .await;
+            let mut status = status.lock().unwrap_or_else(|e| e.into_inner());
+            status.running = false;
+            match outcome {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => status.error = Some(err),
+                Err(_) => {
+                    control.stop();
+                    status.error = Some(format!("cut short after {} s", MAX_LESSON_TIME.as_secs()));
+                }
+            }
+        });
+        Ok(snapshot)
+    }
+
+    /// The lesson running, or the last one; `None` before the first.
+    pub fn status(&self) -> Option<Status> {
+        self.current().as_ref().map(Running::status_now)
+    }
+
+    /// Stops the running lesson's load; requests in flight finish.
+    pub fn cancel(&self) -> Option<Status> {
+        let current = self.current();
+        let running = current.as_ref()?;
+        running.control.stop();
+        running
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cancelled = true;
+        Some(running.status_now())
+    }
+}
+
+impl Running {
+    fn status_now(&self) -> Status {
+        let mut status = self
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if status.running {
+            status.elapsed_ms =
+                u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        }
+        status.sent = status.sent.max(self.control.answered());
+        status
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // one lesson's whole context, used once
+async fn run(
+    lesson: &Lesson,
+    product: &ProductId,
+    store: &Store,
+    locks: &Store,
+    http: &reqwest::Client,
+    base: &str,
+    control: &Control,
+    status: &Mutex<Status>,
+) -> Result<(), String> {
+    let started = Instant::now();
+    for (index, phase) in lesson.phases.iter().enumerate() {
+        if control.is_stopped() {
+            break;
+        }
+        status.lock().unwrap_or_else(|e| e.into_inner()).phase = index;
+        product::reset(store, locks, product, phase.stock, phase.shards)
+            .await
+            .map_err(|err| format!("reset: {err}"))?;
+        let url = |path: &str| {
+            let sep = if path.contains('?') { '&' } else { '?' };
+            format!("{base}/deduct_stock/{path}{sep}product={product}")
+        };
+        if let Some(first) = phase.first_path() {
+            http.post(url(&first))
+                .send()
+                .await
+                .map_err(|err| format!("{}: {err}", lesson.name))?;
+        }
+        let result = Load::post(url(&phase.path()))
+            .requests(phase.requests)
+            .concurrency(phase.concurrency)
+            .run(http, control)
+            .await;
+        let mut status = status.lock().unwrap_or_else(|e| e.into_inner());
+        for (code, count) in result.statuses {
+            *status.statuses.entry(code).or_default() += count;
+        }
+        status.sent = control.answered();
+        status.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if result.transport_errors > 0 {
+            status.error = Some(format!(
+                "{} requests got no answer from {base}: is --bench-url the Nginx in front?",
+                result.transport_errors
+            ));
+        }
+    }
+    Ok(())
+}

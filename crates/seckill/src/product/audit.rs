@@ -1,0 +1,235 @@
+//! The audit of one product, behind `/stats`.
+//!
+//! It is computed from what the deductions left in Redis, not from counters the service
+//! keeps in memory, so it holds whatever client produced the load and however many
+//! instances served it.
+
+use std::collections::BTreeMap;
+
+use futures_util::future::try_join_all;
+use redis::aio::ConnectionLike;
+use redis::{AsyncCommands, RedisError};
+use serde::Serialize;
+
+use super::MAX_SHARDS;
+use crate::error::AppError;
+use crate::keys::{Layout, ProductId, ProductKeys};
+use crate::store::{Store, master_of};
+
+/// The audit of one product.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stats {
+    pub product: String,
+    /// Units set by the last reset.
+    pub initial: i64,
+    pub shards: u32,
+    /// Units left, summed over shards (with the units in instances' shares).
+    pub remaining: i64,
+    /// `shares`: units instances have claimed and not sold yet (part of `remaining`).
+    pub in_shares: i64,
+    /// `shares`: units given back to the pool when a claim's lease ran out (a dead or idle
+    /// instance's unsold share).
+    pub reclaimed: i64,
+    /// Orders recorded: one per 200.
+    pub sold: i64,
+    /// `sold - initial`, when positive: units sold that never existed.
+    pub oversold: i64,
+    /// `sold - (initial - remaining)`, when positive: sales the stock never saw, because a
+    /// write based on a stale read overwrote them.
+    pub lost_updates: i64,
+    /// Requests answered 409: nothing left.
+    pub sold_out: i64,
+    /// Requests answered 429 because the lock stayed held for their whole wait.
+    pub lock_busy: i64,
+    /// Times a holder entered a critical section another holder was still inside.
+    pub lock_overlaps: i64,
+    /// Times a watchdog-lock holder found, at commit, that the lock was no longer its own
+    /// (and so sold nothing).
+    pub lock_lost: i64,
+    /// Sales answered 503 `unconfirmed`: `WAIT` saw fewer replicas than asked for in
+    /// time. Each is recorded as an order (it is in `sold` if it survived), but whether it
+    /// outlives a failover of its master nobody can say.
+    pub unconfirmed: i64,
+    /// Commits refused because the holder's fencing token was older than one the stock
+    /// had already seen (`fence=on`): a lock that failed, caught at the stock.
+    pub fenced: i64,
+    /// Locks given back because fewer replicas of the lock store than
+    /// `--lock-wait-replicas` confirmed them in time.
+    pub lock_unconfirmed: i64,
+    pub by_instance: BTreeMap<String, i64>,
+    pub by_variant: BTreeMap<String, i64>,
+    pub shard_remaining: Vec<i64>,
+    /// Each shard's hash tag, as the reset recorded it.
+    pub shard_tags: Vec<String>,
+    /// The master that holds each shard (`host:port`; the one server when standalone).
+    pub shard_nodes: Vec<String>,
+    pub locks: Vec<LockView>,
+}
+
+impl Stats {
+    /// Adds one audit hash's counters.
+    fn add(&mut self, audit: BTreeMap<String, i64>) {
+        for (field, count) in audit {
+            // `sold/<instance>/<variant>`: one counter per pair, bumped in the same script
+            // that records the order.
+            if let Some((instance, variant)) = field
+                .strip_prefix("sold/")
+                .and_then(|pair| pair.split_once('/'))
+            {
+                *self.by_instance.entry(instance.to_owned()).or_default() += count;
+                *self.by_variant.entry(variant.to_owned()).or_default() += count;
+            } else {
+                match field.as_str() {
+                    "sold_out" => self.sold_out += count,
+                    "lock_busy" => self.lock_busy += count,
+                    "lock_overlaps" => self.lock_overlaps += count,
+                    "lock_lost" => self.lock_lost += count,
+                    "unconfirmed" => self.unconfirmed += count,
+                    "fenced" => self.fenced += count,
+                    "lock_unconfirmed" => self.lock_unconfirmed += count,
+                    "reclaimed" => self.reclaimed += count,
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// One shard's lock as Redis has it now.
+#[derive(Debug, Clone, Serialize)]
+pub struct LockView {
+    pub shard: u32,
+    pub held: bool,
+    /// Time left before the lock expires; null when it is free or never expires.
+    pub ttl_ms: Option<i64>,
+    /// Held with no TTL at all: only a DEL frees it (the setnx deadlock).
+    pub never_expires: bool,
+    /// The instance whose request holds it, when one does.
+    pub holder: Option<String>,
+}
+
+pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<Stats, AppError> {
+    let keys = ProductKeys::new(product);
+    let mut conn = store.conn();
+    let meta: BTreeMap<String, String> = conn.hgetall(&keys.meta).await?;
+    let number = |field: &str| meta.get(field).and_then(|v| v.parse::<i64>().ok());
+    let (Some(initial), Some(shards)) = (number("initial"), number("shards")) else {
+        return Err(AppError::UnknownProduct(product.to_string()));
+    };
+    let shards = u32::try_from(shards).unwrap_or(1).clamp(1, MAX_SHARDS);
+    let layout = Layout::from_meta(product, shards, meta.get("tags").map(String::as_str));
+
+    // One pipeline per shard, each on its own slot, all at once; the locks' TTLs from
+    // the lock store.
+    type ShardRow = (Option<i64>, i64, BTreeMap<String, i64>, Vec<i64>);
+    let lock_conn = locks.conn();
+    let rows: Vec<(ShardRow, seckill_lock::LockState)> =
+        try_join_all((0..layout.shards()).map(|index| {
+            let shard = keys.shard(&layout, index);
+            let mut conn = conn.clone();
+            let mut lock_conn = lock_conn.clone();
+            async move {
+                let mut pipe = redis::pipe();
+                pipe.get(&shard.stock)
+                    .hlen(&shard.orders)
+                    .hgetall(&shard.audit)
+                    .hvals(&shard.claims);
+                let row = pipe.query_async::<ShardRow>(&mut conn).await?;
+                let lock = seckill_lock::inspect::inspect(&mut lock_conn, &shard.lock).await?;
+                Ok::<_, AppError>((row, lock))
+            }
+        }))
+        .await?;
+    // A split product keeps its request counters apart from its shards'.
+    let product_audit: BTreeMap<String, i64> = if shards > 1 {
+        conn.hgetall(&keys.audit).await?
+    } else {
+        BTreeMap::new()
+    };
+    let masters = store.masters().await?;
+
+    let mut stats = Stats {
+        product: product.to_string(),
+        initial,
+        shards,
+        remaining: 0,
+        in_shares: 0,
+        reclaimed: 0,
+        sold: 0,
+        oversold: 0,
+        lost_updates: 0,
+        sold_out: 0,
+        lock_busy: 0,
+        lock_overlaps: 0,
+        lock_lost: 0,
+        unconfirmed: 0,
+        fenced: 0,
+        lock_unconfirmed: 0,
+        by_instance: BTreeMap::new(),
+        by_variant: BTreeMap::new(),
+        shard_remaining: Vec::with_capacity(rows.len()),
+        shard_tags: layout.tags().to_vec(),
+        shard_nodes: Vec::with_capacity(rows.len()),
+        locks: Vec::with_capacity(rows.len()),
+    };
+    for (index, ((stock, orders, audit, claimed), lock)) in (0..).zip(rows) {
+        let claimed: i64 = claimed.iter().sum();
+        stats.in_shares += claimed;
+        let stock = stock.unwrap_or_default() + claimed;
+        stats.remaining += stock;
+        stats.shard_remaining.push(stock);
+        stats.sold += orders;
+        stats.add(audit);
+        let shard = keys.shard(&layout, index);
+        stats.shard_nodes.push(
+            master_of(&masters, &shard.stock)
+                .map(|m| m.addr.clone())
+                .unwrap_or_default(),
+        );
+        stats.locks.push(LockView {
+            shard: index,
+            held: lock.held,
+            ttl_ms: lock
+                .ttl
+                .map(|ttl| i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)),
+            never_expires: lock.never_expires,
+            // Holder ids start with the instance's id and a '/'.
+            holder: lock
+                .holder
+                .as_deref()
+                .and_then(|h| h.split_once('/'))
+                .map(|(instance, _)| instance.to_owned()),
+        });
+    }
+    stats.add(product_audit);
+    stats.oversold = (stats.sold - stats.initial).max(0);
+    let left_the_stock = stats.initial - stats.remaining;
+    stats.lost_updates = (stats.sold - left_the_stock).max(0);
+    Ok(stats)
+}
+
+/// Every order recorded for `product`, over all its shards, wherever its reset put them:
+/// order id -> `"<instance> <variant>"`. On a Cluster, `conn` reaches every slot.
+pub async fn recorded_orders<C: ConnectionLike + Send>(
+    conn: &mut C,
+    product: &ProductId,
+) -> Result<BTreeMap<String, String>, RedisError> {
+    let keys = ProductKeys::new(product);
+    let (shards, tags): (Option<u32>, Option<String>) = redis::cmd("HMGET")
+        .arg(&keys.meta)
+        .arg("shards")
+        .arg("tags")
+        .query_async(conn)
+        .await?;
+    let shards = shards.unwrap_or(1).clamp(1, MAX_SHARDS);
+    let layout = Layout::from_meta(product, shards, tags.as_deref());
+    let mut orders = BTreeMap::new();
+    for index in 0..layout.shards() {
+        let shard: BTreeMap<String, String> = redis::cmd("HGETALL")
+            .arg(&keys.shard(&layout, index).orders)
+            .query_async(conn)
+            .await?;
+        orders.extend(shard);
+    }
+    Ok(orders)
+}

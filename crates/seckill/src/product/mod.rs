@@ -1,0 +1,191 @@
+//! Product-level operations: setting the stock (reset), where a product's shards live,
+//! its locks forced free, and ([`audit`]) the audit behind `/stats`.
+
+mod audit;
+
+pub use audit::{LockView, Stats, recorded_orders, stats};
+
+use futures_util::future::try_join_all;
+use redis::AsyncCommands;
+
+use crate::error::AppError;
+use crate::keys::{Layout, ProductId, ProductKeys, ShardKeys, shard_tag};
+use crate::store::{Master, Store, key_slot};
+
+/// The most shards a product may be split into.
+pub const MAX_SHARDS: u32 = 64;
+/// The most units a reset may set.
+pub const MAX_STOCK: i64 = 100_000_000;
+
+/// Sets a product's stock, split over `shards`, and clears its orders, audit and locks.
+///
+/// On a Cluster the shards are placed round-robin over the masters (see [`place`]). Each
+/// shard is cleared and set in one `MULTI` on its own slot, all shards at once; the meta
+/// (initial stock, shard count, tags) is written last, on the product's slot. Nothing
+/// spans slots, so a reset is atomic per shard, not across them: a deduction that races
+/// a reset finds its shard either before or after it, never half-set.
+pub async fn reset(
+    store: &Store,
+    locks: &Store,
+    product: &ProductId,
+    stock: i64,
+    shards: u32,
+) -> Result<Layout, AppError> {
+    let keys = ProductKeys::new(product);
+    let old = recorded_layout(store, product).await?;
+    let new = if shards <= 1 {
+        Layout::unsplit(product)
+    } else {
+        place(&store.masters().await?, product, shards)
+    };
+
+    // Clear the unsplit layout, the old split and the new one; set the new one's stock.
+    let mut clear: Vec<(ShardKeys, Option<i64>)> = Vec::new();
+    for (index, _) in (0..).zip(new.tags()) {
+        let units =
+            stock / i64::from(shards) + i64::from(i64::from(index) < stock % i64::from(shards));
+        clear.push((keys.shard(&new, index), Some(units)));
+    }
+    let others = [Some(Layout::unsplit(product)), old];
+    for layout in others.iter().flatten() {
+        for index in 0..layout.shards() {
+            let shard = keys.shard(layout, index);
+            if !clear.iter().any(|(c, _)| c.stock == shard.stock) {
+                clear.push((shard, None));
+            }
+        }
+    }
+    let conn = store.conn();
+    let lock_conn = locks.conn();
+    try_join_all(clear.iter().map(|(shard, units)| {
+        let mut conn = conn.clone();
+        let mut lock_conn = lock_conn.clone();
+        async move {
+            let mut pipe = redis::pipe();
+            pipe.atomic().del(&shard.stock_side()[..]).ignore();
+            if let Some(units) = units {
+                pipe.set(&shard.stock, units).ignore();
+            }
+            pipe.query_async::<()>(&mut conn).await?;
+            lock_conn.del::<_, ()>(&shard.lock_side()[..]).await
+        }
+    }))
+    .await?;
+
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .del(&keys.audit)
+        .ignore()
+        .hset_multiple(
+            &keys.meta,
+            &[
+                ("initial", stock.to_string()),
+                ("shards", shards.to_string()),
+                ("tags", new.to_meta()),
+            ],
+        )
+        .ignore();
+    pipe.query_async::<()>(&mut store.conn()).await?;
+    Ok(new)
+}
+
+/// Tags for `shards` shards that go round-robin over `masters`: shard `i` on master
+/// `i mod M`. The plain tag `101/i` is kept when its slot is already there; otherwise the
+/// first of `101/i.1`, `101/i.2`, … that is (about M tries each). With one master (a
+/// standalone Redis) every plain tag qualifies, so nothing changes there.
+pub fn place(masters: &[Master], product: &ProductId, shards: u32) -> Layout {
+    if masters.len() <= 1 {
+        return Layout::plain(product, shards);
+    }
+    let tags = (0..shards)
+        .map(|index| {
+            let target = &masters[index as usize % masters.len()];
+            (0..MAX_PLACEMENT_TRIES)
+                .map(|attempt| shard_tag(product, index, attempt))
+                .find(|tag| target.serves(key_slot(tag.as_bytes())))
+                .unwrap_or_else(|| shard_tag(product, index, 0))
+        })
+        .collect();
+    Layout::from_tags(product, tags).unwrap_or_else(|| Layout::plain(product, shards))
+}
+
+/// Candidates tried per shard before giving up on its master (a master with almost no
+/// slots); the shard then keeps its plain tag, wherever that lands.
+const MAX_PLACEMENT_TRIES: u32 = 100_000;
+
+/// Deletes every lock of a product, whoever holds them, and wakes their waiters: the
+/// operator's way out of a setnx deadlock. Returns how many locks were held.
+pub async fn force_unlock(
+    store: &Store,
+    locks: &Store,
+    product: &ProductId,
+) -> Result<u32, AppError> {
+    let layout = layout(store, product).await?;
+    let keys = ProductKeys::new(product);
+    let conn = locks.conn();
+    let freed = try_join_all((0..layout.shards()).map(|index| {
+        let keys = keys.shard(&layout, index).lock_keys();
+        let mut conn = conn.clone();
+        async move { seckill_lock::inspect::force_release(&mut conn, &keys).await }
+    }))
+    .await?;
+    Ok(freed.into_iter().map(u32::from).sum())
+}
+
+/// Where the shards of a product that was reset live, or `UnknownProduct`.
+pub async fn layout(store: &Store, product: &ProductId) -> Result<Layout, AppError> {
+    recorded_layout(store, product)
+        .await?
+        .ok_or_else(|| AppError::UnknownProduct(product.to_string()))
+}
+
+pub(crate) async fn recorded_layout(
+    store: &Store,
+    product: &ProductId,
+) -> Result<Option<Layout>, AppError> {
+    let keys = ProductKeys::new(product);
+    let (shards, tags): (Option<u32>, Option<String>) = redis::cmd("HMGET")
+        .arg(&keys.meta)
+        .arg("shards")
+        .arg("tags")
+        .query_async(&mut store.conn())
+        .await?;
+    Ok(shards.map(|n| Layout::from_meta(product, n.clamp(1, MAX_SHARDS), tags.as_deref())))
+}
+
+/// The units left, summed over shards, and per shard (units in instances' shares count).
+pub async fn remaining(store: &Store, product: &ProductId) -> Result<(i64, Vec<i64>), AppError> {
+    let layout = layout(store, product).await?;
+    let keys = ProductKeys::new(product);
+    let conn = store.conn();
+    let per_shard: Vec<i64> = try_join_all((0..layout.shards()).map(|index| {
+        let shard = keys.shard(&layout, index);
+        let mut conn = conn.clone();
+        async move {
+            let (stock, claimed): (Option<i64>, Vec<i64>) = redis::pipe()
+                .get(&shard.stock)
+                .hvals(&shard.claims)
+                .query_async(&mut conn)
+                .await?;
+            Ok::<_, redis::RedisError>(stock.unwrap_or_default() + claimed.iter().sum::<i64>())
+        }
+    }))
+    .await?;
+    Ok((per_shard.iter().sum(), per_shard))
+}
+
+/// Each shard's stock key, one `GET` per shard (each on its own slot), all at once.
+pub async fn shard_stocks(
+    store: &Store,
+    product: &ProductId,
+    layout: &Layout,
+) -> Result<Vec<Option<i64>>, AppError> {
+    let keys = ProductKeys::new(product);
+    let conn = store.conn();
+    Ok(try_join_all((0..layout.shards()).map(|index| {
+        let stock = keys.shard(layout, index).stock;
+        let mut conn = conn.clone();
+        async move { conn.get::<_, Option<i64>>(stock).await }
+    }))
+    .await?)
+}

@@ -1,0 +1,131 @@
+//! One deduction: the instance it runs on, the variant, the product, the request's knobs
+//! and who the request is.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+use super::{Outcome, Variant};
+use crate::error::AppError;
+use crate::keys::{ProductKeys, ShardKeys};
+use crate::knobs::Knobs;
+use crate::state::AppState;
+use crate::store::RedisConn;
+use crate::timer;
+
+/// Everything one deduction needs.
+pub struct Deduction {
+    /// The instance: its stores, locks, settings and metrics.
+    pub app: AppState,
+    pub variant: Variant,
+    pub product: ProductKeys,
+    pub knobs: Knobs,
+    /// Who this request is, in locks and in the audit.
+    pub holder: String,
+    /// How long the work really took, µs (0 until it ran): `work_ms` is what was asked.
+    worked_us: AtomicU64,
+}
+
+impl Deduction {
+    pub fn new(app: AppState, variant: Variant, knobs: Knobs) -> Self {
+        Self {
+            holder: app.holders.next(),
+            product: ProductKeys::new(&knobs.product),
+            app,
+            variant,
+            knobs,
+            worked_us: AtomicU64::new(0),
+        }
+    }
+
+    /// Runs the variant, and counts the requests that sold nothing in the product's audit
+    /// (unless the variant's script counts its own), so that `/stats` accounts for every
+    /// answer.
+    pub async fn run(&self) -> Result<Outcome, AppError> {
+        let spec = self.variant.spec();
+        let outcome = (spec.deduct)(self).await?;
+        if let Some(counter) = outcome.refusal_counter()
+            && !spec.counts_its_refusals
+        {
+            let _: i64 = self.redis().hincr(&self.product.audit, counter, 1).await?;
+        }
+        Ok(outcome)
+    }
+
+    /// The stock store's connection.
+    pub fn redis(&self) -> RedisConn {
+        self.app.store.conn()
+    }
+
+    /// The lock store's connection.
+    pub fn lock_redis(&self) -> RedisConn {
+        self.app.lock_store.conn()
+    }
+
+    /// The keys of an unsplit product.
+    pub fn whole_stock(&self) -> ShardKeys {
+        self.product.whole()
+    }
+
+    /// This variant's per-instance state (its `Spec::start`).
+    pub fn state<T: Any + Send + Sync>(&self) -> Result<&T, AppError> {
+        self.app
+            .variant_state(self.variant)
+            .and_then(|state| state.downcast_ref::<T>())
+            .ok_or_else(|| {
+                AppError::Internal(anyhow::anyhow!(
+                    "variant {} has no state of the type it asks for",
+                    self.variant
+                ))
+            })
+    }
+
+    /// The business time the seeds spend inside the critical section: `work_ms`, to the
+    /// tens of microseconds ([`timer`]), and measured.
+    pub async fn work(&self) {
+        let work = self.knobs.work();
+        if work.is_zero() {
+            return;
+        }
+        let started = tokio::time::Instant::now();
+        timer::sleep(work).await;
+        let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.worked_us.store(took, Ordering::Relaxed);
+    }
+
+    /// How long the work really took, when there was any.
+    pub fn worked(&self) -> Option<Duration> {
+        match self.worked_us.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+
+    /// Why there was no stock key: a product split into shards is sold by the variants
+    /// that split stock only; any other product was never reset (or Redis lost it) and is
+    /// not for sale.
+    pub async fn not_for_sale(&self) -> AppError {
+        let shards: Result<Option<u32>, _> = self.redis().hget(&self.product.meta, "shards").await;
+        match shards {
+            Ok(Some(n)) if n > 1 => AppError::BadRequest(format!(
+                "product {} is split into {n} shards; only {} sells it",
+                self.product.product,
+                splitting_variants()
+            )),
+            Ok(_) => AppError::UnknownProduct(self.product.product.to_string()),
+            Err(err) => err.into(),
+        }
+    }
+}
+
+/// The variants that sell a split product, by name: "the segmented variant".
+fn splitting_variants() -> String {
+    let names: Vec<&str> = super::VARIANTS
+        .iter()
+        .filter(|v| v.spec().splits_stock)
+        .map(|v| v.name())
+        .collect();
+    format!("the {} variant", names.join(" or "))
+}

@@ -1,0 +1,111 @@
+//! What a deduction came to, and the status each answer has.
+
+use axum::http::StatusCode;
+
+/// What a deduction came to. Each maps to its own status code, so that oha's and JMeter's
+/// status summaries read as a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// 200: one unit sold and its order recorded.
+    Deducted {
+        remaining: i64,
+        order: String,
+        shard: u32,
+    },
+    /// 409: nothing left.
+    SoldOut { remaining: i64 },
+    /// 429: the lock was held for the whole wait.
+    LockBusy,
+    /// 503: the lock was lost before the holder could commit (its lease ran out while
+    /// Redis was away, or an operator deleted it); nothing was sold, retrying is safe.
+    LockLost,
+    /// 500 (fault injection only): the holder stopped without releasing its lock.
+    Abandoned,
+    /// 503: the unit was taken and its order recorded on the shard's master, but `WAIT`
+    /// saw fewer replicas than `--redis-wait-replicas` have it in time: it may or may not
+    /// survive a failover of that master. Counted as `unconfirmed` in `/stats`.
+    Unconfirmed { order: String, shard: u32 },
+    /// 503: the stock refused the commit: the holder's fencing token was older than one
+    /// that had already read or written the stock (`fence=on`). Nothing was sold.
+    Fenced,
+    /// 503: the lock was taken but fewer replicas of the lock store than
+    /// `--lock-wait-replicas` confirmed it in time; it was given back, nothing was sold.
+    LockUnconfirmed,
+}
+
+impl Outcome {
+    /// Every outcome's name, as answers, metrics and `/openapi.json` spell them.
+    pub const NAMES: [&'static str; 8] = [
+        "deducted",
+        "sold_out",
+        "lock_busy",
+        "lock_lost",
+        "abandoned",
+        "unconfirmed",
+        "fenced",
+        "lock_unconfirmed",
+    ];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Deducted { .. } => "deducted",
+            Self::SoldOut { .. } => "sold_out",
+            Self::LockBusy => "lock_busy",
+            Self::LockLost => "lock_lost",
+            Self::Abandoned => "abandoned",
+            Self::Unconfirmed { .. } => "unconfirmed",
+            Self::Fenced => "fenced",
+            Self::LockUnconfirmed => "lock_unconfirmed",
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Deducted { .. } => StatusCode::OK,
+            Self::SoldOut { .. } => StatusCode::CONFLICT,
+            Self::LockBusy => StatusCode::TOO_MANY_REQUESTS,
+            Self::Abandoned => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::LockLost | Self::Unconfirmed { .. } | Self::Fenced | Self::LockUnconfirmed => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+        }
+    }
+
+    /// The counter in the product's audit that counts this answer, for the answers that
+    /// sold nothing and whose script did not count them already.
+    pub fn refusal_counter(&self) -> Option<&'static str> {
+        match self {
+            Self::SoldOut { .. } => Some("sold_out"),
+            Self::LockBusy => Some("lock_busy"),
+            Self::LockUnconfirmed => Some("lock_unconfirmed"),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_lists_every_outcome() {
+        let every = [
+            Outcome::Deducted {
+                remaining: 0,
+                order: String::new(),
+                shard: 0,
+            },
+            Outcome::SoldOut { remaining: 0 },
+            Outcome::LockBusy,
+            Outcome::LockLost,
+            Outcome::Abandoned,
+            Outcome::Unconfirmed {
+                order: String::new(),
+                shard: 0,
+            },
+            Outcome::Fenced,
+            Outcome::LockUnconfirmed,
+        ];
+        assert_eq!(every.map(|o| o.name()), Outcome::NAMES);
+    }
+}

@@ -1,0 +1,286 @@
+//! The critical section every lock variant shares — the seed's business logic (read the
+//! stock, check it, work, take one unit) with the audit around it — and the one lock
+//! sequence around it, [`Deduction::under_lock`].
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use seckill_lock::{Lock, LockError};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::{Deduction, Outcome};
+use crate::error::AppError;
+use crate::keys::ShardKeys;
+use crate::scripts;
+use crate::store::{RedisConn, ReplicaConfirm};
+
+/// How long past its own work a holder may stay in the audit's "inside" set: the time it
+/// needs for its last Redis round trips under load. A holder that dies inside stops
+/// counting as inside after its work plus this margin.
+pub const INSIDE_MARGIN: Duration = Duration::from_secs(2);
+
+/// Where a lock lives, which says what may be asked of it besides the lock itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockStore {
+    /// The instance's lock store (the stock store itself unless `--lock-redis-url`):
+    /// `--lock-wait-replicas` confirms its locks, and a commit can check a watchdog lock
+    /// in the same script when it lives beside the stock.
+    Instance,
+    /// Servers of its own (Redlock).
+    OwnServers,
+}
+
+/// What a lock holder presents at the stock when it commits.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Credentials<'a> {
+    /// A holder that must still be a field of the shard's lock hash (a watchdog lock that
+    /// lives beside the stock), checked inside the commit script.
+    pub lock_holder: Option<&'a str>,
+    /// `fence=on`: the fencing token the holder was granted.
+    pub token: Option<i64>,
+}
+
+/// How the commit takes the unit.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum StockWrite {
+    /// `DECR` in Redis.
+    Decrement,
+    /// `SET` a value the application computed from what it read earlier (naive's lost
+    /// update).
+    Set(i64),
+}
+
+/// A lock whose holder sleeps before giving it back (`fault=pause_before_release`): the
+/// window in which a blind release deletes somebody else's lock.
+pub(super) struct Paused<L> {
+    lock: L,
+    pause: Option<Duration>,
+}
+
+impl<L: Lock> Lock for Paused<L> {
+    async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
+        self.lock.acquire(wait).await
+    }
+
+    async fn release(&mut self) -> Result<bool, LockError> {
+        if let Some(pause) = self.pause {
+            tokio::time::sleep(pause).await;
+        }
+        self.lock.release().await
+    }
+
+    fn abandon(&mut self) {
+        self.lock.abandon();
+    }
+
+    fn is_lost(&self) -> bool {
+        self.lock.is_lost()
+    }
+
+    fn holder(&self) -> &str {
+        self.lock.holder()
+    }
+
+    fn holder_is_a_hash_field(&self) -> bool {
+        self.lock.holder_is_a_hash_field()
+    }
+
+    fn fencing_token(&self) -> Option<i64> {
+        self.lock.fencing_token()
+    }
+}
+
+impl Deduction {
+    /// The lock with the request's `fault=pause_before_release`, when it asked for one.
+    pub(super) fn pausing<L: Lock>(&self, lock: L) -> Paused<L> {
+        Paused {
+            lock,
+            pause: self.knobs.pause_before_release(),
+        }
+    }
+
+    /// The one lock sequence: acquire (for up to `wait`), confirm with the lock store's
+    /// replicas, abandon if the request asked to, take a fencing token, run the critical
+    /// section on `shard`, release — released whatever the section came to, as the seed's
+    /// `finally` does.
+    pub(super) async fn under_lock<L: Lock>(
+        &self,
+        shard: &ShardKeys,
+        mut lock: L,
+        wait: Duration,
+        store: LockStore,
+    ) -> Result<Outcome, AppError> {
+        let started = Instant::now();
+        let acquired = lock.acquire(wait).await?;
+        let metrics = &self.app.metrics;
+        metrics.lock_acquired(self.variant, acquired, started.elapsed());
+        if !acquired {
+            return Ok(Outcome::LockBusy);
+        }
+        if store == LockStore::Instance && !self.lock_confirmed(&shard.lock).await? {
+            self.log_release(lock.release().await);
+            return Ok(Outcome::LockUnconfirmed);
+        }
+        if self.knobs.abandons() {
+            lock.abandon();
+            return Ok(Outcome::Abandoned);
+        }
+        let token = match lock.fencing_token() {
+            Some(token) => Some(token),
+            None => self.fencing_token(shard).await?,
+        };
+        // The lock hash can be checked in the commit only where it lives beside the stock.
+        let checkable = store == LockStore::Instance
+            && self.app.locks_beside_stock
+            && lock.holder_is_a_hash_field();
+        let credentials = Credentials {
+            lock_holder: checkable.then(|| lock.holder()),
+            token,
+        };
+        let result = self.critical_section(shard, &lock, credentials).await;
+        self.log_release(lock.release().await);
+        result
+    }
+
+    /// The seed's business logic, run while holding `lock`: enter (the audit notes who else
+    /// is inside), read the stock, check it, work, take one unit and leave.
+    async fn critical_section(
+        &self,
+        shard: &ShardKeys,
+        lock: &impl Lock,
+        credentials: Credentials<'_>,
+    ) -> Result<Outcome, AppError> {
+        let mut conn = self.redis();
+        let stay = self.knobs.work() + INSIDE_MARGIN;
+        let (stock, _overlap): (Option<i64>, i64) =
+            scripts::enter(shard, &self.holder, stay, credentials.token)
+                .invoke_async(&mut conn)
+                .await?;
+        let Some(stock) = stock else {
+            return Err(self.not_for_sale().await);
+        };
+        if stock <= 0 {
+            let _: u64 = conn.zrem(&shard.inside, &self.holder).await?;
+            return Ok(Outcome::SoldOut { remaining: stock });
+        }
+        self.work().await;
+        if lock.is_lost() {
+            // The holder knows its lock is gone: it must not commit.
+            let _: u64 = conn.zrem(&shard.inside, &self.holder).await?;
+            let _: i64 = conn.hincr(&shard.audit, "lock_lost", 1).await?;
+            return Ok(Outcome::LockLost);
+        }
+        self.commit(shard, StockWrite::Decrement, credentials).await
+    }
+
+    /// Takes one unit, records the order and leaves the critical section, in one round trip.
+    pub(super) async fn commit(
+        &self,
+        shard: &ShardKeys,
+        write: StockWrite,
+        credentials: Credentials<'_>,
+    ) -> Result<Outcome, AppError> {
+        let order = Uuid::now_v7().to_string();
+        let sale = scripts::Sale {
+            shard,
+            holder: &self.holder,
+            order: &order,
+            instance: &self.app.settings.instance,
+            variant: self.variant.name(),
+        };
+        let remaining: i64 = scripts::commit(&sale, write, credentials)
+            .invoke_async(&mut self.redis())
+            .await?;
+        match remaining {
+            -2 => Err(self.not_for_sale().await),
+            -3 => Ok(Outcome::LockLost),
+            -4 => Ok(Outcome::Fenced),
+            _ => Ok(self.sold(shard, order, remaining).await),
+        }
+    }
+
+    /// A unit sold and recorded: a 200, once as many replicas as asked for have it.
+    pub(super) async fn sold(&self, shard: &ShardKeys, order: String, remaining: i64) -> Outcome {
+        let confirm = self.app.settings.sale_confirm;
+        if !confirm_sales(confirm, &mut self.redis(), shard, 1).await {
+            return Outcome::Unconfirmed {
+                order,
+                shard: shard.index,
+            };
+        }
+        Outcome::Deducted {
+            remaining,
+            order,
+            shard: shard.index,
+        }
+    }
+
+    /// With `fence=on`, a fencing token for a holder that has just taken `shard`'s lock:
+    /// the next number of the shard's counter in the stock store. The stock store issues
+    /// it because the stock store is what checks it: the counter and the highest token
+    /// seen sit in one hash on the shard's slot, so whatever happens to the lock store (a
+    /// failover that forgets a lock), the same token is never handed out twice while the
+    /// stock remembers tokens.
+    async fn fencing_token(&self, shard: &ShardKeys) -> Result<Option<i64>, AppError> {
+        if !self.knobs.fence() {
+            return Ok(None);
+        }
+        let token: i64 = self.redis().hincr(&shard.fence, "issued", 1).await?;
+        Ok(Some(token))
+    }
+
+    /// With `--lock-wait-replicas`, whether enough replicas of the lock store have the
+    /// lock at `key` just taken (Redisson's `checkLockSyncedSlaves`).
+    pub(super) async fn lock_confirmed(&self, key: &str) -> Result<bool, AppError> {
+        let Some(confirm) = self.app.settings.lock_confirm else {
+            return Ok(true);
+        };
+        Ok(confirm.confirmed(&mut self.lock_redis(), key).await?)
+    }
+
+    /// A release that did not go as it should is worth a line in the log.
+    pub(super) fn log_release(&self, released: Result<bool, LockError>) {
+        match released {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                variant = %self.variant,
+                holder = %self.holder,
+                "lock was no longer ours at release: the work outlasted it"
+            ),
+            Err(err) => tracing::warn!(
+                variant = %self.variant,
+                holder = %self.holder,
+                error = %err,
+                "lock release failed; it stays until it expires (setnx: until deleted by hand)"
+            ),
+        }
+    }
+}
+
+/// After `count` sales written on `conn` to `shard`: true when as many replicas as
+/// `--redis-wait-replicas` asks (`confirm`) have them, or none are asked for. When they do
+/// not (or the master went away meanwhile), the sales are counted as unconfirmed in the
+/// shard's audit, where that can still be written.
+pub(super) async fn confirm_sales(
+    confirm: Option<ReplicaConfirm>,
+    conn: &mut RedisConn,
+    shard: &ShardKeys,
+    count: i64,
+) -> bool {
+    let Some(confirm) = confirm else {
+        return true;
+    };
+    match confirm.confirmed(conn, &shard.stock).await {
+        Ok(true) => return true,
+        Ok(false) => {}
+        Err(err) => {
+            tracing::warn!(error = %err, key = %shard.stock, "WAIT for the sale's replicas failed")
+        }
+    }
+    let counted: Result<i64, _> = conn.hincr(&shard.audit, "unconfirmed", count).await;
+    if let Err(err) = counted {
+        tracing::warn!(error = %err, "unconfirmed sales not counted in the audit");
+    }
+    false
+}
