@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite:
-#   1. cargo test: unit tests, and integration tests that start real redis-server, seckill
-#      and nginx processes on free loopback ports;
+#   1. cargo test: every crate's unit tests, and the integration tests, one binary per
+#      what they start (crates/seckill/tests: contract — nothing, in-process; one_redis —
+#      one Redis, instances, Nginx; topology — a Redis Cluster, sentinels; browser —
+#      Chromium; crates/seckill-lock/tests — the locks against a real Redis), each server
+#      on a loopback port of its own;
 #   2. the test that needs a network namespace (root only): Nginx refusing /admin to a
 #      client that is not loopback;
 #   3. scripts/fuzz-api.sh: schemathesis fuzzing the API from its OpenAPI description
@@ -19,9 +22,9 @@ export PATH="$PATH:/usr/sbin:/sbin"
 cargo test --all-targets "$@"
 
 if [ "$(id -u)" -eq 0 ]; then
-  cargo test --test security -- --ignored
+  cargo test -p seckill --test one_redis -- --ignored security::nginx_refuses_admin_to_non_loopback_clients
 else
-  echo "not root: skipping tests/security.rs's network-namespace test (nginx_refuses_admin_to_non_loopback_clients)" >&2
+  echo "not root: skipping the network-namespace test (one_redis security::nginx_refuses_admin_to_non_loopback_clients)" >&2
 fi
 
 if [ -z "${SKIP_FUZZ:-}" ]; then

@@ -26,7 +26,7 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod suites;
-mod table;
+pub mod table;
 
 pub use args::BenchArgs;
 pub use report::{Report, Row};

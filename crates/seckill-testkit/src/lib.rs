@@ -40,7 +40,8 @@ pub use service::Service;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+
+use tokio::sync::{Mutex, MutexGuard};
 
 /// The workspace's root, where `scripts/` and `nginx/` are.
 pub fn root() -> PathBuf {
@@ -51,13 +52,20 @@ pub fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// One heavy test at a time in a test binary.
+static HEAVY: Mutex<()> = Mutex::const_new(());
+
 /// Heavy tests (thousands of connections, servers killed under load, a browser) take their
 /// turn through this: on two cores, two of them at once would measure each other. Light
-/// tests run beside them as usual.
-pub fn heavy_turn() -> MutexGuard<'static, ()> {
-    static HEAVY: Mutex<()> = Mutex::new(());
-    // A test that panicked while holding it leaves nothing half-done behind.
-    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+/// tests run beside them as usual. (An async mutex: each test has a runtime of its own, and
+/// one test's wait must not block another's thread.)
+pub async fn heavy_turn() -> MutexGuard<'static, ()> {
+    HEAVY.lock().await
+}
+
+/// [`heavy_turn`] for a test that is not async.
+pub fn heavy_turn_blocking() -> MutexGuard<'static, ()> {
+    HEAVY.blocking_lock()
 }
 
 /// `redis-cli -p PORT ARGS…` against a loopback server; what it printed.

@@ -12,7 +12,7 @@ use crate::config::{Limits, ServeArgs};
 use crate::lessons::Lessons;
 use crate::metrics::Metrics;
 use crate::store::{RedisConn, ReplicaConfirm, Store};
-use crate::variants::Variant;
+use crate::variants::{Variant, VariantState};
 
 /// One instance. Cheap to clone: one `Arc`.
 #[derive(Clone)]
@@ -54,7 +54,7 @@ pub struct App {
     /// The watchdog locks' shared subscription and waiter queues.
     pub locks: WatchdogLocks<RedisConn>,
     /// What each variant keeps per instance (its `Spec::start`).
-    pub variant_state: Vec<(Variant, Arc<dyn Any + Send + Sync>)>,
+    pub variant_state: Vec<(Variant, VariantState)>,
     /// The lessons the page starts.
     pub lessons: Lessons,
 }

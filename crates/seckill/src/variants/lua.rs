@@ -9,7 +9,6 @@
 //! once. The round trip, not the script, is most of what a deduction costs (see
 //! PERFORMANCE.md); `batch=off` sends each deduction on its own, to show it.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
@@ -18,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::section::confirm_sales;
-use super::{Deduction, Outcome, Spec, Start};
+use super::{Deduction, Outcome, Spec, Start, VariantState};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
 use crate::knobs::{Kind, Knob};
@@ -51,7 +50,7 @@ pub static SPEC: Spec = Spec {
 /// Most deductions in one call. Past a few dozen, a bigger call saves nothing more.
 pub const MAX_BATCH: usize = 128;
 
-fn start(start: &Start<'_>) -> Arc<dyn Any + Send + Sync> {
+fn start(start: &Start<'_>) -> VariantState {
     let capacity = usize::try_from(start.args.limits.max_in_flight).unwrap_or(usize::MAX);
     Arc::new(LuaBatches::start(
         start.store.conn(),

@@ -85,8 +85,11 @@ pub struct Spec {
     /// One deduction.
     pub deduct: for<'a> fn(&'a Deduction) -> BoxFuture<'a, Result<Outcome, AppError>>,
     /// What it keeps per instance, made once at start.
-    pub start: Option<fn(&Start<'_>) -> Arc<dyn Any + Send + Sync>>,
+    pub start: Option<fn(&Start<'_>) -> VariantState>,
 }
+
+/// What a variant keeps per instance; [`Deduction::state`] finds it again by its type.
+pub type VariantState = Arc<dyn Any + Send + Sync>;
 
 /// What a variant's per-instance state is made from.
 pub struct Start<'a> {

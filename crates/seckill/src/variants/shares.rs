@@ -12,7 +12,6 @@
 //! (or sells nothing for a lease), the next claim gives its unsold units back to the pool,
 //! so a buyer waits at most one lease (`--share-lease-ms`) for a dead instance's units.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,7 +20,7 @@ use seckill_lock::millis;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::{Deduction, Outcome, Spec, Start};
+use super::{Deduction, Outcome, Spec, Start, VariantState};
 use crate::error::AppError;
 use crate::keys::ProductId;
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, Kind, Knob, WAIT_MS, WORK_MS};
@@ -59,7 +58,7 @@ pub static SPEC: Spec = Spec {
 /// How often a request whose units all sit in other instances' shares looks again.
 const RECLAIM_POLL: Duration = Duration::from_millis(50);
 
-fn start(start: &Start<'_>) -> Arc<dyn Any + Send + Sync> {
+fn start(start: &Start<'_>) -> VariantState {
     Arc::new(Shares::new(Duration::from_millis(
         start.args.share_lease_ms,
     )))

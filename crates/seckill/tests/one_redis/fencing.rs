@@ -3,59 +3,36 @@
 //! holder's commit; without, the unit sells twice. The locks live in a lock store of
 //! their own, so the old "commit checks the lock hash" fence cannot help here.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Instance, RedisServer, get_json, int};
-use serde_json::{Value, json};
+use seckill_testkit::{RedisServer, heavy_turn, int};
+use serde_json::Value;
 
-async fn post(http: &reqwest::Client, instance: &Instance, path: &str) -> (u16, Value) {
-    let response = http.post(instance.url(path)).send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
+use crate::instance;
 
 /// Stock 1. Holder A takes the token lock (TTL 300 ms) and starts 500 ms of work; its
 /// process is frozen for a second. Holder B gets the expired lock, and sells the unit.
 /// A thaws and commits. Returns A's answer and `/stats`.
 async fn paused_holder(fence: &str) -> ((u16, Value), Value) {
+    // The pause is timed against a TTL: it wants the cores to itself.
+    let _turn = heavy_turn().await;
     let stock = RedisServer::start();
     let locks = RedisServer::start();
     let args = ["--lock-redis-url", &locks.url()];
-    let a = Instance::start(&stock.url(), &args);
-    let b = Instance::start(&stock.url(), &args);
-    let http = reqwest::Client::new();
-    let reset = http
-        .post(a.url("/admin/reset"))
-        .json(&json!({ "product": "101", "stock": 1 }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reset.status(), 200);
+    let (a, b) = (instance(&stock.url(), &args), instance(&stock.url(), &args));
+    let (api_a, api_b) = (a.api(), b.api());
+    api_a.reset("101", 1, 1).await;
 
     let first = {
-        let http = http.clone();
-        let url = a.url(&format!(
-            "/deduct_stock/token?work_ms=500&ttl_ms=300&fence={fence}"
-        ));
-        tokio::spawn(async move {
-            let response = http.post(url).send().await.unwrap();
-            let status = response.status().as_u16();
-            (
-                status,
-                response.json::<Value>().await.unwrap_or(Value::Null),
-            )
-        })
+        let api = api_a.clone();
+        let knobs = format!("token?work_ms=500&ttl_ms=300&fence={fence}");
+        tokio::spawn(async move { api.deduct("101", &knobs).await })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     a.signal("STOP");
-    let second = post(
-        &http,
-        &b,
-        &format!("/deduct_stock/token?wait_ms=3000&fence={fence}"),
-    )
-    .await;
+    let second = api_b
+        .deduct("101", &format!("token?wait_ms=3000&fence={fence}"))
+        .await;
     assert_eq!(
         second.0, 200,
         "B got the expired lock and sold: {}",
@@ -64,8 +41,7 @@ async fn paused_holder(fence: &str) -> ((u16, Value), Value) {
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     a.signal("CONT");
     let first = first.await.unwrap();
-    let stats = get_json(&http, &b.url("/stats")).await;
-    (first, stats)
+    (first, api_b.stats("101").await)
 }
 
 /// With `fence=on` the paused holder's commit is refused: 503 `fenced`, one unit sold.

@@ -1,20 +1,21 @@
-//! The HTTP contract: every status code, the admin token, and bad input that is refused
-//! without touching the stock or the audit.
-
-mod common;
+//! The HTTP contract against a real Redis: every status code, the admin token, and bad
+//! input that is refused without touching the stock or the audit.
 
 use std::time::{Duration, Instant};
 
-use common::{Cluster, Instance, free_port, int};
 use redis::AsyncCommands;
+use seckill_testkit::{int, ports};
 use serde_json::Value;
+
+use crate::{instance, keys, service};
 
 /// 200 deducted, 409 sold out, with the body the contract describes.
 #[tokio::test]
 async fn deducts_then_answers_sold_out() {
-    let cluster = Cluster::start(1, &[]);
-    cluster.reset("7", 1, 1).await;
-    let (status, body) = cluster.post(0, "/deduct_stock/token?product=7").await;
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("7", 1, 1).await;
+    let (status, body) = api.post("/deduct_stock/token?product=7").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["outcome"], "deducted");
     assert_eq!(body["variant"], "token");
@@ -26,8 +27,8 @@ async fn deducts_then_answers_sold_out() {
     );
     assert!(body["instance"].as_str().is_some(), "{body}");
     for variant in ["naive", "setnx", "token", "lua"] {
-        let (status, body) = cluster
-            .post(0, &format!("/deduct_stock/{variant}?product=7"))
+        let (status, body) = api
+            .post(&format!("/deduct_stock/{variant}?product=7"))
             .await;
         assert_eq!(status, 409, "{variant}: {body}");
         assert_eq!(body["outcome"], "sold_out");
@@ -37,24 +38,25 @@ async fn deducts_then_answers_sold_out() {
 /// 429: a held lock turns setnx and token requests away (token after its wait).
 #[tokio::test]
 async fn held_lock_answers_429_and_counts_lock_busy() {
-    let cluster = Cluster::start(1, &[]);
-    cluster.reset("101", 10, 1).await;
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("101", 10, 1).await;
     let mut redis = cluster.redis.conn().await;
     let _: () = redis
-        .set("seckill:{101}:lock", "someone-else")
+        .set(keys("101").whole().lock, "someone-else")
         .await
         .unwrap();
-    let (status, body) = cluster.post(0, "/deduct_stock/setnx").await;
+    let (status, body) = api.post("/deduct_stock/setnx").await;
     assert_eq!(status, 429, "{body}");
     assert_eq!(body["outcome"], "lock_busy");
     let started = Instant::now();
-    let (status, _) = cluster.post(0, "/deduct_stock/token?wait_ms=200").await;
+    let (status, _) = api.post("/deduct_stock/token?wait_ms=200").await;
     assert_eq!(status, 429);
     assert!(
         started.elapsed() >= Duration::from_millis(200),
         "token waited wait_ms first"
     );
-    let stats = cluster.stats("101").await;
+    let stats = api.stats("101").await;
     assert_eq!(int(&stats, "lock_busy"), 2, "{stats}");
     assert_eq!(int(&stats, "remaining"), 10, "{stats}");
     assert_eq!(int(&stats, "sold"), 0, "{stats}");
@@ -63,8 +65,9 @@ async fn held_lock_answers_429_and_counts_lock_busy() {
 /// 404 for an unknown variant lists the variants; 404 for a product never reset.
 #[tokio::test]
 async fn unknown_variant_and_unknown_product_are_404() {
-    let cluster = Cluster::start(1, &[]);
-    let (status, body) = cluster.post(0, "/deduct_stock/optimistic").await;
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    let (status, body) = api.post("/deduct_stock/optimistic").await;
     assert_eq!(status, 404);
     let listed: Vec<&str> = body["variants"]
         .as_array()
@@ -76,8 +79,8 @@ async fn unknown_variant_and_unknown_product_are_404() {
         assert!(listed.contains(&variant), "{body}");
     }
     for variant in ["naive", "setnx", "token", "lua"] {
-        let (status, body) = cluster
-            .post(0, &format!("/deduct_stock/{variant}?product=never"))
+        let (status, body) = api
+            .post(&format!("/deduct_stock/{variant}?product=never"))
             .await;
         assert_eq!(
             status, 404,
@@ -86,21 +89,22 @@ async fn unknown_variant_and_unknown_product_are_404() {
         assert_eq!(body["outcome"], "unknown_product");
     }
     let mut redis = cluster.redis.conn().await;
-    let exists: bool = redis.exists("seckill:{never}:stock").await.unwrap();
+    let exists: bool = redis.exists(keys("never").whole().stock).await.unwrap();
     assert!(!exists, "a refused deduction must not create a stock key");
-    let (status, _) = cluster.get(0, "/stats?product=never").await;
+    let (status, _) = api.get("/stats?product=never").await;
     assert_eq!(status, 404);
 }
 
 /// 503 quickly when Redis is away, readiness follows it, and the instance recovers.
 #[tokio::test]
 async fn redis_away_is_503_then_recovers() {
-    let mut cluster = Cluster::start(1, &[]);
-    cluster.reset("101", 5, 1).await;
+    let mut cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("101", 5, 1).await;
     cluster.redis.kill();
     for variant in ["naive", "setnx", "token", "lua"] {
         let started = Instant::now();
-        let (status, body) = cluster.post(0, &format!("/deduct_stock/{variant}")).await;
+        let (status, body) = api.post(&format!("/deduct_stock/{variant}")).await;
         assert_eq!(status, 503, "{variant}: {body}");
         assert_eq!(body["outcome"], "redis_unavailable");
         assert!(
@@ -108,15 +112,15 @@ async fn redis_away_is_503_then_recovers() {
             "{variant} hung while Redis was away"
         );
     }
-    let (status, _) = cluster.get(0, "/readyz").await;
+    let (status, _) = api.get("/readyz").await;
     assert_eq!(status, 503);
-    let (status, _) = cluster.get(0, "/healthz").await;
+    let (status, _) = api.get("/healthz").await;
     assert_eq!(status, 200, "the process itself is healthy");
 
     cluster.redis.restart_empty();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let (status, _) = cluster.get(0, "/readyz").await;
+        let (status, _) = api.get("/readyz").await;
         if status == 200 {
             break;
         }
@@ -124,17 +128,17 @@ async fn redis_away_is_503_then_recovers() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Redis came back empty: no stock key is not stock.
-    let (status, _) = cluster.post(0, "/deduct_stock/lua").await;
+    let (status, _) = api.post("/deduct_stock/lua").await;
     assert_eq!(status, 404);
-    cluster.reset("101", 5, 1).await;
-    let (status, _) = cluster.post(0, "/deduct_stock/lua").await;
+    api.reset("101", 5, 1).await;
+    let (status, _) = api.post("/deduct_stock/lua").await;
     assert_eq!(status, 200);
 }
 
 /// An instance pointed at a port where no Redis listens starts, and answers 503.
 #[tokio::test]
 async fn instance_without_redis_starts_and_answers_503() {
-    let instance = Instance::start(&format!("redis://127.0.0.1:{}", free_port()), &[]);
+    let instance = instance(&format!("redis://127.0.0.1:{}", ports::candidate()), &[]);
     let http = reqwest::Client::new();
     let response = http
         .post(instance.url("/deduct_stock/lua"))
@@ -148,8 +152,9 @@ async fn instance_without_redis_starts_and_answers_503() {
 /// With --admin-token, reset needs `Authorization: Bearer <token>`.
 #[tokio::test]
 async fn admin_token_is_required_when_configured() {
-    let cluster = Cluster::start(1, &["--admin-token", "s3cret-token"]);
-    let url = cluster.instances[0].url("/admin/reset");
+    let cluster = service(1, &["--admin-token", "s3cret-token"]);
+    let api = cluster.api(0);
+    let url = api.url("/admin/reset");
     let body = serde_json::json!({ "product": "101", "stock": 3 });
     for auth in [
         None,
@@ -157,15 +162,15 @@ async fn admin_token_is_required_when_configured() {
         Some("s3cret-token"),
         Some("Basic s3cret-token"),
     ] {
-        let mut request = cluster.http.post(&url).json(&body);
+        let mut request = api.http().post(&url).json(&body);
         if let Some(auth) = auth {
             request = request.header("authorization", auth);
         }
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), 401, "authorization {auth:?}");
     }
-    let response = cluster
-        .http
+    let response = api
+        .http()
         .post(&url)
         .header("authorization", "Bearer s3cret-token")
         .json(&body)
@@ -173,34 +178,35 @@ async fn admin_token_is_required_when_configured() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    assert_eq!(int(&cluster.stats("101").await, "remaining"), 3);
+    assert_eq!(int(&api.stats("101").await, "remaining"), 3);
 }
 
 /// Reset clears orders, audit and locks, and splits stock over shards.
 #[tokio::test]
 async fn reset_clears_orders_audit_and_locks() {
-    let cluster = Cluster::start(1, &[]);
-    cluster.reset("101", 10, 1).await;
-    cluster.post(0, "/deduct_stock/lua").await;
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("101", 10, 1).await;
+    api.post("/deduct_stock/lua").await;
     let mut redis = cluster.redis.conn().await;
-    let _: () = redis.set("seckill:{101}:lock", "stuck").await.unwrap();
-    cluster.post(0, "/deduct_stock/setnx").await;
-    cluster.reset("101", 10, 4).await;
-    let stats = cluster.stats("101").await;
+    let _: () = redis.set(keys("101").whole().lock, "stuck").await.unwrap();
+    api.post("/deduct_stock/setnx").await;
+    api.reset("101", 10, 4).await;
+    let stats = api.stats("101").await;
     assert_eq!(int(&stats, "sold"), 0, "{stats}");
     assert_eq!(int(&stats, "lock_busy"), 0, "{stats}");
     assert_eq!(int(&stats, "remaining"), 10, "{stats}");
     assert_eq!(stats["shard_remaining"], serde_json::json!([3, 3, 2, 2]));
-    let held: bool = redis.exists("seckill:{101}:lock").await.unwrap();
+    let held: bool = redis.exists(keys("101").whole().lock).await.unwrap();
     assert!(!held, "reset frees a stuck lock");
-    let (status, body) = cluster.post(0, "/deduct_stock/token").await;
+    let (status, body) = api.post("/deduct_stock/token").await;
     assert_eq!(
         status, 400,
         "a split product is for the segmented variant: {body}"
     );
-    cluster.reset("101", 10, 1).await;
+    api.reset("101", 10, 1).await;
     assert_eq!(
-        cluster.stats("101").await["shard_remaining"],
+        api.stats("101").await["shard_remaining"],
         serde_json::json!([10])
     );
 }
@@ -208,9 +214,10 @@ async fn reset_clears_orders_audit_and_locks() {
 /// Bad input of every kind is a 400 (or 413) with a message, and changes nothing in Redis.
 #[tokio::test]
 async fn bad_input_is_refused_and_leaves_stock_and_audit_untouched() {
-    let cluster = Cluster::start(1, &[]);
-    cluster.reset("101", 10, 1).await;
-    let before = cluster.stats("101").await;
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("101", 10, 1).await;
+    let before = api.stats("101").await;
     let huge = "9".repeat(5000);
     let bad = [
         "/deduct_stock/token?work_ms=-1".to_owned(),
@@ -241,9 +248,9 @@ async fn bad_input_is_refused_and_leaves_stock_and_audit_untouched() {
     ];
     for path in &bad {
         let (status, body) = if path.starts_with("/deduct_stock") {
-            cluster.post(0, path).await
+            api.post(path).await
         } else {
-            cluster.get(0, path).await
+            api.get(path).await
         };
         assert_eq!(status, 400, "{path}: {body}");
         assert_eq!(body["outcome"], "bad_request", "{path}");
@@ -254,9 +261,9 @@ async fn bad_input_is_refused_and_leaves_stock_and_audit_untouched() {
             "{path}: {body}"
         );
     }
-    let url = cluster.instances[0].url("/deduct_stock/lua");
-    let json_body = cluster
-        .http
+    let url = api.url("/deduct_stock/lua");
+    let json_body = api
+        .http()
         .post(&url)
         .header("content-type", "application/json")
         .body("{}")
@@ -275,7 +282,7 @@ async fn bad_input_is_refused_and_leaves_stock_and_audit_untouched() {
         .unwrap();
     assert_eq!(oversized.status(), 413, "an oversized body");
 
-    let reset = cluster.instances[0].url("/admin/reset");
+    let reset = api.url("/admin/reset");
     for body in [
         "",
         "{",
@@ -289,24 +296,25 @@ async fn bad_input_is_refused_and_leaves_stock_and_audit_untouched() {
         r#"{"product":"101","stock":5,"extra":1}"#,
         r#"{"product":"101","stock":1e30}"#,
     ] {
-        let response = cluster.http.post(&reset).body(body).send().await.unwrap();
+        let response = api.http().post(&reset).body(body).send().await.unwrap();
         let status = response.status().as_u16();
         let answer: Value = response.json().await.unwrap_or(Value::Null);
         assert_eq!(status, 400, "reset with {body:?}: {answer}");
     }
 
-    let after = cluster.stats("101").await;
+    let after = api.stats("101").await;
     assert_eq!(before, after, "bad input changed stock or audit");
 }
 
 /// Form parameters in a POST body work like the query string (JMeter sends them so).
 #[tokio::test]
 async fn form_body_parameters_are_read() {
-    let cluster = Cluster::start(1, &[]);
-    cluster.reset("55", 2, 1).await;
-    let response = cluster
-        .http
-        .post(cluster.instances[0].url("/deduct_stock/token"))
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("55", 2, 1).await;
+    let response = api
+        .http()
+        .post(api.url("/deduct_stock/token"))
         .header("content-type", "application/x-www-form-urlencoded")
         .body("product=55&wait_ms=10")
         .send()
@@ -315,9 +323,9 @@ async fn form_body_parameters_are_read() {
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["product"], "55");
-    let response = cluster
-        .http
-        .post(cluster.instances[0].url("/deduct_stock/token?product=55"))
+    let response = api
+        .http()
+        .post(api.url("/deduct_stock/token?product=55"))
         .header("content-type", "application/x-www-form-urlencoded")
         .body("product=55")
         .send()
@@ -333,14 +341,15 @@ async fn form_body_parameters_are_read() {
 /// `/deduct_stock` serves the configured default variant; GET works as POST does.
 #[tokio::test]
 async fn default_variant_and_get_are_served() {
-    let cluster = Cluster::start(1, &["--default-variant", "token"]);
-    cluster.reset("101", 5, 1).await;
-    let (status, body) = cluster.post(0, "/deduct_stock").await;
+    let cluster = service(1, &["--default-variant", "token"]);
+    let api = cluster.api(0);
+    api.reset("101", 5, 1).await;
+    let (status, body) = api.post("/deduct_stock").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["variant"], "token");
-    let (status, body) = cluster.get(0, "/deduct_stock/lua").await;
+    let (status, body) = api.get("/deduct_stock/lua").await;
     assert_eq!(status, 200, "{body}");
-    let (status, body) = cluster.get(0, "/stock").await;
+    let (status, body) = api.get("/stock").await;
     assert_eq!(status, 200);
     assert_eq!(body["remaining"], 3);
 }
@@ -349,13 +358,14 @@ async fn default_variant_and_get_are_served() {
 /// labelled with the instance that answered.
 #[tokio::test]
 async fn metrics_count_requests_by_variant_and_outcome() {
-    let cluster = Cluster::start(1, &["--instance-id", "seckill-7"]);
-    cluster.reset("101", 1, 1).await;
-    cluster.post(0, "/deduct_stock/setnx").await;
-    cluster.post(0, "/deduct_stock/lua").await;
-    let text = cluster
-        .http
-        .get(cluster.instances[0].url("/metrics"))
+    let cluster = service(1, &["--instance-id", "seckill-7"]);
+    let api = cluster.api(0);
+    api.reset("101", 1, 1).await;
+    api.post("/deduct_stock/setnx").await;
+    api.post("/deduct_stock/lua").await;
+    let text = api
+        .http()
+        .get(api.url("/metrics"))
         .send()
         .await
         .unwrap()

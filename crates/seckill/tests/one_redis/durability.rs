@@ -2,34 +2,31 @@
 //! every order it acknowledged, and `--redis-wait-replicas` answers 200 only for sales a
 //! replica has.
 
-mod common;
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Cluster, Instance, Nginx, RedisServer, assert_survived_failover, get_json, int};
+use seckill_testkit::{
+    Api, Control, Nginx, RedisServer, assert_survived_failover, heavy_turn, int,
+};
+
+use crate::{instance, recorded_orders, service};
 
 /// `kill -9` of the one Redis under lua load, then a restart on the same AOF: every order
 /// answered 200 is there, the stock and the orders add up, nothing is oversold, and sales
 /// resume by themselves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_redis_restarts_on_its_aof_with_every_acknowledged_order() {
-    let mut cluster = Cluster::start(2, &[]);
+    let _turn = heavy_turn().await;
+    let mut cluster = service(2, &[]);
     let nginx = Nginx::start(&cluster.instances);
+    let api = Api::new(&nginx.url(""));
     let initial = 100_000;
-    nginx.reset(&cluster.http, initial, 1).await;
+    api.reset("101", initial, 1).await;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let load = tokio::spawn(Cluster::load_until(
-        cluster.http.clone(),
-        nginx.url("/deduct_stock/lua"),
-        90_000,
-        20,
-        stop.clone(),
-    ));
+    let control = Control::default();
+    let lua = api.load("101", "lua").requests(90_000).concurrency(20);
+    let load = api.spawn(lua.keeping_orders(), &control);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while int(&nginx.stats(&cluster.http).await, "sold") < 500 {
+    while int(&api.stats("101").await, "sold") < 500 {
         assert!(Instant::now() < deadline, "no sales before the kill");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -38,21 +35,22 @@ async fn killed_redis_restarts_on_its_aof_with_every_acknowledged_order() {
     cluster.redis.restart();
     // Sales resume by themselves once the instances have reconnected.
     let sold_then = loop {
-        if let Some(sold) = nginx.stats(&cluster.http).await["sold"].as_i64() {
+        let (status, stats) = api.get("/stats?product=101").await;
+        if let (200, Some(sold)) = (status, stats["sold"].as_i64()) {
             break sold;
         }
         assert!(Instant::now() < deadline, "/stats did not come back");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    while int(&nginx.stats(&cluster.http).await, "sold") < sold_then + 100 {
+    while int(&api.stats("101").await, "sold") < sold_then + 100 {
         assert!(Instant::now() < deadline, "sales did not resume");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    stop.store(true, Ordering::Relaxed);
+    control.stop();
     let load = load.await.unwrap();
 
-    let stats = nginx.stats(&cluster.http).await;
-    let recorded = cluster.recorded_orders("101").await;
+    let stats = api.stats("101").await;
+    let recorded = recorded_orders(&cluster.redis, "101").await;
     let lost = assert_survived_failover(&load, &stats, initial, &recorded);
     eprintln!("{load:?}; stats {stats}");
     assert_eq!(lost, 0, "acknowledged orders lost in the restart");
@@ -68,7 +66,7 @@ async fn sales_no_replica_confirmed_are_answered_unconfirmed() {
     let master = RedisServer::start();
     let mut replica =
         RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
-    let instance = Instance::start(
+    let instance = instance(
         &master.url(),
         &[
             "--redis-wait-replicas",
@@ -77,45 +75,30 @@ async fn sales_no_replica_confirmed_are_answered_unconfirmed() {
             "200",
         ],
     );
-    let http = reqwest::Client::new();
+    let api = instance.api();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !redis_info(&replica).await.contains("master_link_status:up") {
         assert!(Instant::now() < deadline, "the replica did not sync");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let reset = http
-        .post(instance.url("/admin/reset"))
-        .json(&serde_json::json!({ "product": "101", "stock": 10 }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reset.status(), 200);
+    api.reset("101", 10, 1).await;
 
     for variant in ["lua", "token", "watchdog"] {
-        let answer = http
-            .post(instance.url(&format!("/deduct_stock/{variant}")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 200, "{variant} confirmed by the replica");
+        let (status, body) = api.deduct("101", variant).await;
+        assert_eq!(status, 200, "{variant} confirmed by the replica: {body}");
     }
 
     replica.kill();
     for variant in ["lua", "token", "watchdog"] {
-        let answer = http
-            .post(instance.url(&format!("/deduct_stock/{variant}")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 503, "{variant} with no replica");
-        let body: serde_json::Value = answer.json().await.unwrap();
+        let (status, body) = api.deduct("101", variant).await;
+        assert_eq!(status, 503, "{variant} with no replica: {body}");
         assert_eq!(body["outcome"], "unconfirmed", "{body}");
         assert!(
             body["order"].is_string(),
             "the answer names its order: {body}"
         );
     }
-    let stats = get_json(&http, &instance.url("/stats")).await;
+    let stats = api.stats("101").await;
     assert_eq!(int(&stats, "unconfirmed"), 3, "{stats}");
     assert_eq!(int(&stats, "sold"), 6, "the master has all six: {stats}");
     assert_eq!(int(&stats, "remaining"), 4, "{stats}");

@@ -1,19 +1,18 @@
 //! The `redlock` variant over 5 independent Redis servers, through Nginx: exact while a
 //! majority of them is up, and nothing sold when a majority is gone.
 
-mod common;
-
-use std::time::Duration;
-
-use common::{Cluster, Instance, Nginx, RedisServer, int};
+use seckill_testkit::{Api, Instance, Nginx, RedisServer, heavy_turn, int};
 use serde_json::Value;
+
+use crate::{instance, service};
 
 struct Setup {
     stock: RedisServer,
     lock_servers: Vec<RedisServer>,
     instances: Vec<Instance>,
-    nginx: Nginx,
-    http: reqwest::Client,
+    _nginx: Nginx,
+    /// Through Nginx.
+    api: Api,
 }
 
 /// A stock store, 5 lock servers, two instances with `--redlock-urls`, Nginx.
@@ -26,18 +25,15 @@ fn setup() -> Setup {
         .collect::<Vec<_>>()
         .join(",");
     let instances: Vec<Instance> = (0..2)
-        .map(|_| Instance::start(&stock.url(), &["--redlock-urls", &urls]))
+        .map(|_| instance(&stock.url(), &["--redlock-urls", &urls]))
         .collect();
     let nginx = Nginx::start(&instances);
     Setup {
         stock,
         lock_servers,
         instances,
-        nginx,
-        http: reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()
-            .unwrap(),
+        api: Api::new(&nginx.url("")),
+        _nginx: nginx,
     }
 }
 
@@ -45,27 +41,22 @@ impl Setup {
     /// Resets to `stock` and loads until it is sold out (a waiter that waited its whole
     /// `wait_ms` is a 429, and the next round goes on); the 200s of every round.
     async fn sell(&self, stock: i64, requests: usize) -> (usize, Value) {
-        self.nginx.reset(&self.http, stock, 1).await;
+        let api = &self.api;
+        api.reset("101", stock, 1).await;
         let mut sold = 0;
         for _ in 0..5 {
-            let report = Cluster::load_detached(
-                self.http.clone(),
-                self.nginx
-                    .url("/deduct_stock/redlock?work_ms=1&wait_ms=10000"),
-                requests,
-                100,
-            )
-            .await;
+            let load = api.load("101", "redlock?work_ms=1&wait_ms=10000");
+            let report = api.run(load.requests(requests).concurrency(100)).await;
             assert!(
                 report.statuses.keys().all(|s| [200, 409, 429].contains(s)),
                 "only sales, sold out and lock busy: {report:?}"
             );
             sold += report.count(200);
-            if int(&self.nginx.stats(&self.http).await, "remaining") == 0 {
+            if int(&api.stats("101").await, "remaining") == 0 {
                 break;
             }
         }
-        (sold, self.nginx.stats(&self.http).await)
+        (sold, api.stats("101").await)
     }
 }
 
@@ -74,6 +65,7 @@ impl Setup {
 /// every answer a 429 or a 503.
 #[tokio::test]
 async fn redlock_holds_with_a_majority_and_sells_nothing_without_one() {
+    let _turn = heavy_turn().await;
     let mut s = setup();
     let (sold, stats) = s.sell(60, 300).await;
     assert_eq!(sold, 60, "{stats}");
@@ -90,15 +82,10 @@ async fn redlock_holds_with_a_majority_and_sells_nothing_without_one() {
     assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
 
     s.lock_servers[1].kill();
-    s.nginx.reset(&s.http, 60, 1).await;
-    let report = Cluster::load_detached(
-        s.http.clone(),
-        s.nginx.url("/deduct_stock/redlock?work_ms=1&wait_ms=200"),
-        40,
-        10,
-    )
-    .await;
-    let stats = s.nginx.stats(&s.http).await;
+    s.api.reset("101", 60, 1).await;
+    let load = s.api.load("101", "redlock?work_ms=1&wait_ms=200");
+    let report = s.api.run(load.requests(40).concurrency(10)).await;
+    let stats = s.api.stats("101").await;
     assert_eq!(report.count(200), 0, "3 of 5 down: {report:?}");
     assert!(
         report.statuses.keys().all(|s| [429, 503].contains(s)),
@@ -113,9 +100,10 @@ async fn redlock_holds_with_a_majority_and_sells_nothing_without_one() {
 /// Without `--redlock-urls`, `redlock` says what it needs: 503 `not_configured`.
 #[tokio::test]
 async fn redlock_without_servers_says_so() {
-    let cluster = Cluster::start(1, &[]);
-    cluster.reset("101", 5, 1).await;
-    let (status, body) = cluster.post(0, "/deduct_stock/redlock").await;
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("101", 5, 1).await;
+    let (status, body) = api.deduct("101", "redlock").await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["outcome"], "not_configured", "{body}");
     assert!(

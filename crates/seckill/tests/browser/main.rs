@@ -6,14 +6,17 @@
 //! Skipped, saying so, where Chromium cannot be installed (`scripts/install-deps.sh browser`
 //! installs it with `scripts/test.sh`).
 
-mod common;
-
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Instance, Nginx, RedisServer, free_port, get_json, int};
+use seckill_testkit::{
+    Api, Instance, Nginx, RedisServer, heavy_turn, int, ports, root, scratch_dir,
+};
 use serde_json::{Value, json};
+
+/// The service's binary, as cargo built it for these tests.
+const SECKILL: &str = env!("CARGO_BIN_EXE_seckill");
 
 /// chromedriver on a free port, and one browser session.
 struct Browser {
@@ -24,27 +27,42 @@ struct Browser {
 }
 
 impl Browser {
+    /// chromedriver, on a port free a moment before; on another when it was taken after all
+    /// (chromedriver exits when it cannot bind). `None` when it cannot run here.
+    async fn driver(http: &reqwest::Client) -> Option<(Child, String)> {
+        for _ in 0..ports::TRIES {
+            let port = ports::candidate();
+            // A process group of its own, so that the browsers it starts go with it.
+            let mut driver = Command::new("chromedriver")
+                .arg(format!("--port={port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .ok()?;
+            let base = format!("http://127.0.0.1:{port}");
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                if driver.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                if http.get(format!("{base}/status")).send().await.is_ok() {
+                    return Some((driver, base));
+                }
+                assert!(Instant::now() < deadline, "chromedriver did not start");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        None
+    }
+
     async fn start(width: u32, height: u32) -> Option<Self> {
         let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
             .into_iter()
             .find(|p| std::path::Path::new(p).exists())?;
-        let port = free_port();
-        // A process group of its own, so that the browsers it starts go with it.
-        let driver = Command::new("chromedriver")
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .ok()?;
-        let base = format!("http://127.0.0.1:{port}");
         let http = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while http.get(format!("{base}/status")).send().await.is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not start");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let profile = common::scratch_dir("chromium-profile");
+        let (driver, base) = Self::driver(&http).await?;
+        let profile = scratch_dir("chromium-profile");
         // The flags this machine's Chromium needs headless as root, and none of its
         // background connections (the network is closed).
         let args = [
@@ -220,13 +238,21 @@ mod base64_decode {
 /// Then at a phone's width, still no errors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_shows_the_naive_lesson_as_stats_has_it() {
+    let _turn = heavy_turn().await;
     let redis = RedisServer::start();
-    let nginx_port = free_port();
-    let bench_url = format!("http://127.0.0.1:{nginx_port}");
-    let instances: Vec<Instance> = (0..2)
-        .map(|_| Instance::start(&redis.url(), &["--bench-url", &bench_url]))
-        .collect();
-    let nginx = Nginx::start_at("127.0.0.1", nginx_port, &instances);
+    // The instances must know Nginx's address (their lessons' load goes there) before
+    // Nginx starts in front of them: when the port turns out taken, all start again.
+    let (_instances, nginx) = (0..ports::TRIES)
+        .find_map(|_| {
+            let port = ports::candidate();
+            let bench_url = format!("http://127.0.0.1:{port}");
+            let instances: Vec<Instance> = (0..2)
+                .map(|_| Instance::start(SECKILL, &redis.url(), &["--bench-url", &bench_url]))
+                .collect();
+            let upstreams: Vec<_> = instances.iter().map(|i| i.addr).collect();
+            Nginx::start_at("127.0.0.1", port, &upstreams).map(|nginx| (instances, nginx))
+        })
+        .expect("a free port for Nginx");
     let Some(browser) = Browser::start(1280, 720).await else {
         eprintln!(
             "SKIPPED page_shows_the_naive_lesson_as_stats_has_it: no Chromium/chromedriver (scripts/install-deps.sh browser installs them)"
@@ -251,8 +277,7 @@ async fn page_shows_the_naive_lesson_as_stats_has_it() {
         )
         .await;
 
-    let http = reqwest::Client::new();
-    let stats = get_json(&http, &nginx.url("/stats")).await;
+    let stats = Api::new(&nginx.url("")).stats("101").await;
     // The page reads /stats every 400 ms: give it a few reads to catch up.
     let shown = |field: &str| {
         format!(
@@ -282,7 +307,7 @@ async fn page_shows_the_naive_lesson_as_stats_has_it() {
         "lost updates stand out"
     );
 
-    let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let root = root();
     browser.screenshot(&root.join("run/page.png")).await;
     let errors = browser.run("return window.__pageErrors").await;
     assert_eq!(errors, json!([]), "errors on the page");

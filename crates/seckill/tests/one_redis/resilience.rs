@@ -2,23 +2,23 @@
 //! connections at once, Redis dying and coming back, an instance killed mid-load. An
 //! acknowledged sale is never lost and a unit is never sold twice.
 
-mod common;
+use std::collections::BTreeSet;
+use std::time::Duration;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use seckill_testkit::{Api, Control, Nginx, heavy_turn, int};
 
-use common::{Cluster, Nginx, int};
-use serde_json::json;
+use crate::{recorded_orders, service};
 
 /// 2,000 concurrent connections through Nginx, to the lock-free and every lock variant:
 /// only the contract's statuses, no socket errors, every 200 an order, nothing oversold,
 /// and any load shed is a 503 that says when to come back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_connections_hold() {
+    let _turn = heavy_turn().await;
     rlimit::increase_nofile_limit(u64::MAX).unwrap();
-    let cluster = Cluster::start(2, &[]);
+    let cluster = service(2, &[]);
     let nginx = Nginx::start(&cluster.instances);
+    let api = Api::new(&nginx.url(""));
     let mut peaks = Vec::new();
     for (variant, shards) in [
         ("lua", 1),
@@ -27,15 +27,9 @@ async fn two_thousand_connections_hold() {
         ("watchdog?wait_ms=10000", 1),
         ("segmented?wait_ms=10000", 8),
     ] {
-        nginx.reset(&cluster.http, 1000, shards).await;
-        let report = cluster
-            .load_through(
-                nginx.url(&format!("/deduct_stock/{variant}")),
-                2000,
-                2000,
-                false,
-            )
-            .await;
+        api.reset("101", 1000, shards).await;
+        let load = api.load("101", variant).requests(2000).concurrency(2000);
+        let report = api.run(load.keeping_orders()).await;
         assert_eq!(report.transport_errors, 0, "{variant}: {report:?}");
         for status in report.statuses.keys() {
             assert!(
@@ -47,7 +41,7 @@ async fn two_thousand_connections_hold() {
             report.without_retry_after, 0,
             "{variant}: a 503 without Retry-After"
         );
-        let stats = nginx.stats(&cluster.http).await;
+        let stats = api.stats("101").await;
         assert_eq!(int(&stats, "oversold"), 0, "{variant}: {stats}");
         assert_eq!(int(&stats, "lost_updates"), 0, "{variant}: {stats}");
         assert_eq!(
@@ -55,10 +49,14 @@ async fn two_thousand_connections_hold() {
             report.count(200),
             "{variant}: {stats}"
         );
-        let recorded = cluster.recorded_orders("101").await;
+        let recorded = recorded_orders(&cluster.redis, "101").await;
+        assert_eq!(
+            report.unnamed_sales, 0,
+            "{variant}: a 200 without its order"
+        );
         assert!(
             report.orders.iter().all(|o| recorded.contains_key(o)),
-            "{variant}: a 200 without its order"
+            "{variant}: a 200 whose order is not in Redis"
         );
         peaks.push(
             cluster
@@ -72,98 +70,46 @@ async fn two_thousand_connections_hold() {
     eprintln!("peak RSS per instance (KiB) after each variant: {peaks:?}");
 }
 
-/// What a time-bound load saw.
-#[derive(Debug, Default)]
-struct Timed {
-    statuses: BTreeMap<u16, usize>,
-    transport_errors: usize,
-    slowest: Duration,
-}
-
-/// `concurrency` workers POST to `url` until `until`.
-async fn load_until(
-    http: &reqwest::Client,
-    url: String,
-    concurrency: usize,
-    until: Instant,
-) -> Timed {
-    let url = Arc::new(url);
-    let workers: Vec<_> = (0..concurrency)
-        .map(|_| {
-            let (http, url) = (http.clone(), url.clone());
-            tokio::spawn(async move {
-                let mut seen = Timed::default();
-                while Instant::now() < until {
-                    let sent = Instant::now();
-                    match http.post(url.as_str()).send().await {
-                        Ok(response) => {
-                            *seen.statuses.entry(response.status().as_u16()).or_default() += 1;
-                            let _ = response.bytes().await;
-                        }
-                        Err(_) => seen.transport_errors += 1,
-                    }
-                    seen.slowest = seen.slowest.max(sent.elapsed());
-                }
-                seen
-            })
-        })
-        .collect();
-    let mut total = Timed::default();
-    for worker in workers {
-        let part = worker.await.unwrap();
-        for (status, n) in part.statuses {
-            *total.statuses.entry(status).or_default() += n;
-        }
-        total.transport_errors += part.transport_errors;
-        total.slowest = total.slowest.max(part.slowest);
-    }
-    total
-}
-
 /// Redis dies under load: deductions answer 503 at once, nothing hangs, nothing panics;
 /// when Redis comes back the instances reconnect by themselves, and a Redis that came back
 /// empty sells nothing until a reset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_dies_under_load_then_comes_back() {
-    let mut cluster = Cluster::start(2, &[]);
+    let _turn = heavy_turn().await;
+    let mut cluster = service(2, &[]);
     let nginx = Nginx::start(&cluster.instances);
+    let api = Api::new(&nginx.url(""));
     let variants = [
         ("lua", "1"),
         ("token?wait_ms=2000", "2"),
         ("watchdog?wait_ms=2000", "3"),
     ];
     for (_, product) in variants {
-        let response = cluster
-            .http
-            .post(nginx.url("/admin/reset"))
-            .json(&json!({ "product": product, "stock": 1_000_000 }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
+        api.reset(product, 1_000_000, 1).await;
     }
-    let until = Instant::now() + Duration::from_secs(3);
+    // Ten clients on each product for three seconds.
+    let control = Control::default();
     let loads: Vec<_> = variants
         .into_iter()
         .map(|(variant, product)| {
-            let separator = if variant.contains('?') { '&' } else { '?' };
-            let path = format!("/deduct_stock/{variant}{separator}product={product}");
-            let (http, url) = (cluster.http.clone(), nginx.url(&path));
-            tokio::spawn(async move { (variant, load_until(&http, url, 10, until).await) })
+            let load = api
+                .load(product, variant)
+                .requests(usize::MAX)
+                .concurrency(10);
+            (variant, api.spawn(load, &control))
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(800)).await;
     cluster.redis.kill();
-    for load in loads {
-        let (variant, seen) = load.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    control.stop();
+    for (variant, load) in loads {
+        let seen = load.await.unwrap();
         eprintln!("{variant}: {seen:?}");
         assert_eq!(seen.transport_errors, 0, "{variant}: {seen:?}");
+        assert!(seen.count(200) > 0, "{variant} sold before: {seen:?}");
         assert!(
-            seen.statuses.get(&200).is_some_and(|n| *n > 0),
-            "{variant} sold before: {seen:?}"
-        );
-        assert!(
-            seen.statuses.get(&503).is_some_and(|n| *n > 0),
+            seen.count(503) > 0,
             "{variant} answered 503 after: {seen:?}"
         );
         for status in seen.statuses.keys() {
@@ -174,52 +120,32 @@ async fn redis_dies_under_load_then_comes_back() {
         }
         // The Redis timeout is 1 s; nothing may wait much past its own wait_ms for it.
         assert!(
-            seen.slowest < Duration::from_secs(4),
+            seen.slowest() < Duration::from_secs(4),
             "{variant} hung: {seen:?}"
         );
     }
-    for instance in &cluster.instances {
-        let alive = cluster
-            .http
-            .get(instance.url("/healthz"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(alive.status(), 200, "the instance did not survive");
+    for instance in cluster.apis() {
+        let (status, _) = instance.get("/healthz").await;
+        assert_eq!(status, 200, "the instance did not survive");
     }
 
     cluster.redis.restart_empty();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for instance in &cluster.instances {
-        while cluster
-            .http
-            .get(instance.url("/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            != 200
-        {
-            assert!(Instant::now() < deadline, "an instance did not reconnect");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    for instance in cluster.apis() {
+        while instance.get("/readyz").await.0 != 200 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "an instance did not reconnect"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    let empty = cluster
-        .http
-        .post(nginx.url("/deduct_stock/lua"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(empty.status(), 404, "an empty Redis has nothing for sale");
-    nginx.reset(&cluster.http, 10, 1).await;
+    let (status, _) = api.deduct("101", "lua").await;
+    assert_eq!(status, 404, "an empty Redis has nothing for sale");
+    api.reset("101", 10, 1).await;
     for variant in ["lua", "token", "watchdog"] {
-        let answer = cluster
-            .http
-            .post(nginx.url(&format!("/deduct_stock/{variant}")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 200, "{variant} after recovery");
+        let (status, body) = api.deduct("101", variant).await;
+        assert_eq!(status, 200, "{variant} after recovery: {body}");
     }
 }
 
@@ -227,23 +153,23 @@ async fn redis_dies_under_load_then_comes_back() {
 /// orders in Redis are the 200s the clients got, plus at most the requests in flight at the
 /// kill (which got a 502, their answer lost with the instance).
 async fn instance_killed_under_load(variant: &str) {
-    let mut cluster = Cluster::start(2, &["--lock-lease-ms", "1000"]);
+    let _turn = heavy_turn().await;
+    let mut cluster = service(2, &["--lock-lease-ms", "1000"]);
     let nginx = Nginx::start(&cluster.instances);
-    nginx.reset(&cluster.http, 100_000, 1).await;
+    let api = Api::new(&nginx.url(""));
+    api.reset("101", 100_000, 1).await;
     let concurrency = 20;
-    let load = {
-        let (url, http) = (
-            nginx.url(&format!("/deduct_stock/{variant}")),
-            cluster.http.clone(),
-        );
-        let cluster_load = Cluster::load_detached(http, url, 3000, concurrency);
-        tokio::spawn(cluster_load)
-    };
+    let load = api
+        .load("101", variant)
+        .requests(3000)
+        .concurrency(concurrency);
+    let load = api.spawn(load.keeping_orders(), &Control::default());
     tokio::time::sleep(Duration::from_millis(300)).await;
     cluster.instances[1].kill();
     let report = load.await.unwrap();
     eprintln!("{variant}: {:?}", report.statuses);
     assert_eq!(report.transport_errors, 0, "{report:?}");
+    assert_eq!(report.unnamed_sales, 0, "{report:?}");
     for status in report.statuses.keys() {
         assert!(
             [200, 409, 429, 502].contains(status),
@@ -258,9 +184,12 @@ async fn instance_killed_under_load(variant: &str) {
         report.statuses
     );
 
-    let stats = cluster.get(0, "/stats").await.1;
+    let stats = cluster.api(0).stats("101").await;
     assert_eq!(int(&stats, "oversold"), 0, "{stats}");
-    let recorded: BTreeSet<String> = cluster.recorded_orders("101").await.into_keys().collect();
+    let recorded: BTreeSet<String> = recorded_orders(&cluster.redis, "101")
+        .await
+        .into_keys()
+        .collect();
     let acknowledged: BTreeSet<String> = report.orders.iter().cloned().collect();
     assert!(
         acknowledged.is_subset(&recorded),
@@ -288,22 +217,20 @@ async fn instance_killed_under_load_watchdog() {
 /// instead of queueing without bound, and what it admitted is still sold exactly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sheds_load_past_its_in_flight_limit() {
-    let cluster = Cluster::start(1, &["--max-in-flight", "8"]);
-    cluster.reset("101", 1000, 1).await;
-    let report = cluster
-        .load(
-            "/deduct_stock/watchdog?work_ms=50&wait_ms=10000",
-            200,
-            50,
-            false,
-        )
-        .await;
+    let cluster = service(1, &["--max-in-flight", "8"]);
+    let api = cluster.api(0);
+    api.reset("101", 1000, 1).await;
+    let load = api
+        .load("101", "watchdog?work_ms=50&wait_ms=10000")
+        .requests(200)
+        .concurrency(50);
+    let report = api.run(load).await;
     eprintln!("{report:?}");
     assert_eq!(report.transport_errors, 0, "{report:?}");
     assert!(report.count(503) > 0, "nothing was shed: {report:?}");
     assert_eq!(report.without_retry_after, 0, "{report:?}");
     assert_eq!(report.count(200) + report.count(503), 200, "{report:?}");
-    let stats = cluster.stats("101").await;
+    let stats = api.stats("101").await;
     assert_eq!(int(&stats, "sold") as usize, report.count(200), "{stats}");
     assert_eq!(int(&stats, "oversold"), 0, "{stats}");
 }

@@ -2,17 +2,20 @@
 //! master killed under lua load with `--redis-wait-replicas 1`; the instances follow the
 //! promoted replica by themselves, and every order answered 200 survives.
 
-mod common;
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::sentinel::{MASTER, Sentinels};
-use common::{Cluster, Instance, Nginx, assert_survived_failover, int, recorded_orders};
+use seckill_testkit::sentinel::MASTER;
+use seckill_testkit::{
+    Api, Control, Instance, Nginx, Sentinels, assert_survived_failover, heavy_turn, int,
+};
 
+use crate::{instance, recorded_orders};
+
+/// The master killed under lua load: the sentinels promote a replica, the instances follow
+/// it by themselves, and with `--redis-wait-replicas 1` no order answered 200 is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_sentinel_master_loses_no_acknowledged_order() {
+    let _turn = heavy_turn().await;
     let mut redis = Sentinels::start(2);
     let args = [
         "--redis-mode",
@@ -22,27 +25,17 @@ async fn killed_sentinel_master_loses_no_acknowledged_order() {
         "--redis-wait-replicas",
         "1",
     ];
-    let instances: Vec<Instance> = (0..2)
-        .map(|_| Instance::start(&redis.urls(), &args))
-        .collect();
+    let instances: Vec<Instance> = (0..2).map(|_| instance(&redis.urls(), &args)).collect();
     let nginx = Nginx::start(&instances);
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
+    let api = Api::new(&nginx.url(""));
     let initial = 100_000;
-    nginx.reset(&http, initial, 1).await;
+    api.reset("101", initial, 1).await;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let load = tokio::spawn(Cluster::load_until(
-        http.clone(),
-        nginx.url("/deduct_stock/lua"),
-        90_000,
-        20,
-        stop.clone(),
-    ));
+    let control = Control::default();
+    let lua = api.load("101", "lua").requests(90_000).concurrency(20);
+    let load = api.spawn(lua.keeping_orders(), &control);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while int(&nginx.stats(&http).await, "sold") < 500 {
+    while int(&api.stats("101").await, "sold") < 500 {
         assert!(Instant::now() < deadline, "no sales before the kill");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -60,7 +53,7 @@ async fn killed_sentinel_master_loses_no_acknowledged_order() {
     let mut sold_then = None;
     loop {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let sold = nginx.stats(&http).await["sold"].as_i64();
+        let sold = api.get("/stats?product=101").await.1["sold"].as_i64();
         match (sold_then, sold) {
             (None, now) => sold_then = now,
             (Some(then), Some(now)) if now > then + 100 => break,
@@ -72,10 +65,10 @@ async fn killed_sentinel_master_loses_no_acknowledged_order() {
         );
     }
     let resumed_after = killed_at.elapsed();
-    stop.store(true, Ordering::Relaxed);
+    control.stop();
     let load = load.await.unwrap();
 
-    let stats = nginx.stats(&http).await;
+    let stats = api.stats("101").await;
     let mut conn = redis::Client::open(format!("redis://127.0.0.1:{promoted}"))
         .unwrap()
         .get_multiplexed_async_connection()

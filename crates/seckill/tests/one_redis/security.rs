@@ -1,45 +1,29 @@
 //! Security by default: Redis passwords and TLS, the admin token, internal errors kept
-//! from clients, every knob bounded, and Nginx keeping /admin from non-loopback clients.
-
-mod common;
+//! from clients, and Nginx keeping /admin from non-loopback clients. (Every knob's bound
+//! is checked in-process, in the contract tests.)
 
 use std::path::Path;
 use std::process::Command;
 
-use common::{Cluster, Instance, Nginx, RedisServer, int};
 use redis::AsyncCommands;
-use serde_json::{Value, json};
+use seckill_testkit::{Nginx, RedisServer, int};
+use serde_json::json;
 
-async fn post(url: String) -> (u16, Value) {
-    let response = reqwest::Client::new().post(url).send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-async fn reset(instance: &Instance, stock: i64) -> u16 {
-    reqwest::Client::new()
-        .post(instance.url("/admin/reset"))
-        .json(&json!({ "product": "101", "stock": stock }))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
-}
+use crate::{instance, keys, service};
 
 /// A password in the Redis URL works; a wrong one makes the instance answer 503 (and never
 /// sell), not 500.
 #[tokio::test]
 async fn redis_password_in_the_url() {
     let redis = RedisServer::start_with(&["--requirepass", "pa55-word"]);
-    let good = Instance::start(&format!("redis://:pa55-word@127.0.0.1:{}", redis.port), &[]);
-    assert_eq!(reset(&good, 5).await, 200);
+    let good = instance(&format!("redis://:pa55-word@127.0.0.1:{}", redis.port), &[]);
+    good.api().reset("101", 5, 1).await;
     for variant in ["lua", "token", "watchdog"] {
-        let (status, body) = post(good.url(&format!("/deduct_stock/{variant}"))).await;
+        let (status, body) = good.api().deduct("101", variant).await;
         assert_eq!(status, 200, "{variant}: {body}");
     }
-    let wrong = Instance::start(&format!("redis://:wrong@127.0.0.1:{}", redis.port), &[]);
-    let (status, body) = post(wrong.url("/deduct_stock/lua")).await;
+    let wrong = instance(&format!("redis://:wrong@127.0.0.1:{}", redis.port), &[]);
+    let (status, body) = wrong.api().deduct("101", "lua").await;
     assert_eq!(status, 503, "{body}");
     assert!(
         !body.to_string().contains("WRONGPASS"),
@@ -135,21 +119,25 @@ async fn redis_over_tls_with_a_private_ca() {
         "no",
     ]);
     let url = format!("rediss://127.0.0.1:{}", redis.port);
-    let trusted = Instance::start(&url, &["--redis-tls-ca", &ca]);
-    assert_eq!(reset(&trusted, 5).await, 200, "the admin reset over TLS");
+    let trusted_instance = instance(&url, &["--redis-tls-ca", &ca]);
+    let trusted = trusted_instance.api();
+    trusted.reset("101", 5, 1).await;
     for variant in ["lua", "setnx", "watchdog"] {
-        let (status, body) = post(trusted.url(&format!("/deduct_stock/{variant}"))).await;
+        let (status, body) = trusted.deduct("101", variant).await;
         assert_eq!(status, 200, "{variant} over TLS: {body}");
     }
     // Two waiters on one lock: the second is woken through the TLS pub/sub subscription.
-    let slow = tokio::spawn(post(trusted.url("/deduct_stock/watchdog?work_ms=300")));
+    let slow = {
+        let trusted = trusted.clone();
+        tokio::spawn(async move { trusted.deduct("101", "watchdog?work_ms=300").await })
+    };
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    let (status, body) = post(trusted.url("/deduct_stock/watchdog?wait_ms=5000")).await;
+    let (status, body) = trusted.deduct("101", "watchdog?wait_ms=5000").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(slow.await.unwrap().0, 200);
 
-    let untrusted = Instance::start(&url, &[]);
-    let (status, body) = post(untrusted.url("/deduct_stock/lua")).await;
+    let untrusted = instance(&url, &[]);
+    let (status, body) = untrusted.api().deduct("101", "lua").await;
     assert_eq!(
         status, 503,
         "an untrusted certificate must not be used: {body}"
@@ -160,8 +148,8 @@ async fn redis_over_tls_with_a_private_ca() {
 /// The admin token: anything but the exact token is refused, prefixes and extensions too.
 #[tokio::test]
 async fn admin_token_must_match_exactly() {
-    let cluster = Cluster::start(1, &["--admin-token", "correct-horse-battery"]);
-    let url = cluster.instances[0].url("/admin/reset");
+    let cluster = service(1, &["--admin-token", "correct-horse-battery"]);
+    let reset = json!({ "product": "101", "stock": 1 });
     for given in [
         "correct-horse",
         "correct-horse-battery-staple",
@@ -169,40 +157,29 @@ async fn admin_token_must_match_exactly() {
         "",
         " correct-horse-battery",
     ] {
-        let status = cluster
-            .http
-            .post(&url)
-            .header("authorization", format!("Bearer {given}"))
-            .json(&json!({ "product": "101", "stock": 1 }))
-            .send()
-            .await
-            .unwrap()
-            .status();
+        let api = cluster.api(0).with_token(given);
+        let (status, _) = api.post_json("/admin/reset", &reset).await;
         assert_eq!(status, 401, "token {given:?}");
     }
-    let unlock = cluster
-        .http
-        .post(cluster.instances[0].url("/admin/unlock"))
-        .json(&json!({ "product": "101" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(unlock.status(), 401, "every admin endpoint needs the token");
+    let (status, _) = cluster.api(0).post_json("/admin/reset", &reset).await;
+    assert_eq!(status, 401, "no token");
+    let unlock = json!({ "product": "101" });
+    let (status, _) = cluster.api(0).post_json("/admin/unlock", &unlock).await;
+    assert_eq!(status, 401, "every admin endpoint needs the token");
 }
 
 /// What went wrong inside stays inside: a corrupted stock key is a 500 with a generic
 /// message, never Redis's text or the key's contents.
 #[tokio::test]
 async fn internal_errors_are_not_shown_to_clients() {
-    let cluster = Cluster::start(1, &[]);
-    cluster.reset("101", 5, 1).await;
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("101", 5, 1).await;
     let mut redis = cluster.redis.conn().await;
-    let _: () = redis
-        .set("seckill:{101}:stock", "SECRET-garbage")
-        .await
-        .unwrap();
+    let stock = keys("101").whole().stock;
+    let _: () = redis.set(&stock, "SECRET-garbage").await.unwrap();
     for variant in ["naive", "setnx", "token", "watchdog", "lua"] {
-        let (status, body) = cluster.post(0, &format!("/deduct_stock/{variant}")).await;
+        let (status, body) = api.deduct("101", variant).await;
         assert_eq!(status, 500, "{variant}: {body}");
         assert_eq!(
             body,
@@ -210,47 +187,14 @@ async fn internal_errors_are_not_shown_to_clients() {
             "{variant}"
         );
     }
-    let _: () = redis.del("seckill:{101}:stock").await.unwrap();
-    let _: () = redis
-        .hset("seckill:{101}:stock", "SECRET", "1")
-        .await
-        .unwrap();
-    let (status, body) = cluster.post(0, "/deduct_stock/lua").await;
+    let _: () = redis.del(&stock).await.unwrap();
+    let _: () = redis.hset(&stock, "SECRET", "1").await.unwrap();
+    let (status, body) = api.deduct("101", "lua").await;
     assert_eq!(status, 500);
     assert!(
         !body.to_string().contains("WRONGTYPE") && !body.to_string().contains("SECRET"),
         "{body}"
     );
-}
-
-/// Every knob has a bound: one past it is a 400, so no request can hold a lock or a
-/// connection for long. (Instances here run with the default bounds.)
-#[tokio::test]
-async fn every_knob_is_bounded() {
-    let cluster = Cluster::start(1, &["--faults"]);
-    cluster.reset("101", 5, 1).await;
-    for (variant, knob, too_big) in [
-        ("token", "work_ms", "5001"),
-        ("token", "ttl_ms", "60001"),
-        ("token", "wait_ms", "10001"),
-        ("watchdog", "lease_ms", "60001"),
-        ("watchdog", "wait_ms", "10001"),
-        ("token", "pause_ms", "5001"),
-    ] {
-        let extra = if knob == "pause_ms" {
-            "&fault=pause_before_release"
-        } else {
-            ""
-        };
-        let (status, body) = cluster
-            .post(
-                0,
-                &format!("/deduct_stock/{variant}?{knob}={too_big}{extra}"),
-            )
-            .await;
-        assert_eq!(status, 400, "{variant} {knob}={too_big}: {body}");
-    }
-    assert_eq!(int(&cluster.stats("101").await, "remaining"), 5);
 }
 
 /// A network namespace of the test's own, with a veth pair to this host: a client there is
@@ -364,10 +308,10 @@ impl Drop for TestHost {
 #[tokio::test]
 #[ignore = "needs root for a network namespace; scripts/test.sh runs it when it can"]
 async fn nginx_refuses_admin_to_non_loopback_clients() {
-    let cluster = Cluster::start(2, &[]);
+    let cluster = service(2, &[]);
     let host = TestHost::create();
     let nginx = Nginx::start_on(&host.host_address, &cluster.instances);
-    cluster.reset("101", 10, 1).await;
+    cluster.api(0).reset("101", 10, 1).await;
     let reset = r#"{"product":"101","stock":99999}"#;
     for path in [
         "/admin/reset",
@@ -388,7 +332,7 @@ async fn nginx_refuses_admin_to_non_loopback_clients() {
         status.contains(" 200 "),
         "deductions are served to other hosts: {status:?}"
     );
-    let stats = cluster.stats("101").await;
+    let stats = cluster.api(0).stats("101").await;
     assert_eq!(
         int(&stats, "initial"),
         10,

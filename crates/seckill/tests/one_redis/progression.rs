@@ -1,23 +1,43 @@
 //! The progression under concurrent load from two instances sharing one real Redis:
-//! naive loses stock; setnx, token, watchdog, segmented and lua sell exactly the stock.
-
-mod common;
+//! naive loses stock; setnx, token, watchdog, segmented, shares and lua sell exactly the
+//! stock.
 
 use std::collections::BTreeSet;
 
-use common::{Cluster, LoadReport, int};
 use futures_util::future::join_all;
+use seckill_testkit::{Report, Service, int};
 use serde_json::Value;
 
+use crate::{recorded_orders, service, spread};
+
+/// `requests` deductions of product 101 over both instances from `concurrency` clients;
+/// with `until_sold_out`, each client stops at its first 409.
+async fn load(
+    cluster: &Service,
+    variant_and_knobs: &str,
+    requests: usize,
+    concurrency: usize,
+    until_sold_out: bool,
+) -> Report {
+    let mut load = spread(cluster, "101", variant_and_knobs)
+        .requests(requests)
+        .concurrency(concurrency);
+    if until_sold_out {
+        load = load.until_sold_out();
+    }
+    cluster.api(0).run(load).await
+}
+
 /// Checks that the audit adds up with itself and with what the clients saw.
-async fn assert_audit_consistent(cluster: &Cluster, product: &str, report: &LoadReport) -> Value {
-    let stats = cluster.stats(product).await;
+async fn assert_audit_consistent(cluster: &Service, product: &str, report: &Report) -> Value {
+    let stats = cluster.api(0).stats(product).await;
     let (initial, remaining, sold) = (
         int(&stats, "initial"),
         int(&stats, "remaining"),
         int(&stats, "sold"),
     );
     assert_eq!(report.transport_errors, 0, "requests without an answer");
+    assert_eq!(report.unnamed_sales, 0, "every 200 names its order");
     assert_eq!(
         sold as usize,
         report.count(200),
@@ -33,7 +53,7 @@ async fn assert_audit_consistent(cluster: &Cluster, product: &str, report: &Load
         report.count(429),
         "every 429 counted: {stats}"
     );
-    let recorded = cluster.recorded_orders(product).await;
+    let recorded = recorded_orders(&cluster.redis, product).await;
     for order in &report.orders {
         assert!(
             recorded.contains_key(order),
@@ -78,11 +98,9 @@ async fn assert_sells_exactly(variant_query: &str, stock: i64) {
 }
 
 async fn assert_sells_exactly_over(variant_query: &str, stock: i64, shards: u32) {
-    let cluster = Cluster::start(2, &[]);
-    cluster.reset("101", stock, shards).await;
-    let report = cluster
-        .load(&format!("/deduct_stock/{variant_query}"), 20_000, 40, true)
-        .await;
+    let cluster = service(2, &[]);
+    cluster.api(0).reset("101", stock, shards).await;
+    let report = load(&cluster, variant_query, 20_000, 40, true).await;
     let stats = assert_audit_consistent(&cluster, "101", &report).await;
     assert_eq!(
         report.count(200) as i64,
@@ -104,11 +122,9 @@ async fn assert_sells_exactly_over(variant_query: &str, stock: i64, shards: u32)
 /// naive: GET-then-SET from two instances loses updates (and so sells more than it has).
 #[tokio::test]
 async fn naive_loses_updates_under_concurrent_load_from_two_instances() {
-    let cluster = Cluster::start(2, &[]);
-    cluster.reset("101", 100, 1).await;
-    let report = cluster
-        .load("/deduct_stock/naive?work_ms=10", 400, 40, false)
-        .await;
+    let cluster = service(2, &[]);
+    cluster.api(0).reset("101", 100, 1).await;
+    let report = load(&cluster, "naive?work_ms=10", 400, 40, false).await;
     let stats = assert_audit_consistent(&cluster, "101", &report).await;
     assert!(
         int(&stats, "lost_updates") > 0 || int(&stats, "oversold") > 0,
@@ -123,9 +139,9 @@ async fn naive_loses_updates_under_concurrent_load_from_two_instances() {
 /// naive loses updates even without a widened race window, at 40 concurrent clients.
 #[tokio::test]
 async fn naive_loses_updates_without_added_work() {
-    let cluster = Cluster::start(2, &[]);
-    cluster.reset("101", 200, 1).await;
-    let report = cluster.load("/deduct_stock/naive", 400, 40, false).await;
+    let cluster = service(2, &[]);
+    cluster.api(0).reset("101", 200, 1).await;
+    let report = load(&cluster, "naive", 400, 40, false).await;
     let stats = assert_audit_consistent(&cluster, "101", &report).await;
     assert!(int(&stats, "lost_updates") > 0, "{stats}");
 }
@@ -149,7 +165,7 @@ async fn lua_sells_exactly_the_stock() {
 }
 
 /// Script calls Redis has run so far (`EVAL` and `EVALSHA`), from `INFO commandstats`.
-async fn script_calls(cluster: &Cluster) -> u64 {
+async fn script_calls(cluster: &Service) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(&mut cluster.redis.conn().await)
@@ -172,14 +188,12 @@ async fn script_calls(cluster: &Cluster) -> u64 {
 /// each). Either way every 200 is its own unit, with its own `remaining`, and the rest 409.
 #[tokio::test]
 async fn lua_shares_script_calls_and_still_sells_each_unit_once() {
-    for (path, shared) in [
-        ("/deduct_stock/lua", true),
-        ("/deduct_stock/lua?batch=off", false),
-    ] {
-        let cluster = Cluster::start(2, &[]);
-        cluster.reset("101", 50, 1).await;
+    for (path, shared) in [("lua", true), ("lua?batch=off", false)] {
+        let cluster = service(2, &[]);
+        let apis = cluster.apis();
+        apis[0].reset("101", 50, 1).await;
         let before = script_calls(&cluster).await;
-        let answers = join_all((0..300).map(|i| cluster.post(i % 2, path))).await;
+        let answers = join_all((0..300).map(|i| apis[i % 2].deduct("101", path))).await;
         let calls = script_calls(&cluster).await - before;
 
         let sold: Vec<&Value> = answers
@@ -198,7 +212,7 @@ async fn lua_shares_script_calls_and_still_sells_each_unit_once() {
             (0..50).collect(),
             "{path}: each sale leaves its own count"
         );
-        let stats = cluster.stats("101").await;
+        let stats = apis[0].stats("101").await;
         assert_eq!(
             (
                 int(&stats, "sold"),
@@ -208,7 +222,11 @@ async fn lua_shares_script_calls_and_still_sells_each_unit_once() {
             (50, 250, 0),
             "{path}: {stats}"
         );
-        assert_eq!(cluster.recorded_orders("101").await.len(), 50, "{path}");
+        assert_eq!(
+            recorded_orders(&cluster.redis, "101").await.len(),
+            50,
+            "{path}"
+        );
         if shared {
             assert!(
                 calls < 300,
@@ -240,17 +258,12 @@ async fn segmented_sells_exactly_its_stock_over_shards_from_two_instances() {
 /// never overlap, and never trip over each other's lock type.
 #[tokio::test]
 async fn lock_variants_mixed_on_one_product_share_one_lock() {
-    let cluster = Cluster::start(2, &[]);
-    cluster.reset("101", 90, 1).await;
+    let cluster = service(2, &[]);
+    cluster.api(0).reset("101", 90, 1).await;
     let (setnx, token, watchdog) = tokio::join!(
-        cluster.load("/deduct_stock/setnx?work_ms=1", 3000, 10, true),
-        cluster.load("/deduct_stock/token?work_ms=1&wait_ms=5000", 3000, 10, true),
-        cluster.load(
-            "/deduct_stock/watchdog?work_ms=1&wait_ms=5000",
-            3000,
-            10,
-            true
-        ),
+        load(&cluster, "setnx?work_ms=1", 3000, 10, true),
+        load(&cluster, "token?work_ms=1&wait_ms=5000", 3000, 10, true),
+        load(&cluster, "watchdog?work_ms=1&wait_ms=5000", 3000, 10, true),
     );
     let mut sold = 0;
     for (name, report) in [
@@ -263,7 +276,7 @@ async fn lock_variants_mixed_on_one_product_share_one_lock() {
         }
         sold += report.count(200);
     }
-    let stats = cluster.stats("101").await;
+    let stats = cluster.api(0).stats("101").await;
     assert_eq!(sold, 90, "{stats}");
     assert_eq!(int(&stats, "sold"), 90, "{stats}");
     assert_eq!(int(&stats, "remaining"), 0, "{stats}");
@@ -274,23 +287,21 @@ async fn lock_variants_mixed_on_one_product_share_one_lock() {
 /// (and lets it into the critical section in the same script). Mutual exclusion holds
 /// under the overlap audit, every unit sells once, and hand-offs did happen.
 #[tokio::test]
-async fn watchdog_hand_offs_keep_mutual_exclusion_and_sell_exactly() {
+async fn watchdog_handoffs_keep_mutual_exclusion_and_sell_exactly() {
     for (query, shards) in [
         ("watchdog?work_ms=1&wait_ms=10000", 1),
         ("segmented?work_ms=1&wait_ms=10000", 4),
     ] {
-        let cluster = Cluster::start(2, &[]);
-        cluster.reset("101", 300, shards).await;
-        let report = cluster
-            .load(&format!("/deduct_stock/{query}"), 2_000, 100, true)
-            .await;
+        let cluster = service(2, &[]);
+        cluster.api(0).reset("101", 300, shards).await;
+        let report = load(&cluster, query, 2_000, 100, true).await;
         let stats = assert_audit_consistent(&cluster, "101", &report).await;
         assert_eq!(report.count(200), 300, "{query}: {report:?}");
         assert_eq!(int(&stats, "sold"), 300, "{query}: {stats}");
         assert_eq!(int(&stats, "remaining"), 0, "{query}: {stats}");
         assert_eq!(int(&stats, "lock_overlaps"), 0, "{query}: {stats}");
-        let hand_offs = cluster.metric("seckill_lock_hand_offs_total").await;
-        assert!(hand_offs > 0.0, "{query}: no lock was handed over");
+        let handoffs = cluster.metric("seckill_lock_handoffs_total").await;
+        assert!(handoffs > 0.0, "{query}: no lock was handed over");
     }
 }
 

@@ -2,61 +2,21 @@
 //! through Nginx, shards spread over the masters, and a master killed under load, with and
 //! without `WAIT` for its replica.
 
-mod common;
-
 use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::redis_cluster::RedisCluster;
-use common::{
-    Cluster, Instance, LoadReport, Nginx, assert_survived_failover, int, metric_total,
-    recorded_orders,
+use seckill_testkit::{
+    Api, Control, Instance, Nginx, RedisCluster, Report, assert_survived_failover, heavy_turn, int,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use crate::{instance, keys, recorded_orders};
 
 /// Two instances in cluster mode on `redis`, with `extra` flags.
 fn instances(redis: &RedisCluster, extra: &[&str]) -> Vec<Instance> {
     let mut args = vec!["--redis-mode", "cluster"];
     args.extend_from_slice(extra);
-    (0..2)
-        .map(|_| Instance::start(&redis.urls(), &args))
-        .collect()
-}
-
-fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
-
-async fn stats(http: &reqwest::Client, nginx: &Nginx, product: &str) -> Value {
-    http.get(nginx.url(&format!("/stats?product={product}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
-async fn reset(
-    http: &reqwest::Client,
-    nginx: &Nginx,
-    product: &str,
-    stock: i64,
-    shards: u32,
-) -> Value {
-    let response = http
-        .post(nginx.url("/admin/reset"))
-        .json(&serde_json::json!({ "product": product, "stock": stock, "shards": shards }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "reset on the cluster");
-    response.json().await.unwrap()
+    (0..2).map(|_| instance(&redis.urls(), &args)).collect()
 }
 
 /// On a 3-master Cluster, through Nginx: naive loses updates; setnx, token, watchdog,
@@ -64,17 +24,22 @@ async fn reset(
 /// adds up, as on one Redis.
 #[tokio::test]
 async fn progression_on_a_three_master_cluster_through_nginx() {
+    let _turn = heavy_turn().await;
     let redis = RedisCluster::start(3, 1);
     let instances = instances(&redis, &[]);
     let nginx = Nginx::start(&instances);
-    let http = http();
-    let load = |path: String, requests, concurrency| {
-        Cluster::load_detached(http.clone(), nginx.url(&path), requests, concurrency)
+    let api = Api::new(&nginx.url(""));
+    let load = |variant: &str, requests, concurrency| {
+        api.run(
+            api.load("101", variant)
+                .requests(requests)
+                .concurrency(concurrency),
+        )
     };
 
-    reset(&http, &nginx, "101", 100, 1).await;
-    load("/deduct_stock/naive".into(), 400, 40).await;
-    let naive = stats(&http, &nginx, "101").await;
+    api.reset("101", 100, 1).await;
+    load("naive", 400, 40).await;
+    let naive = api.stats("101").await;
     assert!(
         int(&naive, "lost_updates") > 0 || int(&naive, "oversold") > 0,
         "naive on a cluster: {naive}"
@@ -87,15 +52,15 @@ async fn progression_on_a_three_master_cluster_through_nginx() {
         ("segmented?work_ms=1", 6),
         ("lua", 1),
     ] {
-        reset(&http, &nginx, "101", 60, shards).await;
+        api.reset("101", 60, shards).await;
         // setnx fails fast, so it gets rounds until the stock is gone.
         for _ in 0..40 {
-            load(format!("/deduct_stock/{variant}"), 200, 20).await;
-            if int(&stats(&http, &nginx, "101").await, "remaining") == 0 {
+            load(variant, 200, 20).await;
+            if int(&api.stats("101").await, "remaining") == 0 {
                 break;
             }
         }
-        let stats = stats(&http, &nginx, "101").await;
+        let stats = api.stats("101").await;
         assert_eq!(int(&stats, "sold"), 60, "{variant}: {stats}");
         assert_eq!(int(&stats, "remaining"), 0, "{variant}: {stats}");
         assert_eq!(int(&stats, "oversold"), 0, "{variant}: {stats}");
@@ -114,13 +79,14 @@ async fn progression_on_a_three_master_cluster_through_nginx() {
 /// admin unlock frees a lock left on one of them; and segmented sells every shard out.
 #[tokio::test]
 async fn six_shards_spread_two_per_master_and_all_sell() {
+    let _turn = heavy_turn().await;
     let redis = RedisCluster::start(3, 1);
     let instances = instances(&redis, &["--faults", "--lock-lease-ms", "60000"]);
     let nginx = Nginx::start(&instances);
-    let http = http();
+    let api = Api::new(&nginx.url(""));
 
-    reset(&http, &nginx, "7", 120, 6).await;
-    let before = stats(&http, &nginx, "7").await;
+    api.reset("7", 120, 6).await;
+    let before = api.stats("7").await;
     let nodes: Vec<String> = serde_json::from_value(before["shard_nodes"].clone()).unwrap();
     let masters: Vec<String> = redis
         .master_ports()
@@ -135,12 +101,8 @@ async fn six_shards_spread_two_per_master_and_all_sell() {
     assert_eq!(tags.len(), 6, "six distinct tags: {before}");
 
     // A holder dies on one shard; the operator frees it, slot by slot.
-    let abandoned = http
-        .post(nginx.url("/deduct_stock/segmented?product=7&fault=abandon"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(abandoned.status(), 500, "the holder abandoned its lock");
+    let (status, _) = api.deduct("7", "segmented?fault=abandon").await;
+    assert_eq!(status, 500, "the holder abandoned its lock");
     let held = |stats: &Value| {
         stats["locks"]
             .as_array()
@@ -149,35 +111,20 @@ async fn six_shards_spread_two_per_master_and_all_sell() {
             .filter(|l| l["held"] == true)
             .count()
     };
-    assert_eq!(
-        held(&stats(&http, &nginx, "7").await),
-        1,
-        "one shard's lock left held"
-    );
-    let unlocked: Value = http
-        .post(nginx.url("/admin/unlock"))
-        .json(&serde_json::json!({ "product": "7" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    assert_eq!(held(&api.stats("7").await), 1, "one shard's lock left held");
+    let (status, unlocked) = api
+        .post_json("/admin/unlock", &json!({ "product": "7" }))
+        .await;
+    assert_eq!(status, 200, "{unlocked}");
     assert_eq!(unlocked["freed"], 1, "{unlocked}");
-    assert_eq!(
-        held(&stats(&http, &nginx, "7").await),
-        0,
-        "every lock free again"
-    );
+    assert_eq!(held(&api.stats("7").await), 0, "every lock free again");
 
-    let report = Cluster::load_detached(
-        http.clone(),
-        nginx.url("/deduct_stock/segmented?product=7&work_ms=1"),
-        400,
-        40,
-    )
-    .await;
-    let after = stats(&http, &nginx, "7").await;
+    let load = api
+        .load("7", "segmented?work_ms=1")
+        .requests(400)
+        .concurrency(40);
+    let report = api.run(load).await;
+    let after = api.stats("7").await;
     assert_eq!(report.count(200), 120, "{report:?}");
     assert_eq!(int(&after, "sold"), 120, "{after}");
     assert_eq!(int(&after, "remaining"), 0, "{after}");
@@ -190,7 +137,7 @@ async fn six_shards_spread_two_per_master_and_all_sell() {
 
 /// What a master killed under lua load did to the acknowledged orders.
 struct Failover {
-    load: LoadReport,
+    load: Report,
     stats: Value,
     /// Orders answered 200 that are not in the Cluster afterwards.
     lost: usize,
@@ -200,32 +147,26 @@ struct Failover {
 /// waits for its replica to take over and for sales to resume, then stops the load and
 /// compares the 200s with what the Cluster has.
 async fn kill_master_under_lua_load(extra: &[&str]) -> Failover {
+    let _turn = heavy_turn().await;
     let mut redis = RedisCluster::start(3, 1);
     let instances = instances(&redis, extra);
     let nginx = Nginx::start(&instances);
-    let http = http();
+    let api = Api::new(&nginx.url(""));
     let initial = 100_000;
-    reset(&http, &nginx, "101", initial, 1).await;
+    api.reset("101", initial, 1).await;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let load = tokio::spawn(Cluster::load_until(
-        http.clone(),
-        nginx.url("/deduct_stock/lua"),
-        90_000,
-        20,
-        stop.clone(),
-    ));
+    let control = Control::default();
+    let lua = api.load("101", "lua").requests(90_000).concurrency(20);
+    let load = api.spawn(lua.keeping_orders(), &control);
     // Let sales run, then kill the master while they do.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while int(&stats(&http, &nginx, "101").await, "sold") < 500 {
+    while int(&api.stats("101").await, "sold") < 500 {
         assert!(Instant::now() < deadline, "no sales before the kill");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let stock = keys("101").whole().stock;
     let slot: u16 = redis
-        .cli(
-            redis.nodes[0].port,
-            &["cluster", "keyslot", "seckill:{101}:stock"],
-        )
+        .cli(redis.nodes[0].port, &["cluster", "keyslot", &stock])
         .trim()
         .parse()
         .unwrap();
@@ -247,7 +188,7 @@ async fn kill_master_under_lua_load(extra: &[&str]) -> Failover {
     // Sales resume by themselves: watch sold go up on the new master (`/stats` itself
     // may answer 503 until the instances have found it).
     let resumed = Instant::now() + Duration::from_secs(20);
-    let sold = || async { stats(&http, &nginx, "101").await["sold"].as_i64() };
+    let sold = || async { api.get("/stats?product=101").await.1["sold"].as_i64() };
     let mut sold_then = None;
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -261,26 +202,17 @@ async fn kill_master_under_lua_load(extra: &[&str]) -> Failover {
             "sales did not resume after the failover"
         );
     }
-    stop.store(true, Ordering::Relaxed);
+    control.stop();
     let load = load.await.unwrap();
-    let after = http
-        .post(nginx.url("/deduct_stock/lua"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        after.status(),
-        200,
-        "sales resume: {}",
-        after.text().await.unwrap()
-    );
-    let stats = stats(&http, &nginx, "101").await;
+    let (status, body) = api.deduct("101", "lua").await;
+    assert_eq!(status, 200, "sales resume: {body}");
+    let stats = api.stats("101").await;
     let recorded = recorded_orders(&mut redis.conn().await, "101").await;
     let lost = assert_survived_failover(&load, &stats, initial, &recorded);
     eprintln!("{extra:?}: {load:?}; acknowledged orders lost: {lost}; stats: {stats}");
     for instance in &instances {
-        let health = http.get(instance.url("/healthz")).send().await.unwrap();
-        assert_eq!(health.status(), 200, "no instance died");
+        let (status, _) = instance.api().get("/healthz").await;
+        assert_eq!(status, 200, "no instance died");
     }
     Failover { load, stats, lost }
 }
@@ -310,34 +242,29 @@ async fn killed_master_without_wait_reports_lost_acknowledged_orders() {
     );
 }
 
-/// The instances' release subscription listens on the first seed node. Killing that node
-/// (a master) moves it to the next: after the failover, watchdog waiters are still woken
-/// by unlock messages (with a 30 s lease and a 5 s wait, a waiter that missed them would
-/// give up with 429), and the wake-up counter goes on rising.
+/// The instances' release subscription listens on the first initial node. Killing that
+/// node (a master) moves it to the next: after the failover, watchdog waiters are still
+/// woken by release messages (with a 30 s lease and a 5 s wait, a waiter that missed them
+/// would give up with 429), and the wake-up counter goes on rising.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_waiters_are_woken_after_the_subscribed_node_fails() {
+    let _turn = heavy_turn().await;
     let mut redis = RedisCluster::start(3, 1);
     // Hand-offs off: every release goes through the subscription.
-    let instances = instances(&redis, &["--lock-hand-offs", "0"]);
+    let instances = instances(&redis, &["--lock-handoffs", "0"]);
     let nginx = Nginx::start(&instances);
-    let http = http();
-    let first_seed = redis.nodes[0].port;
+    let api = Api::new(&nginx.url(""));
+    let first_node = redis.nodes[0].port;
     assert!(
-        redis.master_ports().contains(&first_seed),
-        "the first seed is a master"
+        redis.master_ports().contains(&first_node),
+        "the first initial node is a master"
     );
 
-    redis.kill(first_seed);
+    redis.kill(first_node);
     tokio::task::block_in_place(|| redis.wait_for_failover(Duration::from_secs(30)));
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let ready = http
-            .get(nginx.url("/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status();
-        if ready == 200 {
+        if api.get("/readyz").await.0 == 200 {
             break;
         }
         assert!(
@@ -346,18 +273,22 @@ async fn watchdog_waiters_are_woken_after_the_subscribed_node_fails() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    reset(&http, &nginx, "101", 40, 1).await;
-    let wakeups = || metric_total(&http, &instances, "seckill_lock_wakeups_total");
+    api.reset("101", 40, 1).await;
+    let wakeups = || async {
+        let mut total = 0.0;
+        for instance in &instances {
+            total += instance.api().metric("seckill_lock_wakeups_total").await;
+        }
+        total
+    };
     let before = wakeups().await;
-    let report = Cluster::load_detached(
-        http.clone(),
-        nginx.url("/deduct_stock/watchdog?work_ms=20&wait_ms=5000"),
-        40,
-        10,
-    )
-    .await;
+    let load = api
+        .load("101", "watchdog?work_ms=20&wait_ms=5000")
+        .requests(40)
+        .concurrency(10);
+    let report = api.run(load).await;
     let after = wakeups().await;
-    let stats = stats(&http, &nginx, "101").await;
+    let stats = api.stats("101").await;
     assert_eq!(
         report.count(200),
         40,

@@ -1,10 +1,11 @@
 //! Hostile input on every endpoint and parameter: a 4xx with a clear message, never a 5xx,
 //! never a change to stock or audit.
 
-mod common;
-
-use common::Cluster;
+use seckill::variants::VARIANTS;
+use seckill_testkit::{Api, RedisServer};
 use serde_json::Value;
+
+use crate::instance;
 
 /// Values no parameter accepts: huge, empty, non-ASCII, control characters, hash-tag
 /// braces, CRLF, signs, exponents, hex, padding, overflow. Percent-encoded as a client
@@ -31,11 +32,11 @@ fn hostile_values() -> Vec<String> {
     ]
 }
 
-async fn send(cluster: &Cluster, method: &str, path: &str, body: Option<String>) -> (u16, Value) {
-    let url = cluster.instances[0].url(path);
+async fn send(api: &Api, method: &str, path: &str, body: Option<String>) -> (u16, Value) {
+    let url = api.url(path);
     let request = match method {
-        "GET" => cluster.http.get(url),
-        _ => cluster.http.post(url),
+        "GET" => api.http().get(url),
+        _ => api.http().post(url),
     };
     let request = match body {
         Some(body) => request
@@ -63,35 +64,45 @@ fn assert_refused(what: &str, status: u16, body: &Value) {
     }
 }
 
-/// Every parameter of every endpoint that takes parameters, with every hostile value, and
-/// duplicated: refused, and Redis is as it was.
+/// Every parameter of every endpoint that takes parameters — every variant of the registry
+/// and every knob any of them takes — with every hostile value, and duplicated: refused,
+/// and Redis is as it was.
 #[tokio::test]
 async fn every_parameter_refuses_hostile_values() {
-    let cluster = Cluster::start(1, &[]);
-    cluster.reset("101", 50, 1).await;
-    cluster.reset("202", 50, 4).await;
-    let before = (cluster.stats("101").await, cluster.stats("202").await);
-    let endpoints = [
-        ("POST", "/deduct_stock/naive"),
-        ("POST", "/deduct_stock/setnx"),
-        ("POST", "/deduct_stock/token"),
-        ("POST", "/deduct_stock/watchdog"),
-        ("POST", "/deduct_stock/segmented"),
-        ("POST", "/deduct_stock/lua"),
+    // Servers for redlock too, so that every variant serves: a value that is hostile to one
+    // parameter may be a valid product id (`-1`, `1e3`), and then the variant runs.
+    let stock = RedisServer::start();
+    let redlock: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = redlock.iter().map(RedisServer::url).collect();
+    let instance = instance(&stock.url(), &["--redlock-urls", &urls.join(",")]);
+    let api = instance.api();
+    api.reset("101", 50, 1).await;
+    api.reset("202", 50, 4).await;
+    let before = (api.stats("101").await, api.stats("202").await);
+    let mut endpoints: Vec<(&str, String)> = VARIANTS
+        .iter()
+        .map(|v| ("POST", format!("/deduct_stock/{v}")))
+        .collect();
+    for (method, path) in [
         ("POST", "/deduct_stock"),
         ("GET", "/deduct_stock/token"),
         ("GET", "/stock"),
         ("GET", "/stats"),
-    ];
-    let parameters = [
-        "product", "work_ms", "ttl_ms", "lease_ms", "wait_ms", "fault", "pause_ms", "batch",
-    ];
+    ] {
+        endpoints.push((method, path.to_owned()));
+    }
+    let mut parameters = vec!["product"];
+    for knob in VARIANTS.iter().flat_map(|v| v.spec().knobs) {
+        if !parameters.contains(&knob.name) {
+            parameters.push(knob.name);
+        }
+    }
     let mut tried = 0;
-    for (method, path) in endpoints {
-        for parameter in parameters {
+    for (method, path) in &endpoints {
+        for parameter in &parameters {
             for value in hostile_values() {
                 let query = format!("{path}?{parameter}={value}");
-                let (status, body) = send(&cluster, method, &query, None).await;
+                let (status, body) = send(&api, method, &query, None).await;
                 assert_refused(
                     &format!("{method} {path}?{parameter}=…({} chars)", value.len()),
                     status,
@@ -100,7 +111,7 @@ async fn every_parameter_refuses_hostile_values() {
                 tried += 1;
             }
             let duplicated = format!("{path}?{parameter}=1&{parameter}=1");
-            let (status, body) = send(&cluster, method, &duplicated, None).await;
+            let (status, body) = send(&api, method, &duplicated, None).await;
             assert_refused(&format!("{method} {duplicated}"), status, &body);
         }
     }
@@ -113,11 +124,10 @@ async fn every_parameter_refuses_hostile_values() {
         "..%2Fstats",
         "%C3%A9",
     ] {
-        let (status, body) =
-            send(&cluster, "POST", &format!("/deduct_stock/{variant}"), None).await;
+        let (status, body) = send(&api, "POST", &format!("/deduct_stock/{variant}"), None).await;
         assert_refused(&format!("variant {variant:.40}"), status, &body);
     }
-    let after = (cluster.stats("101").await, cluster.stats("202").await);
+    let after = (api.stats("101").await, api.stats("202").await);
     assert_eq!(before, after, "hostile input changed stock or audit");
     assert!(tried > 1000);
 }
@@ -125,9 +135,10 @@ async fn every_parameter_refuses_hostile_values() {
 /// Admin bodies: malformed, mistyped, nested, duplicated, oversized, smuggling keys.
 #[tokio::test]
 async fn admin_bodies_refuse_hostile_json() {
-    let cluster = Cluster::start(1, &[]);
-    cluster.reset("101", 50, 1).await;
-    let before = cluster.stats("101").await;
+    let cluster = crate::service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("101", 50, 1).await;
+    let before = api.stats("101").await;
     let nested = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
     let bodies = [
         String::new(),
@@ -157,13 +168,13 @@ async fn admin_bodies_refuse_hostile_json() {
     ];
     for path in ["/admin/reset", "/admin/unlock"] {
         for body in &bodies {
-            let (status, answer) = send(&cluster, "POST", path, Some(body.clone())).await;
+            let (status, answer) = send(&api, "POST", path, Some(body.clone())).await;
             assert_refused(&format!("{path} with {:.60}", body), status, &answer);
         }
     }
     assert_eq!(
         before,
-        cluster.stats("101").await,
+        api.stats("101").await,
         "a refused admin request changed something"
     );
 }

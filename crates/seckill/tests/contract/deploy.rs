@@ -1,20 +1,20 @@
 //! docker-compose.yml, the Nginx configs, the Dockerfile and the service's flags agree.
 //! Nothing here can run Docker, so this is what keeps the compose topology honest.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::process::Command;
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+use seckill_testkit::{nginx, root};
+
+use crate::SECKILL;
 
 fn read(path: &str) -> String {
-    std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// `seckill serve --help`: the flags and environment variables the binary knows.
 fn serve_help() -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_seckill"))
+    let output = Command::new(SECKILL)
         .args(["serve", "--help"])
         .output()
         .unwrap();
@@ -166,7 +166,7 @@ fn compose_mounts_the_nginx_configs_where_they_are_included() {
 fn nginx_configs_pass_nginx_t() {
     let dir = std::env::temp_dir().join(format!("seckill-nginx-t-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("nginx-tmp")).unwrap();
-    let rendered = Command::new(format!("{ROOT}/scripts/nginx-config.sh"))
+    let rendered = Command::new(root().join("scripts/nginx-config.sh"))
         .arg(&dir)
         .args(["127.0.0.1:18080", "1", "127.0.0.1:18081", "127.0.0.1:18082"])
         .output()
@@ -178,7 +178,7 @@ fn nginx_configs_pass_nginx_t() {
         .replace("seckill-2", "127.0.0.1")
         .replace(
             "/etc/nginx/seckill/locations.conf",
-            &format!("{ROOT}/nginx/locations.conf"),
+            &root().join("nginx/locations.conf").display().to_string(),
         );
     let docker_main = format!(
         "pid {d}/docker.pid;\nevents {{}}\nhttp {{\n{docker}\n}}\n",
@@ -187,7 +187,7 @@ fn nginx_configs_pass_nginx_t() {
     for (name, config) in [("local", local), ("docker", docker_main)] {
         let path = dir.join(format!("{name}.conf"));
         std::fs::write(&path, config).unwrap();
-        let output = Command::new(common::nginx_binary())
+        let output = Command::new(nginx::binary())
             .arg("-t")
             .arg("-p")
             .arg(&dir)

@@ -1,0 +1,55 @@
+//! Tests that start one Redis (and the instances, Nginx, Redlock servers they need): the
+//! HTTP contract, the progression, its failure modes, fencing, security, resilience and
+//! durability, the bench through Nginx, and the scripts the watchdog fuses its steps into.
+//!
+//! Every test starts its own servers on loopback ports of its own; heavy ones take their
+//! turn ([`seckill_testkit::heavy_turn`]), so two never measure each other on two cores.
+
+mod durability;
+mod failure_modes;
+mod fencing;
+mod hostile_input;
+mod http;
+mod nginx;
+mod progression;
+mod redlock;
+mod resilience;
+mod scripts;
+mod security;
+
+use std::collections::BTreeMap;
+
+use seckill::keys::{ProductId, ProductKeys};
+use seckill_testkit::{Api, Instance, Load, RedisServer, Service};
+
+/// The service's binary, as cargo built it for these tests.
+const SECKILL: &str = env!("CARGO_BIN_EXE_seckill");
+
+/// One Redis and `instances` instances on it.
+fn service(instances: usize, args: &[&str]) -> Service {
+    Service::start(SECKILL, instances, args)
+}
+
+/// One instance on `redis_url`.
+fn instance(redis_url: &str, args: &[&str]) -> Instance {
+    Instance::start(SECKILL, redis_url, args)
+}
+
+/// A product's keys, as the service builds them.
+fn keys(product: &str) -> ProductKeys {
+    ProductKeys::new(&ProductId::parse(product).expect("a valid product id"))
+}
+
+/// Deductions of `product` spread over every instance in turn, their order ids kept; add
+/// requests and concurrency, then run it with any instance's [`Api::run`].
+fn spread(service: &Service, product: &str, variant_and_knobs: &str) -> Load {
+    Api::load_over(&service.apis(), product, variant_and_knobs).keeping_orders()
+}
+
+/// Every order recorded in `redis` for `product`, over all its shards.
+async fn recorded_orders(redis: &RedisServer, product: &str) -> BTreeMap<String, String> {
+    let product = ProductId::parse(product).expect("a valid product id");
+    seckill::product::recorded_orders(&mut redis.conn().await, &product)
+        .await
+        .expect("the orders, read from Redis")
+}

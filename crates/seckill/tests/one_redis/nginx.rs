@@ -1,0 +1,220 @@
+//! The cluster as users run it: real Redis, two instances and real Nginx with the
+//! project's config. The progression holds through Nginx, Nginx moves POSTs past a dead
+//! instance, and the bench agrees with /stats.
+
+use clap::Parser;
+use seckill_bench::args::Cli;
+use seckill_testkit::{Api, Nginx, heavy_turn, int};
+
+use crate::service;
+
+/// Through Nginx: naive loses stock; every other variant sells exactly the stock, and both
+/// instances take part.
+#[tokio::test]
+async fn progression_through_nginx() {
+    let cluster = service(2, &[]);
+    let nginx = Nginx::start(&cluster.instances);
+    let api = Api::new(&nginx.url(""));
+
+    api.reset("101", 100, 1).await;
+    api.run(api.load("101", "naive").requests(400).concurrency(40))
+        .await;
+    let stats = api.stats("101").await;
+    assert!(
+        int(&stats, "lost_updates") > 0 || int(&stats, "oversold") > 0,
+        "naive through Nginx: {stats}"
+    );
+
+    for (variant, shards) in [
+        ("setnx?work_ms=1", 1),
+        ("token?work_ms=1&wait_ms=5000", 1),
+        ("watchdog?work_ms=1", 1),
+        ("segmented?work_ms=1", 4),
+        ("lua", 1),
+    ] {
+        api.reset("101", 60, shards).await;
+        // setnx fails fast, so it gets rounds until the stock is gone.
+        for _ in 0..40 {
+            api.run(api.load("101", variant).requests(200).concurrency(20))
+                .await;
+            if int(&api.stats("101").await, "remaining") == 0 {
+                break;
+            }
+        }
+        let stats = api.stats("101").await;
+        assert_eq!(int(&stats, "sold"), 60, "{variant}: {stats}");
+        assert_eq!(int(&stats, "remaining"), 0, "{variant}: {stats}");
+        assert_eq!(int(&stats, "oversold"), 0, "{variant}: {stats}");
+        assert_eq!(int(&stats, "lost_updates"), 0, "{variant}: {stats}");
+        assert_eq!(int(&stats, "lock_overlaps"), 0, "{variant}: {stats}");
+        assert_eq!(
+            stats["by_instance"].as_object().unwrap().len(),
+            2,
+            "{variant}: {stats}"
+        );
+    }
+}
+
+/// A POST deduction moves past a dead instance without an error (Nginx retries only what
+/// never reached an instance), and nothing is sold twice.
+#[tokio::test]
+async fn post_moves_past_a_dead_instance() {
+    let mut cluster = service(2, &[]);
+    let nginx = Nginx::start(&cluster.instances);
+    let api = Api::new(&nginx.url(""));
+    api.reset("101", 100, 1).await;
+    cluster.instances[1].kill();
+    let statuses = api
+        .run(api.load("101", "lua").requests(60).concurrency(3))
+        .await
+        .statuses;
+    assert_eq!(
+        statuses.get(&200),
+        Some(&60),
+        "every POST answered by the live instance: {statuses:?}"
+    );
+    let stats = api.stats("101").await;
+    assert_eq!(int(&stats, "sold"), 60, "{stats}");
+    assert_eq!(int(&stats, "remaining"), 40, "{stats}");
+}
+
+/// The bench's flags, as a user types them after `seckill-bench`.
+fn bench_args(args: &[&str]) -> seckill_bench::BenchArgs {
+    Cli::parse_from(std::iter::once("seckill-bench").chain(args.iter().copied())).args
+}
+
+/// `seckill-bench` through Nginx: its rows agree with the clients' counts and with /stats,
+/// its table and chart show every row, and it leaves the product as it found it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_agrees_with_stats() {
+    let _turn = heavy_turn().await;
+    let cluster = service(2, &[]);
+    let nginx = Nginx::start(&cluster.instances);
+    let api = Api::new(&nginx.url(""));
+    // The bench leaves the product as it found it (here: 7 units, unsplit).
+    api.reset("101", 7, 1).await;
+    let chart_path = std::env::temp_dir().join(format!("seckill-bench-{}.svg", std::process::id()));
+    let (url, redis_url) = (nginx.url(""), cluster.redis.url());
+    let args = bench_args(&[
+        "--variants",
+        "naive,token,segmented,lua",
+        "--requests",
+        "300",
+        "--concurrency",
+        "20",
+        "--stock",
+        "100",
+        "--shards",
+        "4",
+        "--url",
+        &url,
+        "--redis-url",
+        &redis_url,
+        "--chart",
+        chart_path.to_str().unwrap(),
+    ]);
+    let report = seckill_bench::run(args).await.expect("the bench ran");
+    let table = seckill_bench::table::render(&report.rows);
+    assert_eq!(report.rows.len(), 4);
+    for row in &report.rows {
+        let label = &row.scenario.label;
+        assert!(
+            table.contains(label.as_str()),
+            "the table has {label}:\n{table}"
+        );
+        let answered: usize = row.statuses.values().sum();
+        assert_eq!(answered, 300, "{label}: every request answered");
+        let stats = &row.stats;
+        for (field, figure) in [
+            ("sold", row.sold),
+            ("oversold", row.oversold),
+            ("lost_updates", row.lost_updates),
+            ("lock_overlaps", row.lock_overlaps),
+            ("remaining", row.remaining),
+        ] {
+            assert_eq!(
+                figure,
+                int(stats, field),
+                "{label}: {field} is /stats' figure"
+            );
+        }
+        assert_eq!(
+            row.count(200) as i64,
+            row.sold,
+            "{label}: one order per 200"
+        );
+        let commands = row.redis_commands_per_unit.expect("Redis was read");
+        assert!(
+            commands >= 1.0,
+            "{label}: Redis did work per unit: {commands}"
+        );
+    }
+    assert!(report.rows[0].lost_updates > 0, "naive lost updates");
+    for row in &report.rows[1..] {
+        assert_eq!(row.sold, 100, "{}", row.scenario.label);
+        assert_eq!(row.oversold, 0, "{}", row.scenario.label);
+    }
+    // The product is left as the bench found it: 7 units, unsplit, no orders.
+    let after = api.stats("101").await;
+    assert_eq!(
+        (
+            int(&after, "initial"),
+            int(&after, "shards"),
+            int(&after, "sold")
+        ),
+        (7, 1, 0),
+        "left as found: {after}"
+    );
+    let chart = std::fs::read_to_string(&chart_path).unwrap();
+    assert!(
+        chart.starts_with("<svg") && chart.contains("segmented x4"),
+        "a chart with every row"
+    );
+    let _ = std::fs::remove_file(chart_path);
+}
+
+/// The performance suites report their ratios, each from rows of one run: here the ceiling
+/// (healthz against lua), the shards curve and waiting, on small numbers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_suites_report_ratios() {
+    let _turn = heavy_turn().await;
+    let cluster = service(2, &[]);
+    let nginx = Nginx::start(&cluster.instances);
+    let (url, redis_url) = (nginx.url(""), cluster.redis.url());
+    for (suite, expected) in [
+        ("ceiling", "lock-free ceiling"),
+        ("shards", "segmented goodput"),
+        ("waiting", "watchdog waiting"),
+    ] {
+        let args = bench_args(&[
+            "--suite",
+            suite,
+            "--rounds",
+            "1",
+            "--requests",
+            "200",
+            "--concurrency",
+            "20",
+            "--url",
+            &url,
+            "--redis-url",
+            &redis_url,
+        ]);
+        let report = seckill_bench::run(args).await.expect("the suite ran");
+        let ratio = report
+            .ratios
+            .iter()
+            .find(|r| r.name == expected)
+            .unwrap_or_else(|| panic!("{suite} reports {expected}: {:?}", report.ratios));
+        assert!(ratio.value > 0.0, "{ratio}");
+        for row in report.rows.iter().filter(|r| r.scenario.variant.is_some()) {
+            assert_eq!(row.oversold, 0, "{suite}: {}", row.scenario.label);
+            assert_eq!(
+                row.count(200) as i64,
+                int(&row.stats, "sold"),
+                "{suite}: {}",
+                row.scenario.label
+            );
+        }
+    }
+}
