@@ -163,6 +163,26 @@ pub fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Tries `once` until it says the lock is taken, for up to `wait`, sleeping a few jittered
+/// milliseconds in between (the spinning waiter of the setnx and token locks).
+async fn spin<F, Fut>(wait: Duration, mut once: F) -> Result<bool, LockError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<bool, LockError>>,
+{
+    let deadline = tokio::time::Instant::now().checked_add(wait);
+    loop {
+        if once().await? {
+            return Ok(true);
+        }
+        let left = time_left(deadline);
+        if left.is_zero() {
+            return Ok(false);
+        }
+        tokio::time::sleep(retry_delay(left)).await;
+    }
+}
+
 /// Time left before `deadline`; a wait too long to have one (`Duration::MAX`) never ends.
 fn time_left(deadline: Option<tokio::time::Instant>) -> Duration {
     deadline.map_or(Duration::MAX, |d| {

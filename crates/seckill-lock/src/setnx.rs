@@ -3,9 +3,8 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use tokio::time::Instant;
 
-use crate::{Connection, Lock, LockError, retry_delay, scripts, time_left};
+use crate::{Connection, Lock, LockError, scripts, spin};
 
 /// `SETNX lock <holder>` with no TTL.
 ///
@@ -42,17 +41,12 @@ impl<C: Connection> SetnxLock<C> {
 impl<C: Connection> Lock for SetnxLock<C> {
     /// One `SETNX`, and more every few milliseconds while `wait` lasts.
     async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
-        let deadline = Instant::now().checked_add(wait);
-        loop {
-            if self.conn.set_nx(&self.key, &self.holder).await? {
-                return Ok(true);
-            }
-            let left = time_left(deadline);
-            if left.is_zero() {
-                return Ok(false);
-            }
-            tokio::time::sleep(retry_delay(left)).await;
-        }
+        let (conn, key, holder) = (&self.conn, &self.key, &self.holder);
+        spin(wait, || {
+            let mut conn = conn.clone();
+            async move { Ok(conn.set_nx(key, holder).await?) }
+        })
+        .await
     }
 
     async fn release(&mut self) -> Result<bool, LockError> {

@@ -3,9 +3,8 @@
 use std::time::Duration;
 
 use redis::{AsyncCommands, SetExpiry, SetOptions};
-use tokio::time::Instant;
 
-use crate::{Connection, Lock, LockError, millis, retry_delay, scripts, time_left};
+use crate::{Connection, Lock, LockError, millis, scripts, spin};
 
 /// `SET lock <token> NX PX ttl`, released by an atomic compare-and-delete script.
 ///
@@ -62,25 +61,19 @@ impl<C: Connection> TokenLock<C> {
 impl<C: Connection> Lock for TokenLock<C> {
     /// Tries again every few milliseconds while `wait` lasts.
     async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
-        let deadline = Instant::now().checked_add(wait);
+        let (conn, key, token) = (&self.conn, &self.key, &self.token);
         let ttl_ms = millis(self.ttl).max(1);
-        loop {
+        spin(wait, || {
+            let mut conn = conn.clone();
             let options = SetOptions::default()
                 .conditional_set(redis::ExistenceCheck::NX)
                 .with_expiration(SetExpiry::PX(ttl_ms));
-            let set: Option<String> = self
-                .conn
-                .set_options(&self.key, &self.token, options)
-                .await?;
-            if set.is_some() {
-                return Ok(true);
+            async move {
+                let set: Option<String> = conn.set_options(key, token, options).await?;
+                Ok(set.is_some())
             }
-            let left = time_left(deadline);
-            if left.is_zero() {
-                return Ok(false);
-            }
-            tokio::time::sleep(retry_delay(left)).await;
-        }
+        })
+        .await
     }
 
     /// Compare-and-delete in one step, unless the seed's release was asked for.

@@ -122,7 +122,7 @@ async fn waiter_acquires_when_holder_releases() {
 
 /// A holds, B and C wait: the lock passes A -> one of them -> the other.
 #[tokio::test]
-async fn three_way_hand_off() {
+async fn three_way_handoff() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
     let holders = Arc::new(HolderIds::new());
@@ -465,7 +465,7 @@ async fn holder_hands_the_lock_to_a_waiter_of_its_instance() {
 /// Hand-offs in a row are bounded: past `set_handoffs`, a holder releases the lock for
 /// every instance (a message), then hands on again.
 #[tokio::test]
-async fn hand_offs_in_a_row_are_bounded() {
+async fn handoffs_in_a_row_are_bounded() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
     locks.set_handoffs(2);

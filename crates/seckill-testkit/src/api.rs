@@ -103,6 +103,48 @@ impl Api {
         tokio::spawn(async move { load.run(&http, &control).await })
     }
 
+    /// What `/stats` says was sold of `product`, when it answers (it may be 503 while Redis
+    /// is away).
+    pub async fn sold(&self, product: &str) -> Option<i64> {
+        let (status, stats) = self.get(&format!("/stats?product={product}")).await;
+        (status == 200).then(|| stats["sold"].as_i64()).flatten()
+    }
+
+    /// Waits until `/stats` says at least `units` of `product` were sold; what it says then.
+    /// Panics, saying `what` it waited for, after `within`.
+    pub async fn wait_sold(&self, product: &str, units: i64, within: Duration, what: &str) -> i64 {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(sold) = self.sold(product).await
+                && sold >= units
+            {
+                return sold;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what}: not {units} sold in {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Deductions of `product` with `variant_and_knobs`, 200 at a time from 20 clients, in
+    /// rounds until it is sold out (setnx fails fast, so it needs rounds) or 40 rounds
+    /// went by; `/stats` then.
+    pub async fn sell_out_in_rounds(&self, product: &str, variant_and_knobs: &str) -> Value {
+        for _ in 0..40 {
+            let load = self
+                .load(product, variant_and_knobs)
+                .requests(200)
+                .concurrency(20);
+            self.run(load).await;
+            if int(&self.stats(product).await, "remaining") == 0 {
+                break;
+            }
+        }
+        self.stats(product).await
+    }
+
     /// A metric summed over its series in `/metrics` (`seckill_lock_handoffs_total`, …).
     pub async fn metric(&self, name: &str) -> f64 {
         let url = self.url("/metrics");

@@ -27,9 +27,12 @@
 //!   script in their place (the service enters and commits its critical section in the
 //!   same round trips).
 
+mod keys;
 mod release;
+mod renewal;
 mod waiters;
 
+pub use keys::LockKeys;
 pub use release::{ReleaseArgs, Released, Successor};
 pub use waiters::{DEFAULT_HANDOFFS, Subscriber, WatchdogCounters, WatchdogLocks};
 
@@ -55,34 +58,6 @@ pub const FAIR_PATIENCE: Duration = Duration::from_secs(5);
 /// How often a waiter looks again at a lock whose holder's release sends no message (a
 /// setnx or token holder on the same key).
 const UNKNOWN_TTL_POLL: Duration = Duration::from_millis(100);
-
-/// The keys of one watchdog lock, all under one hash tag (one Cluster slot).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockKeys {
-    /// The lock: a hash `holder -> hold count` while held.
-    pub lock: String,
-    /// The channel a release publishes on; the instance's pattern subscription must
-    /// match it.
-    pub channel: String,
-    /// A fair lock's queue: a list of waiting holders, oldest first.
-    pub queue: String,
-    /// A fair lock's waiters' deadlines: sorted set holder -> the time (ms) after which a
-    /// waiter that has not tried again leaves the queue.
-    pub waiting: String,
-}
-
-impl LockKeys {
-    /// `<prefix>:lock`, `<prefix>:lock:released`, `<prefix>:lock:queue`,
-    /// `<prefix>:lock:waiting`; the subscription pattern `*:lock:released` matches them.
-    pub fn under(prefix: &str) -> Self {
-        Self {
-            lock: format!("{prefix}:lock"),
-            channel: format!("{prefix}:lock:released"),
-            queue: format!("{prefix}:lock:queue"),
-            waiting: format!("{prefix}:lock:waiting"),
-        }
-    }
-}
 
 /// One try at a lock, as the script that tried answered.
 #[derive(Debug)]
@@ -260,7 +235,7 @@ impl<C: Connection> WatchdogLock<C> {
         self.holds += 1;
         if self.holds == 1 && self.lease.is_none() {
             self.lost.store(false, Ordering::Release);
-            self.watchdog = Some(tokio::spawn(renew(
+            self.watchdog = Some(tokio::spawn(renewal::renew(
                 self.shared.clone(),
                 self.keys.lock.clone(),
                 self.holder.clone(),
@@ -397,39 +372,6 @@ impl<C> Drop for WatchdogLock<C> {
         }
         if let Some(watchdog) = self.watchdog.take() {
             watchdog.abort();
-        }
-    }
-}
-
-/// The watchdog: renews the lease every lease/3 until aborted, or until the lock is found
-/// gone.
-async fn renew<C: Connection>(
-    shared: Arc<Shared<C>>,
-    key: String,
-    holder: String,
-    lost: Arc<AtomicBool>,
-) {
-    let lease = shared.lease;
-    let mut conn = shared.conn.clone();
-    loop {
-        tokio::time::sleep(lease / 3).await;
-        let renewed: Result<i64, _> = scripts::WATCHDOG_RENEW
-            .key(&key)
-            .arg(millis(lease).max(1))
-            .arg(&holder)
-            .invoke_async(&mut conn)
-            .await;
-        match renewed {
-            Ok(1) => shared.counters.renewal(),
-            Ok(_) => {
-                lost.store(true, Ordering::Release);
-                shared.counters.lost_lock();
-                tracing::warn!(%key, %holder, "watchdog found the lock gone: the holder lost it");
-                return;
-            }
-            // Redis away for a moment: try again next tick. If it stays away past the
-            // lease, the next tick that reaches Redis finds the lock gone and says so.
-            Err(err) => tracing::warn!(%key, error = %err, "lease renewal failed"),
         }
     }
 }

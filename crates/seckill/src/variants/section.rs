@@ -182,14 +182,7 @@ impl Deduction {
         credentials: Credentials<'_>,
     ) -> Result<Outcome, AppError> {
         let order = Uuid::now_v7().to_string();
-        let sale = scripts::Sale {
-            shard,
-            holder: &self.holder,
-            order: &order,
-            instance: &self.app.settings.instance,
-            variant: self.variant.name(),
-        };
-        let remaining: i64 = scripts::commit(&sale, write, credentials)
+        let remaining: i64 = scripts::commit(&self.sale(shard, &order), write, credentials)
             .invoke_async(&mut self.redis())
             .await?;
         match remaining {
@@ -197,6 +190,17 @@ impl Deduction {
             -3 => Ok(Outcome::LockLost),
             -4 => Ok(Outcome::Fenced),
             _ => Ok(self.sold(shard, order, remaining).await),
+        }
+    }
+
+    /// This deduction's sale from `shard`, recorded as `order`, as the commit scripts take it.
+    pub(super) fn sale<'a>(&'a self, shard: &'a ShardKeys, order: &'a str) -> scripts::Sale<'a> {
+        scripts::Sale {
+            shard,
+            holder: &self.holder,
+            order,
+            instance: &self.app.settings.instance,
+            variant: self.variant.name(),
         }
     }
 

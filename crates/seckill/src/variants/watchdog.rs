@@ -153,14 +153,7 @@ async fn in_two_trips(
     let order = Uuid::now_v7().to_string();
     let left = lock
         .release_with(|release| {
-            let sale = scripts::Sale {
-                shard,
-                holder: &d.holder,
-                order: &order,
-                instance: &d.app.settings.instance,
-                variant: d.variant.name(),
-            };
-            let script = scripts::commit_release(&sale, sells, &release);
+            let script = scripts::commit_release(&d.sale(shard, &order), sells, &release);
             let mut conn = d.redis();
             async move {
                 let mut answer: Vec<Value> = script.invoke_async(&mut conn).await?;

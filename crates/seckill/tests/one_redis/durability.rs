@@ -25,27 +25,18 @@ async fn killed_redis_restarts_on_its_aof_with_every_acknowledged_order() {
     let control = Control::default();
     let lua = api.load("101", "lua").requests(90_000).concurrency(20);
     let load = api.spawn(lua.keeping_orders(), &control);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while int(&api.stats("101").await, "sold") < 500 {
-        assert!(Instant::now() < deadline, "no sales before the kill");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let within = Duration::from_secs(20);
+    api.wait_sold("101", 500, within, "sales before the kill")
+        .await;
     cluster.redis.kill();
     tokio::time::sleep(Duration::from_millis(500)).await;
     cluster.redis.restart();
     // Sales resume by themselves once the instances have reconnected.
-    let sold_then = loop {
-        let (status, stats) = api.get("/stats?product=101").await;
-        if let (200, Some(sold)) = (status, stats["sold"].as_i64()) {
-            break sold;
-        }
-        assert!(Instant::now() < deadline, "/stats did not come back");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    while int(&api.stats("101").await, "sold") < sold_then + 100 {
-        assert!(Instant::now() < deadline, "sales did not resume");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let then = api
+        .wait_sold("101", 0, within, "/stats after the restart")
+        .await;
+    api.wait_sold("101", then + 100, within, "sales after the restart")
+        .await;
     control.stop();
     let load = load.await.unwrap();
 

@@ -15,7 +15,7 @@ use crate::keys;
 /// tries on its own. It gets the lock with one hold, and no overlap is counted against
 /// itself; its release then frees the lock.
 #[tokio::test]
-async fn a_hand_off_whose_answer_was_lost_is_one_hold_and_no_overlap() {
+async fn a_handoff_whose_answer_was_lost_is_one_hold_and_no_overlap() {
     let redis = RedisServer::start();
     let mut conn = redis.conn().await;
     let shard = keys("101").whole();

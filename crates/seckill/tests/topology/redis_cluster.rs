@@ -53,14 +53,7 @@ async fn progression_on_a_three_master_cluster_through_nginx() {
         ("lua", 1),
     ] {
         api.reset("101", 60, shards).await;
-        // setnx fails fast, so it gets rounds until the stock is gone.
-        for _ in 0..40 {
-            load(variant, 200, 20).await;
-            if int(&api.stats("101").await, "remaining") == 0 {
-                break;
-            }
-        }
-        let stats = api.stats("101").await;
+        let stats = api.sell_out_in_rounds("101", variant).await;
         assert_eq!(int(&stats, "sold"), 60, "{variant}: {stats}");
         assert_eq!(int(&stats, "remaining"), 0, "{variant}: {stats}");
         assert_eq!(int(&stats, "oversold"), 0, "{variant}: {stats}");
@@ -159,11 +152,9 @@ async fn kill_master_under_lua_load(extra: &[&str]) -> Failover {
     let lua = api.load("101", "lua").requests(90_000).concurrency(20);
     let load = api.spawn(lua.keeping_orders(), &control);
     // Let sales run, then kill the master while they do.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while int(&api.stats("101").await, "sold") < 500 {
-        assert!(Instant::now() < deadline, "no sales before the kill");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let within = Duration::from_secs(20);
+    api.wait_sold("101", 500, within, "sales before the kill")
+        .await;
     let stock = keys("101").whole().stock;
     let slot: u16 = redis
         .cli(redis.nodes[0].port, &["cluster", "keyslot", &stock])
@@ -187,21 +178,11 @@ async fn kill_master_under_lua_load(extra: &[&str]) -> Failover {
 
     // Sales resume by themselves: watch sold go up on the new master (`/stats` itself
     // may answer 503 until the instances have found it).
-    let resumed = Instant::now() + Duration::from_secs(20);
-    let sold = || async { api.get("/stats?product=101").await.1["sold"].as_i64() };
-    let mut sold_then = None;
-    loop {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        match (sold_then, sold().await) {
-            (None, now) => sold_then = now,
-            (Some(then), Some(now)) if now > then + 100 => break,
-            _ => {}
-        }
-        assert!(
-            Instant::now() < resumed,
-            "sales did not resume after the failover"
-        );
-    }
+    let then = api
+        .wait_sold("101", 0, within, "/stats after the failover")
+        .await;
+    api.wait_sold("101", then + 100, within, "sales after the failover")
+        .await;
     control.stop();
     let load = load.await.unwrap();
     let (status, body) = api.deduct("101", "lua").await;

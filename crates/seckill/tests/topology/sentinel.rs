@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use seckill_testkit::sentinel::MASTER;
 use seckill_testkit::{
-    Api, Control, Instance, Nginx, Sentinels, assert_survived_failover, heavy_turn, int,
+    Api, Control, Instance, Nginx, Sentinels, assert_survived_failover, heavy_turn,
 };
 
 use crate::{instance, recorded_orders};
@@ -34,11 +34,9 @@ async fn killed_sentinel_master_loses_no_acknowledged_order() {
     let control = Control::default();
     let lua = api.load("101", "lua").requests(90_000).concurrency(20);
     let load = api.spawn(lua.keeping_orders(), &control);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while int(&api.stats("101").await, "sold") < 500 {
-        assert!(Instant::now() < deadline, "no sales before the kill");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let within = Duration::from_secs(60);
+    api.wait_sold("101", 500, within, "sales before the kill")
+        .await;
     let old = redis.master.port;
     redis.master.kill();
     let killed_at = Instant::now();
@@ -50,20 +48,11 @@ async fn killed_sentinel_master_loses_no_acknowledged_order() {
     );
 
     // The instances find the new master by themselves: sales go on.
-    let mut sold_then = None;
-    loop {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let sold = api.get("/stats?product=101").await.1["sold"].as_i64();
-        match (sold_then, sold) {
-            (None, now) => sold_then = now,
-            (Some(then), Some(now)) if now > then + 100 => break,
-            _ => {}
-        }
-        assert!(
-            Instant::now() < deadline,
-            "sales did not resume on the new master"
-        );
-    }
+    let then = api
+        .wait_sold("101", 0, within, "/stats after the failover")
+        .await;
+    api.wait_sold("101", then + 100, within, "sales on the new master")
+        .await;
     let resumed_after = killed_at.elapsed();
     control.stop();
     let load = load.await.unwrap();

@@ -2,11 +2,17 @@
 //! before anything touches Redis.
 //!
 //! A [`Knob`] is a declaration — its name, what it does, and how its value is read and
-//! bounded. The knobs every lock variant shares are declared here; a knob only one variant
-//! uses is declared in that variant's file (lua's `batch`, shares' `share_units`). Each
+//! bounded. The knobs the lock variants share are declared in `shared.rs`; a knob only one
+//! variant uses is declared in that variant's file (lua's `batch`, shares' `share_units`). Each
 //! variant lists the knobs it takes in its [`Spec`](crate::variants::Spec), and asking it for
 //! any other is a 400 that says which it takes, never a value silently ignored. The API's
 //! description (`/openapi.json`) is written from the same declarations.
+
+mod shared;
+
+pub use shared::{
+    DEFAULT_LOCK_WAIT_MS, FAULT, FENCE, LEASE_MS, PAUSE_MS, TTL_MS, WAIT_MS, WORK_MS,
+};
 
 use std::time::Duration;
 
@@ -62,86 +68,6 @@ impl Knob {
         }
     }
 }
-
-/// `work_ms`: business time inside the critical section (the seeds widen race windows with
-/// sleeps).
-pub const WORK_MS: Knob = Knob {
-    name: "work_ms",
-    doc: "Business time inside the critical section (all but lua).",
-    kind: Kind::Millis {
-        min: 0,
-        max: |l| l.max_work_ms,
-        default: Some(0),
-    },
-};
-
-/// `wait_ms`: how long to wait for a held lock. 0 unless the variant says otherwise.
-pub const WAIT_MS: Knob = Knob {
-    name: "wait_ms",
-    doc: "How long to wait for a held lock (token, watchdog, segmented, redlock), or (shares) \
-          for a unit held in another instance's share.",
-    kind: Kind::Millis {
-        min: 0,
-        max: |l| l.max_wait_ms,
-        default: Some(0),
-    },
-};
-
-/// How long watchdog, segmented, shares and redlock requests wait when they name no
-/// `wait_ms`: users of these variants wait rather than fail.
-pub const DEFAULT_LOCK_WAIT_MS: u64 = 5_000;
-
-/// `ttl_ms`: a string lock's TTL.
-pub const TTL_MS: Knob = Knob {
-    name: "ttl_ms",
-    doc: "The lock's TTL (token, redlock; without it redlock extends its lock by quorum \
-          while the work runs).",
-    kind: Kind::Millis {
-        min: 10,
-        max: |l| l.max_ttl_ms,
-        default: None,
-    },
-};
-
-/// `lease_ms`: an explicit lease for the watchdog lock, which then has no watchdog.
-pub const LEASE_MS: Knob = Knob {
-    name: "lease_ms",
-    doc: "An explicit lease: no watchdog then (watchdog, segmented).",
-    kind: Kind::Millis {
-        min: 10,
-        max: |l| l.max_ttl_ms,
-        default: None,
-    },
-};
-
-/// `fault`: a fault to inject; only on instances started with `--faults`.
-pub const FAULT: Knob = Knob {
-    name: "fault",
-    doc: "Fault injection, only on instances started with --faults; otherwise a 400.",
-    kind: Kind::Choice {
-        values: &["abandon", "pause_before_release"],
-    },
-};
-
-/// `pause_ms`: how long `fault=pause_before_release` pauses.
-pub const PAUSE_MS: Knob = Knob {
-    name: "pause_ms",
-    doc: "With fault=pause_before_release.",
-    kind: Kind::Millis {
-        min: 0,
-        max: |l| l.max_pause_ms,
-        default: None,
-    },
-};
-
-/// `fence`: present a fencing token at the stock.
-pub const FENCE: Knob = Knob {
-    name: "fence",
-    doc: "Lock variants: on presents a fencing token at the stock, which refuses a commit \
-          from a holder older than one it has seen (503 fenced). Off by default, so that the \
-          lessons fail as the seeds say.",
-    kind: Kind::Switch { default: false },
-};
 
 /// A fault a request asks for; only honoured on instances started with `--faults`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
