@@ -26,7 +26,8 @@
 #   NGINX_WORKERS=1        Nginx worker processes
 #   RUN_DIR=./run          pid files, logs, the rendered nginx.conf
 #   SECKILL_SERVE_ARGS=""  extra flags for every instance, e.g. "--faults --lock-lease-ms 200"
-#   SKIP_BUILD=1           use target/release/seckill as it is
+#   SKIP_BUILD=1           use the binary as it is
+#   BIN=target/release/seckill  the service's binary (another build, to compare two)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,7 +44,7 @@ REDLOCK_SERVERS=${REDLOCK_SERVERS:-0}
 REDLOCK_PORT=${REDLOCK_PORT:-6391}
 RUN_DIR=${RUN_DIR:-$PWD/run}
 SECKILL_SERVE_ARGS=${SECKILL_SERVE_ARGS:-}
-BIN=$PWD/target/release/seckill
+BIN=${BIN:-$PWD/target/release/seckill}
 export PATH="$PATH:/usr/sbin:/sbin"
 
 mkdir -p "$RUN_DIR"

@@ -102,8 +102,8 @@ impl Deduction {
 
     /// The one lock sequence: acquire (for up to `wait`), confirm with the lock store's
     /// replicas, abandon if the request asked to, take a fencing token, run the critical
-    /// section on `shard`, release — released whatever the section came to, as the seed's
-    /// `finally` does.
+    /// section on `shard`, release — released whatever the section came to (an error
+    /// included), as the seed's `finally` does, unless the holder abandoned it.
     pub(super) async fn under_lock<L: Lock>(
         &self,
         shard: &ShardKeys,
@@ -118,8 +118,22 @@ impl Deduction {
         if !acquired {
             return Ok(Outcome::LockBusy);
         }
-        if store == LockStore::Instance && !self.lock_confirmed(&shard.lock).await? {
+        let held = self.while_held(shard, &mut lock, store).await;
+        if !matches!(held, Ok(Outcome::Abandoned)) {
             self.log_release(lock.release().await);
+        }
+        held
+    }
+
+    /// What a holder does with the lock: confirm it, (abandon it), take a fencing token,
+    /// run the critical section.
+    async fn while_held<L: Lock>(
+        &self,
+        shard: &ShardKeys,
+        lock: &mut L,
+        store: LockStore,
+    ) -> Result<Outcome, AppError> {
+        if store == LockStore::Instance && !self.lock_confirmed(&shard.lock).await? {
             return Ok(Outcome::LockUnconfirmed);
         }
         if self.knobs.abandons() {
@@ -138,9 +152,7 @@ impl Deduction {
             lock_holder: checkable.then(|| lock.holder()),
             token,
         };
-        let result = self.critical_section(shard, &lock, credentials).await;
-        self.log_release(lock.release().await);
-        result
+        self.critical_section(shard, &*lock, credentials).await
     }
 
     /// The seed's business logic, run while holding `lock`: enter (the audit notes who else

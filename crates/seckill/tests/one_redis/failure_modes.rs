@@ -353,3 +353,27 @@ async fn shares_of_a_killed_instance_come_back_after_their_lease() {
         "sold out once the pool and every share are empty"
     );
 }
+
+/// A store that fails under a holder does not leave its lock behind: the stock store goes
+/// away after a setnx lock was taken on a lock store of its own (the fencing token is then
+/// the step that fails), the answer is a clean 503, and the lock — which has no TTL, so
+/// nothing else would ever free it — is given back.
+#[tokio::test]
+async fn a_lock_is_given_back_when_the_stock_store_fails_under_its_holder() {
+    let mut stock = seckill_testkit::RedisServer::start();
+    let locks = seckill_testkit::RedisServer::start();
+    let instance = crate::instance(&stock.url(), &["--lock-redis-url", &locks.url()]);
+    let api = instance.api();
+    api.reset("101", 5, 1).await;
+    stock.kill();
+    let (status, body) = api.deduct("101", "setnx?fence=on").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["outcome"], "redis_unavailable", "{body}");
+    let held: bool = locks
+        .conn()
+        .await
+        .exists(keys("101").whole().lock)
+        .await
+        .unwrap();
+    assert!(!held, "the setnx lock was left behind, with no TTL");
+}
