@@ -3,8 +3,17 @@
 //! One random token; `SET key token NX PX ttl` on every server at once, each bounded by a
 //! timeout small against the TTL; the lock is held when a majority (N/2+1) granted it and
 //! time is left: validity = TTL − the time taking it took − drift (1 % of the TTL + 2 ms).
-//! Otherwise it is given back everywhere and tried again after a random delay, until the
-//! wait runs out. Release is a compare-and-delete on every server.
+//! Otherwise what was granted is given back on every server at once and the lock is tried
+//! again after a random delay (the Redis docs' cure for split votes), until the wait runs
+//! out. Release is a compare-and-delete on every server. A round listens only until its
+//! answer is decided, and a server that did not answer is left alone for a second
+//! ([`DOWN_FOR`], counted as a no): two dead servers of five cost nothing per lock.
+//!
+//! One contender per process and lock at a time: the holders of one process queue for
+//! their turn in the process (in arrival order, as Redisson queues its waiters) and only
+//! the one whose turn it is asks the servers. Without that, a hundred waiters of one
+//! instance each take some of the servers, none gets a majority when two of five are down,
+//! and all back off and try again, again.
 //!
 //! With `extend`, the lock is extended while the work runs, by a quorum again, every
 //! TTL/3: an extension must reach a majority before the current validity ends, or the
@@ -14,22 +23,51 @@
 //! its validity still thinks it holds the lock, and a server restarted without its data
 //! forgets the grants it made. Fencing tokens where the work lands cover the first.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use futures_util::future::join_all;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, RedisError, SetExpiry, SetOptions};
+use tokio::sync::OwnedMutexGuard;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::{Connection, Lock, LockError, millis, scripts, time_left};
 
-/// The independent servers a Redlock lock is taken on. Cheap to clone.
+mod servers;
+
+pub use servers::DOWN_FOR;
+use servers::{Ask, Servers};
+
+/// The independent servers a Redlock lock is taken on, and this process's queue of
+/// contenders for each lock. Cheap to clone.
 #[derive(Clone)]
 pub struct Redlock<C> {
-    servers: Arc<[C]>,
+    servers: Arc<Servers<C>>,
+    turns: Arc<Turns>,
+}
+
+/// Whose turn it is to contend for each lock, in this process.
+#[derive(Default)]
+struct Turns {
+    by_key: Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
+}
+
+impl Turns {
+    /// The queue for `key`, shared by every handle on it that is alive.
+    fn of(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        // Held for a lookup or an insert, never across an await.
+        let mut by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(turn) = by_key.get(key).and_then(Weak::upgrade) {
+            return turn;
+        }
+        by_key.retain(|_, turn| turn.strong_count() > 0);
+        let turn = Arc::new(tokio::sync::Mutex::new(()));
+        by_key.insert(key.to_owned(), Arc::downgrade(&turn));
+        turn
+    }
 }
 
 impl Redlock<ConnectionManager> {
@@ -57,21 +95,23 @@ impl<C: Connection> Redlock<C> {
     /// Over `servers`, each a connection to an independent master.
     pub fn new(servers: Vec<C>) -> Self {
         Self {
-            servers: servers.into(),
+            servers: Arc::new(Servers::new(servers)),
+            turns: Arc::default(),
         }
     }
 
     /// Servers that must agree: a majority.
     pub fn quorum(&self) -> usize {
-        self.servers.len() / 2 + 1
+        self.servers.quorum()
     }
 
     /// A handle on the lock at `key` for `token` (a unique id), with a `ttl`. `extend`:
     /// keep the lock, by quorum, while the holder works.
     pub fn lock(&self, key: &str, ttl: Duration, extend: bool, token: &str) -> RedlockLock<C> {
         RedlockLock {
+            turn: self.turns.of(key),
+            my_turn: None,
             servers: self.servers.clone(),
-            quorum: self.quorum(),
             key: key.to_owned(),
             token: token.to_owned(),
             ttl,
@@ -85,8 +125,11 @@ impl<C: Connection> Redlock<C> {
 
 /// One holder's handle on a Redlock lock.
 pub struct RedlockLock<C> {
-    servers: Arc<[C]>,
-    quorum: usize,
+    /// This process's queue for the lock, and this handle's place at its head while it
+    /// contends and holds.
+    turn: Arc<tokio::sync::Mutex<()>>,
+    my_turn: Option<OwnedMutexGuard<()>>,
+    servers: Arc<Servers<C>>,
     key: String,
     token: String,
     ttl: Duration,
@@ -103,17 +146,27 @@ impl<C: Connection> Lock for RedlockLock<C> {
     /// a quorum of servers answered at all (the lock cannot be had, whoever holds it).
     async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
         let deadline = Instant::now().checked_add(wait);
+        // This process's turn first: its other contenders for the lock wait here, in
+        // order, instead of splitting the servers' votes.
+        let turn = self.turn.clone().lock_owned();
+        let my_turn = match deadline {
+            None => turn.await,
+            Some(deadline) => match tokio::time::timeout_at(deadline, turn).await {
+                Ok(my_turn) => my_turn,
+                Err(_) => return Ok(false),
+            },
+        };
         loop {
             let started = Instant::now();
-            let (granted, answered) = self.grant_everywhere().await;
+            let grants = self.grant_everywhere().await;
             let validity = validity(self.ttl, started.elapsed());
-            if granted >= self.quorum && !validity.is_zero() {
+            if grants.yes >= self.servers.quorum() && !validity.is_zero() {
+                self.my_turn = Some(my_turn);
                 *self.valid() = Some(started + validity);
                 self.lost.store(false, Ordering::Release);
                 if self.extend {
                     self.extender = Some(tokio::spawn(extend(
                         self.servers.clone(),
-                        self.quorum,
                         self.key.clone(),
                         self.token.clone(),
                         self.ttl,
@@ -127,9 +180,9 @@ impl<C: Connection> Lock for RedlockLock<C> {
             self.release_everywhere().await;
             let left = time_left(deadline);
             if left.is_zero() {
-                if answered < self.quorum {
+                if grants.answered < self.servers.quorum() {
                     return Err(LockError::NoQuorum {
-                        answered,
+                        answered: grants.answered,
                         servers: self.servers.len(),
                     });
                 }
@@ -141,17 +194,23 @@ impl<C: Connection> Lock for RedlockLock<C> {
         }
     }
 
-    /// Gives the lock back on every server. True when a quorum still had it.
+    /// Gives the lock back on every server, then the turn to this process's next
+    /// contender. True when a quorum still had it.
     async fn release(&mut self) -> Result<bool, LockError> {
         self.stop_extending();
         *self.valid() = None;
-        Ok(self.release_everywhere().await >= self.quorum)
+        let released = self.release_everywhere().await >= self.servers.quorum();
+        self.my_turn = None;
+        Ok(released)
     }
 
-    /// Stops as if the process died: no release, no extension.
+    /// Stops as if the process died: no release, no extension. The process's other
+    /// contenders go on (they would not have died with this one), and find the lock held
+    /// until its TTL runs out.
     fn abandon(&mut self) {
         self.stop_extending();
         *self.valid() = None;
+        self.my_turn = None;
     }
 
     /// True once the holder can no longer count on the lock: an extension missed the
@@ -167,47 +226,38 @@ impl<C: Connection> Lock for RedlockLock<C> {
 }
 
 impl<C: Connection> RedlockLock<C> {
-    /// `SET NX PX` on every server at once: (granted, answered).
-    async fn grant_everywhere(&self) -> (usize, usize) {
+    /// `SET NX PX` on every server not known to be down, at once, until decided.
+    async fn grant_everywhere(&self) -> servers::Tally {
         let ttl_ms = millis(self.ttl).max(1);
-        let timeout = node_timeout(self.ttl);
-        let tries = self.servers.iter().map(|server| {
-            let mut server = server.clone();
-            let (key, token) = (self.key.clone(), self.token.clone());
-            async move {
-                let options = SetOptions::default()
-                    .conditional_set(redis::ExistenceCheck::NX)
-                    .with_expiration(SetExpiry::PX(ttl_ms));
-                let set = server.set_options::<_, _, Option<String>>(key, token, options);
-                tokio::time::timeout(timeout, set).await
-            }
-        });
-        let answers = join_all(tries).await;
-        let granted = answers
-            .iter()
-            .filter(|a| matches!(a, Ok(Ok(Some(_)))))
-            .count();
-        let answered = answers.iter().filter(|a| matches!(a, Ok(Ok(_)))).count();
-        (granted, answered)
+        self.servers
+            .ask(Ask::Up, node_timeout(self.ttl), |mut server| {
+                let (key, token) = (self.key.clone(), self.token.clone());
+                async move {
+                    let options = SetOptions::default()
+                        .conditional_set(redis::ExistenceCheck::NX)
+                        .with_expiration(SetExpiry::PX(ttl_ms));
+                    let set: Option<String> = server.set_options(key, token, options).await?;
+                    Ok(set.is_some())
+                }
+            })
+            .await
     }
 
-    /// Compare-and-delete on every server; how many had it.
+    /// Compare-and-delete on every server at once; how many had it, once decided (the
+    /// rest finish in the background).
     async fn release_everywhere(&self) -> usize {
-        let timeout = node_timeout(self.ttl);
-        let releases = self.servers.iter().map(|server| {
-            let mut server = server.clone();
-            let (key, token) = (self.key.clone(), self.token.clone());
-            async move {
-                let mut release = scripts::TOKEN_RELEASE.prepare_invoke();
-                release.key(key).arg(token);
-                tokio::time::timeout(timeout, release.invoke_async::<i64>(&mut server)).await
-            }
-        });
-        join_all(releases)
-            .await
-            .iter()
-            .filter(|r| matches!(r, Ok(Ok(1))))
-            .count()
+        let tally = self
+            .servers
+            .ask(Ask::Everyone, node_timeout(self.ttl), |mut server| {
+                let (key, token) = (self.key.clone(), self.token.clone());
+                async move {
+                    let mut release = scripts::TOKEN_RELEASE.prepare_invoke();
+                    release.key(key).arg(token);
+                    Ok(release.invoke_async::<i64>(&mut server).await? == 1)
+                }
+            })
+            .await;
+        tally.yes
     }
 
     fn valid(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
@@ -234,32 +284,28 @@ impl<C> Drop for RedlockLock<C> {
 /// reaches a quorum before the current validity ends moves the validity on; one that does
 /// not marks the lock lost, and extending stops.
 async fn extend<C: Connection>(
-    servers: Arc<[C]>,
-    quorum: usize,
+    servers: Arc<Servers<C>>,
     key: String,
     token: String,
     ttl: Duration,
     valid_until: Arc<Mutex<Option<Instant>>>,
     lost: Arc<AtomicBool>,
 ) {
-    let timeout = node_timeout(ttl);
+    let quorum = servers.quorum();
     loop {
         tokio::time::sleep(ttl / 3).await;
         let started = Instant::now();
-        let extensions = servers.iter().map(|server| {
-            let mut server = server.clone();
-            let (key, token) = (key.clone(), token.clone());
-            async move {
-                let mut extend = scripts::REDLOCK_EXTEND.prepare_invoke();
-                extend.key(key).arg(token).arg(millis(ttl).max(1));
-                tokio::time::timeout(timeout, extend.invoke_async::<i64>(&mut server)).await
-            }
-        });
-        let extended = join_all(extensions)
+        let extended = servers
+            .ask(Ask::Up, node_timeout(ttl), |mut server| {
+                let (key, token) = (key.clone(), token.clone());
+                async move {
+                    let mut extend = scripts::REDLOCK_EXTEND.prepare_invoke();
+                    extend.key(key).arg(token).arg(millis(ttl).max(1));
+                    Ok(extend.invoke_async::<i64>(&mut server).await? == 1)
+                }
+            })
             .await
-            .iter()
-            .filter(|e| matches!(e, Ok(Ok(1))))
-            .count();
+            .yes;
         let mut valid = valid_until.lock().unwrap_or_else(|e| e.into_inner());
         let in_time = valid.is_some_and(|until| Instant::now() < until);
         let validity = validity(ttl, started.elapsed());

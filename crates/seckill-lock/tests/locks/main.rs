@@ -1,0 +1,5 @@
+//! The locks as a library against real `redis-server`s: the watchdog lock on one Redis,
+//! Redlock on five.
+
+mod redlock;
+mod watchdog;
