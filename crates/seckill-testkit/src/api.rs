@@ -103,6 +103,23 @@ impl Api {
         tokio::spawn(async move { load.run(&http, &control).await })
     }
 
+    /// Runs `loads` side by side with this handle's client for `time`, then stops them: a
+    /// report each, in their order.
+    pub async fn side_by_side(&self, loads: Vec<Load>, time: Duration) -> Vec<Report> {
+        let control = Control::default();
+        let running: Vec<_> = loads
+            .into_iter()
+            .map(|load| self.spawn(load.requests(usize::MAX), &control))
+            .collect();
+        tokio::time::sleep(time).await;
+        control.stop();
+        let mut reports = Vec::new();
+        for load in running {
+            reports.push(load.await.expect("a load task"));
+        }
+        reports
+    }
+
     /// What `/stats` says was sold of `product`, when it answers (it may be 503 while Redis
     /// is away).
     pub async fn sold(&self, product: &str) -> Option<i64> {

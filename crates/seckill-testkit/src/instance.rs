@@ -70,11 +70,7 @@ impl Instance {
     /// Sends `signal` (`STOP`, `CONT`) to the process: a paused holder, as a long GC pause
     /// or a frozen VM would make one.
     pub fn signal(&self, signal: &str) {
-        let sent = Command::new("kill")
-            .args([&format!("-{signal}"), &self.pid().to_string()])
-            .status()
-            .expect("kill");
-        assert!(sent.success(), "kill -{signal}");
+        crate::signal(self.pid(), signal);
     }
 
     /// SIGKILL: the process dies wherever it is, without releasing anything.

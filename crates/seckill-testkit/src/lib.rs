@@ -14,7 +14,8 @@
 //! - [`nginx`] — [`Nginx`] in front of some instances; [`instance`] — [`Instance`], one
 //!   `seckill serve` process; [`service`] — [`Service`], one Redis and N instances.
 //! - [`api`] — [`Api`]: deductions, resets, the audit, loads, as a client sends them.
-//! - [`failover`] — what must hold after a store fails over under load.
+//! - [`failover`] — what must hold after a store fails over under load; [`partial`] — what
+//!   must hold while one part is down: the rest answers as before.
 //! - [`ports`] — candidate ports and the retry behind every start.
 
 pub mod api;
@@ -22,6 +23,7 @@ pub mod cluster;
 pub mod failover;
 pub mod instance;
 pub mod nginx;
+pub mod partial;
 pub mod ports;
 pub mod redis;
 pub mod sentinel;
@@ -61,6 +63,15 @@ static HEAVY: Mutex<()> = Mutex::const_new(());
 /// one test's wait must not block another's thread.)
 pub async fn heavy_turn() -> MutexGuard<'static, ()> {
     HEAVY.lock().await
+}
+
+/// Sends `signal` (`STOP`, `CONT`, `KILL`) to process `pid`.
+pub fn signal(pid: u32, signal: &str) {
+    let sent = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success(), "kill -{signal} {pid}");
 }
 
 /// [`heavy_turn`] for a test that is not async.

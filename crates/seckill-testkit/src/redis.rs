@@ -75,6 +75,35 @@ impl RedisServer {
             .expect("a connection to the test redis")
     }
 
+    /// Waits until this server, a replica, has synced with its master (`INFO replication`
+    /// says its link is up); panics after `within`.
+    pub async fn wait_synced(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut self.conn().await)
+                .await
+                .unwrap_or_default();
+            if info.contains("master_link_status:up") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the replica :{} did not sync",
+                self.port
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Sends `signal` to the server: `STOP` freezes it as a long pause or a hung host
+    /// would (connections stay open, nothing is answered), `CONT` lets it go on.
+    pub fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("a running redis-server");
+        crate::signal(child.id(), signal);
+    }
+
     /// Kills the server (SIGKILL): what it had not written to its AOF is lost.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -133,6 +133,13 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u32).range(0..=16))]
     pub redis_wait_replicas: u32,
 
+    /// Connections kept per master for confirming writes with replicas: a marker write and
+    /// `WAIT` run alone on one, so that a slow replica never holds up another command. When
+    /// every one is in use, a sale is answered 503 `unconfirmed` at once, never queued.
+    #[arg(long, env = "SECKILL_CONFIRM_CONNECTIONS", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub confirm_connections: u32,
+
     /// How long that `WAIT` may take. Below --redis-timeout-ms, which bounds the command.
     #[arg(long, env = "SECKILL_REDIS_WAIT_TIMEOUT_MS", default_value_t = 500,
           value_parser = clap::value_parser!(u64).range(1..=60_000))]

@@ -181,6 +181,9 @@ pub struct ShardKeys {
     pub claims: String,
     /// `shares`: sorted set claim id -> time (ms) the claim's lease runs out.
     pub claim_leases: String,
+    /// A marker written just before `WAIT`, on this slot, in whichever store a write of
+    /// the shard's is confirmed (see `store::Confirmations`); it expires by itself.
+    pub confirm: String,
 }
 
 impl ShardKeys {
@@ -198,6 +201,7 @@ impl ShardKeys {
             fence: key(tag, "fence"),
             claims: key(tag, "claims"),
             claim_leases: key(tag, "claims:leases"),
+            confirm: key(tag, "confirm"),
         }
     }
 
@@ -211,13 +215,18 @@ impl ShardKeys {
         }
     }
 
-    /// The shard's keys in the lock store: the lock and a fair lock's queue.
-    pub fn lock_side(&self) -> [&str; 3] {
-        [&self.lock, &self.lock_queue, &self.lock_waiting]
+    /// The shard's keys in the lock store: the lock, a fair lock's queue, the marker.
+    pub fn lock_side(&self) -> [&str; 4] {
+        [
+            &self.lock,
+            &self.lock_queue,
+            &self.lock_waiting,
+            &self.confirm,
+        ]
     }
 
     /// The shard's keys in the stock store (all but its lock), for a reset to delete.
-    pub fn stock_side(&self) -> [&str; 7] {
+    pub fn stock_side(&self) -> [&str; 8] {
         [
             &self.stock,
             &self.inside,
@@ -226,6 +235,7 @@ impl ShardKeys {
             &self.fence,
             &self.claims,
             &self.claim_leases,
+            &self.confirm,
         ]
     }
 }

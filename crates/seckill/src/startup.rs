@@ -23,7 +23,7 @@ use crate::lessons::Lessons;
 use crate::metrics::Metrics;
 use crate::routes;
 use crate::state::{App, AppState, Settings};
-use crate::store::{RedisMode, Store, StoreConfig};
+use crate::store::{Confirmations, RedisMode, Store, StoreConfig};
 use crate::variants::{Start, VARIANTS};
 
 pub struct Application {
@@ -91,8 +91,24 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         Some(servers)
     };
     let settings = Settings::new(&args, instance.clone());
-    let lease = Duration::from_millis(args.limits.lock_lease_ms);
     let lock_side = lock_store.as_ref().unwrap_or(&store);
+    let wait_timeout = Duration::from_millis(args.redis_wait_timeout_ms);
+    let pool = usize::try_from(args.confirm_connections).unwrap_or(1);
+    let sale_confirmations = Confirmations::new(
+        &store,
+        args.redis_wait_replicas,
+        wait_timeout,
+        pool,
+        settings.instance.clone(),
+    )?;
+    let lock_confirmations = Confirmations::new(
+        lock_side,
+        args.lock_wait_replicas,
+        wait_timeout,
+        pool,
+        settings.instance.clone(),
+    )?;
+    let lease = Duration::from_millis(args.limits.lock_lease_ms);
     let locks = WatchdogLocks::start(
         lock_side.subscribe_targets(),
         lock_side.conn(),
@@ -105,6 +121,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         args: &args,
         settings: &settings,
         store: &store,
+        sale_confirmations: sale_confirmations.as_ref(),
     };
     let variant_state = VARIANTS
         .iter()
@@ -119,6 +136,8 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         settings,
         holders: HolderIds::for_instance(&instance),
         locks,
+        sale_confirmations,
+        lock_confirmations,
         variant_state,
         lessons: Lessons::new(&args.bench_url),
     }))

@@ -3,7 +3,6 @@
 use std::any::Any;
 use std::ops::Deref;
 use std::sync::Arc;
-use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use seckill_lock::{HolderIds, Redlock, WatchdogLocks};
@@ -11,7 +10,7 @@ use seckill_lock::{HolderIds, Redlock, WatchdogLocks};
 use crate::config::{Limits, ServeArgs};
 use crate::lessons::Lessons;
 use crate::metrics::Metrics;
-use crate::store::{RedisConn, ReplicaConfirm, Store};
+use crate::store::{Confirmations, RedisConn, Store};
 use crate::variants::{Variant, VariantState};
 
 /// One instance. Cheap to clone: one `Arc`.
@@ -53,6 +52,11 @@ pub struct App {
     pub holders: HolderIds,
     /// The watchdog locks' shared subscription and waiter queues.
     pub locks: WatchdogLocks<RedisConn>,
+    /// `--redis-wait-replicas`: replicas every sale must reach before it is answered 200.
+    pub sale_confirmations: Option<Arc<Confirmations>>,
+    /// `--lock-wait-replicas`: replicas of the lock store every lock must reach before its
+    /// holder goes on.
+    pub lock_confirmations: Option<Arc<Confirmations>>,
     /// What each variant keeps per instance (its `Spec::start`).
     pub variant_state: Vec<(Variant, VariantState)>,
     /// The lessons the page starts.
@@ -77,24 +81,16 @@ pub struct Settings {
     pub faults: bool,
     pub default_variant: Variant,
     pub limits: Limits,
-    /// `--redis-wait-replicas`: replicas every sale must reach before it is answered 200.
-    pub sale_confirm: Option<ReplicaConfirm>,
-    /// `--lock-wait-replicas`: replicas of the lock store every lock must reach before
-    /// its holder goes on.
-    pub lock_confirm: Option<ReplicaConfirm>,
 }
 
 impl Settings {
     pub fn new(args: &ServeArgs, instance: String) -> Self {
-        let timeout = Duration::from_millis(args.redis_wait_timeout_ms);
         Self {
             instance: instance.into(),
             admin_token: args.admin_token.clone(),
             faults: args.faults,
             default_variant: args.default_variant,
             limits: args.limits.clone(),
-            sale_confirm: ReplicaConfirm::of(args.redis_wait_replicas, timeout),
-            lock_confirm: ReplicaConfirm::of(args.lock_wait_replicas, timeout),
         }
     }
 }

@@ -21,7 +21,7 @@ mod confirm;
 mod sentinel;
 mod topology;
 
-pub use confirm::ReplicaConfirm;
+pub use confirm::{Confirmations, Confirmed};
 pub use sentinel::SentinelConn;
 pub use topology::{Master, key_slot, master_of};
 
@@ -33,7 +33,6 @@ use anyhow::{Context, bail, ensure};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
 
 /// How the stock store is deployed.
@@ -115,29 +114,6 @@ impl ConnectionLike for RedisConn {
 }
 
 impl RedisConn {
-    /// `WAIT replicas timeout` on the master that owns `key`'s slot, on the connection
-    /// that wrote to it (WAIT covers the writes of its own connection): how many replicas
-    /// have everything written so far.
-    pub async fn wait_replicas(
-        &mut self,
-        key: &str,
-        replicas: u32,
-        timeout: Duration,
-    ) -> Result<u32, RedisError> {
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(replicas).arg(seckill_lock::millis(timeout));
-        let acked = match self {
-            Self::Single(conn) => wait.query_async(conn).await?,
-            Self::Sentinel(conn) => wait.query_async(conn).await?,
-            Self::Cluster(conn) => {
-                let route = Route::new(key_slot(key.as_bytes()), SlotAddr::Master);
-                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-                redis::from_redis_value(conn.route_command(wait, routing).await?)?
-            }
-        };
-        Ok(acked)
-    }
-
     /// The masters and the slots each serves, ordered by their first slot. A standalone
     /// server is the one master of every slot.
     pub async fn masters(&mut self, config: &StoreConfig) -> Result<Vec<Master>, RedisError> {

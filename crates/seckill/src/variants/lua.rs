@@ -4,7 +4,9 @@
 //!
 //! Every deduction is one unit, taken or not by `lua/deduct.lua` inside Redis. What is
 //! shared is the trip there: while an instance's call for a product is in flight, the
-//! deductions that arrive for it wait, and go together in its next call (group commit).
+//! deductions that arrive for it wait, and go together in its next call (group commit;
+//! with `--redis-wait-replicas`, one confirmation covers the call's sales, and the next
+//! call does not wait for it).
 //! Under load that turns a hundred round trips into a few, and a lone request goes at
 //! once. The round trip, not the script, is most of what a deduction costs (see
 //! PERFORMANCE.md); `batch=off` sends each deduction on its own, to show it.
@@ -22,7 +24,7 @@ use crate::error::AppError;
 use crate::keys::ShardKeys;
 use crate::knobs::{Kind, Knob};
 use crate::scripts;
-use crate::store::{RedisConn, ReplicaConfirm};
+use crate::store::{Confirmations, RedisConn};
 
 /// `batch=off`: each deduction in a script call of its own.
 pub const BATCH: Knob = Knob {
@@ -56,7 +58,7 @@ fn start(start: &Start<'_>) -> VariantState {
         start.store.conn(),
         start.settings.instance.clone(),
         capacity,
-        start.settings.sale_confirm,
+        start.sale_confirmations.cloned(),
     ))
 }
 
@@ -68,7 +70,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         let batches: &LuaBatches = d.state()?;
         batches.deduct(shard, order.clone()).await?
     } else {
-        let (instance, confirm) = (&d.app.settings.instance, d.app.settings.sale_confirm);
+        let (instance, confirm) = (&d.app.settings.instance, d.app.sale_confirmations.clone());
         call(&mut d.redis(), instance, &shard, &[&order], confirm)
             .await
             .map(|sold| sold.of(0))?
@@ -128,15 +130,27 @@ impl Sold {
     }
 }
 
-/// Runs `deduct.lua` for `orders`, in that order, on one shard; with `confirm`, one `WAIT`
-/// for the replicas covers every sale of the call.
+/// Runs `deduct.lua` for `orders`, in that order, on one shard; with `confirm`, one
+/// confirmation by the replicas covers every sale of the call.
 async fn call(
     redis: &mut RedisConn,
     instance: &str,
     shard: &ShardKeys,
     orders: &[&str],
-    confirm: Option<ReplicaConfirm>,
+    confirm: Option<Arc<Confirmations>>,
 ) -> Result<Sold, RedisError> {
+    let script = write(redis, instance, shard, orders).await?;
+    let confirmed = confirmed(confirm.as_ref(), redis, shard, script).await;
+    Ok(Sold { script, confirmed })
+}
+
+/// Runs `deduct.lua` for `orders` on one shard: the stock before, and how many it sold.
+async fn write(
+    redis: &mut RedisConn,
+    instance: &str,
+    shard: &ShardKeys,
+    orders: &[&str],
+) -> Result<Option<(i64, i64)>, RedisError> {
     let mut script = scripts::DEDUCT.prepare_invoke();
     script
         .key(&shard.stock)
@@ -147,13 +161,19 @@ async fn call(
     for order in orders {
         script.arg(*order);
     }
-    let result: Option<(i64, i64)> = script.invoke_async(redis).await?;
-    let sold = result.map_or(0, |(_, sold)| sold);
-    let confirmed = sold == 0 || confirm_sales(confirm, redis, shard, sold).await;
-    Ok(Sold {
-        script: result,
-        confirmed,
-    })
+    script.invoke_async(redis).await
+}
+
+/// Whether the replicas asked for have what the script sold (trivially, when it sold
+/// nothing or none are asked for).
+async fn confirmed(
+    confirm: Option<&Arc<Confirmations>>,
+    redis: &mut RedisConn,
+    shard: &ShardKeys,
+    script: Option<(i64, i64)>,
+) -> bool {
+    let sold = script.map_or(0, |(_, sold)| sold);
+    sold == 0 || confirm_sales(confirm, redis, shard, sold).await
 }
 
 /// A deduction waiting for its call.
@@ -175,7 +195,7 @@ impl LuaBatches {
         redis: RedisConn,
         instance: Arc<str>,
         capacity: usize,
-        confirm: Option<ReplicaConfirm>,
+        confirm: Option<Arc<Confirmations>>,
     ) -> Self {
         let (queue, arrived) = mpsc::channel(capacity.max(1));
         tokio::spawn(send_batches(arrived, redis, instance, confirm));
@@ -196,13 +216,13 @@ impl LuaBatches {
 }
 
 /// Takes whatever has arrived (at least one deduction, at most [`MAX_BATCH`]), sends one
-/// call per product, all at once, and waits for them before taking the next lot: what
-/// arrives meanwhile is the next lot.
+/// call per product, all at once, and waits for them (not for their confirmations) before
+/// taking the next lot: what arrives meanwhile is the next lot.
 async fn send_batches(
     mut arrived: mpsc::Receiver<Waiting>,
     redis: RedisConn,
     instance: Arc<str>,
-    confirm: Option<ReplicaConfirm>,
+    confirm: Option<Arc<Confirmations>>,
 ) {
     let mut lot = Vec::with_capacity(MAX_BATCH);
     while arrived.recv_many(&mut lot, MAX_BATCH).await > 0 {
@@ -220,23 +240,48 @@ async fn send_batches(
         }
         if by_shard.len() == 1 {
             let batch = by_shard.pop().expect("one batch");
-            send(redis.clone(), &instance, batch, confirm).await;
+            send(redis.clone(), &instance, batch, confirm.clone()).await;
         } else {
             // One call per shard, each on its own slot, all at once.
             let sends = by_shard.into_iter();
-            join_all(sends.map(|batch| send(redis.clone(), &instance, batch, confirm))).await;
+            join_all(sends.map(|batch| send(redis.clone(), &instance, batch, confirm.clone())))
+                .await;
         }
     }
 }
 
+/// Writes a batch in one call. Its answers go out at once, or, when replicas must
+/// confirm, once its one confirmation is in: on a task of its own, so that the next lot
+/// (this product's or another's) is written meanwhile, and a slow confirmation holds up
+/// no sale but its own batch's.
 async fn send(
     mut redis: RedisConn,
     instance: &str,
     batch: Vec<Waiting>,
-    confirm: Option<ReplicaConfirm>,
+    confirm: Option<Arc<Confirmations>>,
 ) {
     let orders: Vec<&str> = batch.iter().map(|w| w.order.as_str()).collect();
-    let sold = call(&mut redis, instance, &batch[0].shard, &orders, confirm).await;
+    let script = match write(&mut redis, instance, &batch[0].shard, &orders).await {
+        Ok(script) => script,
+        Err(err) => return answer(batch, Err(err)),
+    };
+    if confirm.is_none() {
+        return answer(
+            batch,
+            Ok(Sold {
+                script,
+                confirmed: true,
+            }),
+        );
+    }
+    tokio::spawn(async move {
+        let confirmed = confirmed(confirm.as_ref(), &mut redis, &batch[0].shard, script).await;
+        answer(batch, Ok(Sold { script, confirmed }));
+    });
+}
+
+/// Tells each deduction of `batch` what it got.
+fn answer(batch: Vec<Waiting>, sold: Result<Sold, RedisError>) {
     for (i, waiting) in batch.into_iter().enumerate() {
         let _ = waiting
             .answer

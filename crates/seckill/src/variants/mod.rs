@@ -47,7 +47,7 @@ use crate::config::ServeArgs;
 use crate::error::AppError;
 use crate::knobs::Knob;
 use crate::state::Settings;
-use crate::store::Store;
+use crate::store::{Confirmations, Store};
 
 /// Every variant: the progression's order, then those that need servers of their own.
 pub static VARIANTS: &[Variant] = &[
@@ -97,6 +97,8 @@ pub struct Start<'a> {
     pub settings: &'a Settings,
     /// The stock store.
     pub store: &'a Store,
+    /// `--redis-wait-replicas`, when asked for.
+    pub sale_confirmations: Option<&'a Arc<Confirmations>>,
 }
 
 /// One variant: a handle on its [`Spec`] in the registry. Cheap to copy and compare.

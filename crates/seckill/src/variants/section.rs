@@ -2,6 +2,7 @@
 //! stock, check it, work, take one unit) with the audit around it — and the one lock
 //! sequence around it, [`Deduction::under_lock`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
@@ -13,7 +14,7 @@ use super::{Deduction, Outcome};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
 use crate::scripts;
-use crate::store::{RedisConn, ReplicaConfirm};
+use crate::store::{Confirmations, Confirmed, RedisConn};
 
 /// How long past its own work a holder may stay in the audit's "inside" set: the time it
 /// needs for its last Redis round trips under load. A holder that dies inside stops
@@ -133,7 +134,7 @@ impl Deduction {
         lock: &mut L,
         store: LockStore,
     ) -> Result<Outcome, AppError> {
-        if store == LockStore::Instance && !self.lock_confirmed(&shard.lock).await? {
+        if store == LockStore::Instance && !self.lock_confirmed(shard).await? {
             return Ok(Outcome::LockUnconfirmed);
         }
         if self.knobs.abandons() {
@@ -218,7 +219,7 @@ impl Deduction {
 
     /// A unit sold and recorded: a 200, once as many replicas as asked for have it.
     pub(super) async fn sold(&self, shard: &ShardKeys, order: String, remaining: i64) -> Outcome {
-        let confirm = self.app.settings.sale_confirm;
+        let confirm = self.app.sale_confirmations.as_ref();
         if !confirm_sales(confirm, &mut self.redis(), shard, 1).await {
             return Outcome::Unconfirmed {
                 order,
@@ -247,12 +248,13 @@ impl Deduction {
     }
 
     /// With `--lock-wait-replicas`, whether enough replicas of the lock store have the
-    /// lock at `key` just taken (Redisson's `checkLockSyncedSlaves`).
-    pub(super) async fn lock_confirmed(&self, key: &str) -> Result<bool, AppError> {
-        let Some(confirm) = self.app.settings.lock_confirm else {
+    /// lock just taken on `shard` (Redisson's `checkLockSyncedSlaves`). A confirmation that
+    /// cannot be asked now (every connection for it in use) is no confirmation.
+    pub(super) async fn lock_confirmed(&self, shard: &ShardKeys) -> Result<bool, AppError> {
+        let Some(confirmations) = &self.app.lock_confirmations else {
             return Ok(true);
         };
-        Ok(confirm.confirmed(&mut self.lock_redis(), key).await?)
+        Ok(confirmations.confirm(&shard.confirm).await? == Confirmed::Yes)
     }
 
     /// A release that did not go as it should is worth a line in the log.
@@ -274,25 +276,32 @@ impl Deduction {
     }
 }
 
-/// After `count` sales written on `conn` to `shard`: true when as many replicas as
-/// `--redis-wait-replicas` asks (`confirm`) have them, or none are asked for. When they do
-/// not (or the master went away meanwhile), the sales are counted as unconfirmed in the
-/// shard's audit, where that can still be written.
+/// After `count` sales written to `shard`: true when as many replicas as
+/// `--redis-wait-replicas` asks have them (`confirmations`), or none are asked for. When
+/// they do not, or cannot be asked now (every confirmation connection in use, the master
+/// gone), the sales are counted as unconfirmed in the shard's audit (on `conn`, the shared
+/// connection), where that can still be written.
 pub(super) async fn confirm_sales(
-    confirm: Option<ReplicaConfirm>,
+    confirmations: Option<&Arc<Confirmations>>,
     conn: &mut RedisConn,
     shard: &ShardKeys,
     count: i64,
 ) -> bool {
-    let Some(confirm) = confirm else {
+    let Some(confirmations) = confirmations else {
         return true;
     };
-    match confirm.confirmed(conn, &shard.stock).await {
-        Ok(true) => return true,
-        Ok(false) => {}
-        Err(err) => {
-            tracing::warn!(error = %err, key = %shard.stock, "WAIT for the sale's replicas failed")
-        }
+    match confirmations.confirm(&shard.confirm).await {
+        Ok(Confirmed::Yes) => return true,
+        Ok(Confirmed::No) => {}
+        Ok(Confirmed::Busy) => tracing::warn!(
+            key = %shard.stock,
+            "every confirmation connection in use: the sale is answered unconfirmed"
+        ),
+        Err(err) => tracing::warn!(
+            error = %err,
+            key = %shard.stock,
+            "confirming the sale with replicas failed"
+        ),
     }
     let counted: Result<i64, _> = conn.hincr(&shard.audit, "unconfirmed", count).await;
     if let Err(err) = counted {

@@ -138,11 +138,8 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                     .invoke_async(&mut d.redis())
                     .await?;
                 if left >= 0 {
-                    return Ok(Outcome::Deducted {
-                        remaining: left,
-                        order,
-                        shard: 0,
-                    });
+                    // As every sale: a 200 once as many replicas as asked for have it.
+                    return Ok(d.sold(&shard, order, left).await);
                 }
                 // The claim's lease ran out before this sale reached Redis (or a reset
                 // cleared it): its units went back to the pool, and this one with them.

@@ -107,7 +107,7 @@ pub(super) async fn deduct_from(
 fn fits_in_two_trips(d: &Deduction) -> bool {
     d.app.locks_beside_stock
         && !d.knobs.fence()
-        && d.app.settings.lock_confirm.is_none()
+        && d.app.lock_confirmations.is_none()
         && d.knobs.fault().is_none()
 }
 

@@ -11,6 +11,7 @@ mod fencing;
 mod hostile_input;
 mod http;
 mod nginx;
+mod partial_failure;
 mod progression;
 mod redlock;
 mod resilience;

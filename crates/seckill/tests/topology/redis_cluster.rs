@@ -1,10 +1,11 @@
 //! The stock on a real Redis Cluster of three masters and three replicas: the progression
 //! through Nginx, shards spread over the masters, and a master killed under load, with and
-//! without `WAIT` for its replica.
+//! without `WAIT` for its replica, and what a master left without a replica stalls.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use seckill_testkit::partial::{Phase, until_confirmed};
 use seckill_testkit::{
     Api, Control, Instance, Nginx, RedisCluster, Report, assert_survived_failover, heavy_turn, int,
 };
@@ -155,20 +156,12 @@ async fn kill_master_under_lua_load(extra: &[&str]) -> Failover {
     let within = Duration::from_secs(20);
     api.wait_sold("101", 500, within, "sales before the kill")
         .await;
-    let stock = keys("101").whole().stock;
-    let slot: u16 = redis
-        .cli(redis.nodes[0].port, &["cluster", "keyslot", &stock])
-        .trim()
-        .parse()
-        .unwrap();
-    let master = redis.master_port_of_slot(slot).expect("a master for 101");
+    let master = master_of(&redis, "101");
     redis.kill(master);
     let killed_at = Instant::now();
     // The waits below block (redis-cli); the load goes on on the other worker thread.
     tokio::task::block_in_place(|| redis.wait_for_failover(Duration::from_secs(30)));
-    let promoted = redis
-        .master_port_of_slot(slot)
-        .expect("a new master for 101");
+    let promoted = master_of(&redis, "101");
     assert_ne!(promoted, master, "a replica took over");
     eprintln!("failover took {:?}", killed_at.elapsed());
     // The old master comes back, as the promoted one's replica: until then the promoted
@@ -281,4 +274,95 @@ async fn watchdog_waiters_are_woken_after_the_subscribed_node_fails() {
         after > before,
         "waiters were woken by messages: {before} -> {after}"
     );
+}
+
+/// The master serving `product`'s stock key now.
+fn master_of(redis: &RedisCluster, product: &str) -> u16 {
+    let stock = keys(product).whole().stock;
+    let live = redis
+        .nodes
+        .iter()
+        .find(|n| n.is_running())
+        .expect("a live node");
+    let slot: u16 = redis
+        .cli(live.port, &["cluster", "keyslot", &stock])
+        .trim()
+        .parse()
+        .unwrap();
+    redis
+        .master_port_of_slot(slot)
+        .expect("a master for the slot")
+}
+
+/// With `--redis-wait-replicas 1`, the master of product 101 killed: once its replica has
+/// taken over (and has no replica of its own until the old master rejoins), 101 is answered
+/// `503 unconfirmed` at once while a product on another master goes on selling with 200s
+/// and `/readyz` and `/stats` answer as before ([`Phase::assert_partial`]); when the old
+/// master is back as a replica, 101's 200s come back by themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_left_without_a_replica_stalls_only_its_own_sales() {
+    let _turn = heavy_turn().await;
+    let wait_timeout = Duration::from_millis(300);
+    let mut redis = RedisCluster::start(3, 1);
+    let timeout = wait_timeout.as_millis().to_string();
+    let instances = instances(
+        &redis,
+        &[
+            "--redis-wait-replicas",
+            "1",
+            "--redis-wait-timeout-ms",
+            &timeout,
+        ],
+    );
+    let nginx = Nginx::start(&instances);
+    let api = Api::new(&nginx.url(""));
+    let master = master_of(&redis, "101");
+    let other = (102..200)
+        .map(|p| p.to_string())
+        .find(|p| master_of(&redis, p) != master)
+        .expect("a product on another master");
+    for product in ["101", other.as_str()] {
+        api.reset(product, 10_000_000, 1).await;
+    }
+    let phase = || {
+        let confirmed = api.load("101", "lua").concurrency(10);
+        Phase::run(&api, confirmed, &other, "101", Duration::from_secs(2))
+    };
+
+    let healthy = phase().await;
+    redis.kill(master);
+    tokio::task::block_in_place(|| redis.wait_for_failover(Duration::from_secs(30)));
+    assert_ne!(master_of(&redis, "101"), master, "a replica took over");
+    // Until the instances have found the promoted master, 101's sales fail as the store's
+    // (503 `unavailable`); then as unconfirmed.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = api.deduct("101", "lua").await;
+        if body["outcome"] == "unconfirmed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still {status} {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let alone = phase().await;
+    redis.restart(master);
+    tokio::task::block_in_place(|| redis.wait_replica_synced(master, Duration::from_secs(30)));
+    let back = until_confirmed(&api, "101", Duration::from_secs(10)).await;
+    eprintln!("confirmed sales again {back:?} after the old master rejoined as a replica");
+
+    assert_eq!(
+        healthy.confirmed.count(200),
+        healthy.confirmed.answered(),
+        "with every replica up, every sale is confirmed"
+    );
+    alone.assert_partial(&healthy, wait_timeout);
+    assert_eq!(
+        alone.other.count(200),
+        alone.other.answered(),
+        "{other}, on a master with its replica, sells with 200s"
+    );
+    let stats = api.stats("101").await;
+    for field in ["oversold", "lost_updates"] {
+        assert_eq!(int(&stats, field), 0, "{field}: {stats}");
+    }
 }
