@@ -132,14 +132,15 @@ impl Api {
     pub async fn wait_sold(&self, product: &str, units: i64, within: Duration, what: &str) -> i64 {
         let deadline = tokio::time::Instant::now() + within;
         loop {
-            if let Some(sold) = self.sold(product).await
+            let (status, stats) = self.get(&format!("/stats?product={product}")).await;
+            if let Some(sold) = (status == 200).then(|| stats["sold"].as_i64()).flatten()
                 && sold >= units
             {
                 return sold;
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "{what}: not {units} sold in {within:?}"
+                "{what}: not {units} sold in {within:?}; /stats last said {status} {stats}"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

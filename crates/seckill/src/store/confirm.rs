@@ -6,7 +6,7 @@
 //! `/stats`, other products' sales — wait out the timeout, one `WAIT` after another.
 //!
 //! So writes stay on the shared connection, and a confirmation runs on a connection of its
-//! own, taken from a small pool per master (deadpool-redis, `--confirm-connections` each):
+//! own, taken from a small pool per master (deadpool, `--confirm-connections` each):
 //! a marker write on the slot of the key written (`SET <tag>:confirm`), then `WAIT`.
 //! Replication is one ordered stream per master, so replicas that have the marker have
 //! everything the master applied before it — the sale or the lock that was just written.
@@ -22,9 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadpool_redis::{Manager, Pool, PoolError, Runtime, Timeouts};
-use redis::AsyncConnectionConfig;
-use redis::{ConnectionAddr, ConnectionInfo, RedisError};
+use deadpool::Runtime;
+use deadpool::managed::{self, Metrics, Object, PoolError, RecycleResult, Timeouts};
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, RedisError};
 
 use super::{Master, RedisConn, RedisMode, Store, key_slot};
 
@@ -60,6 +61,35 @@ pub struct Confirmations {
     masters: Mutex<HashMap<String, Arc<MasterPool>>>,
     /// A Cluster's masters and their slots, as last read.
     slots: tokio::sync::Mutex<Vec<Master>>,
+}
+
+type Pool = managed::Pool<Manager>;
+
+/// Connections to one master for the pool. A connection is checked by using it: one that
+/// fails is taken out of the pool then (deadpool-redis's manager PINGs at every checkout,
+/// a round trip more for every confirmation).
+struct Manager {
+    client: Client,
+    config: AsyncConnectionConfig,
+}
+
+impl managed::Manager for Manager {
+    type Type = MultiplexedConnection;
+    type Error = RedisError;
+
+    async fn create(&self) -> Result<MultiplexedConnection, RedisError> {
+        self.client
+            .get_multiplexed_async_connection_with_config(&self.config)
+            .await
+    }
+
+    async fn recycle(
+        &self,
+        _: &mut MultiplexedConnection,
+        _: &Metrics,
+    ) -> RecycleResult<RedisError> {
+        Ok(())
+    }
 }
 
 struct MasterPool {
@@ -122,11 +152,11 @@ impl Confirmations {
             }
             Err(err) => return Err(unavailable(&err.to_string())),
         };
-        let acked = match self.wait(&mut conn, marker, self.timeout).await {
+        let acked = match self.wait(&mut *conn, marker, self.timeout).await {
             Ok(acked) => acked,
             Err(err) => {
                 // A connection that failed may be to a master that is gone.
-                let _ = deadpool_redis::Connection::take(conn);
+                let _ = Object::take(conn);
                 self.forget_slots().await;
                 return Err(err);
             }
@@ -180,10 +210,10 @@ impl Confirmations {
             loop {
                 tokio::time::sleep(PROBE_EVERY).await;
                 let answered = match master.pool.get().await {
-                    Ok(mut conn) => match this.wait(&mut conn, &marker, short).await {
+                    Ok(mut conn) => match this.wait(&mut *conn, &marker, short).await {
                         Ok(acked) => Some(acked),
                         Err(_) => {
-                            let _ = deadpool_redis::Connection::take(conn);
+                            let _ = Object::take(conn);
                             None
                         }
                     },
@@ -237,8 +267,11 @@ impl Confirmations {
             .set_connection_timeout(timeout)
             .set_response_timeout(timeout);
         let info = with_address(self.template.clone(), host, port);
-        let manager = Manager::new_with_config(info, config)?;
-        let pool = Pool::builder(manager)
+        let manager = Manager {
+            client: Client::open(info)?,
+            config,
+        };
+        let pool = managed::Pool::builder(manager)
             .max_size(self.pool_size)
             .runtime(Runtime::Tokio1)
             .build()

@@ -5,15 +5,16 @@
 //! Every deduction is one unit, taken or not by `lua/deduct.lua` inside Redis. What is
 //! shared is the trip there: while an instance's call for a product is in flight, the
 //! deductions that arrive for it wait, and go together in its next call (group commit;
-//! with `--redis-wait-replicas`, one confirmation covers the call's sales, and the next
-//! call does not wait for it).
+//! with `--redis-wait-replicas`, one confirmation covers the call's sales). Each product
+//! has its own call in flight: a slow one holds up no other product.
 //! Under load that turns a hundred round trips into a few, and a lone request goes at
 //! once. The round trip, not the script, is most of what a deduction costs (see
 //! PERFORMANCE.md); `batch=off` sends each deduction on its own, to show it.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use futures_util::future::join_all;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::RedisError;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
@@ -139,18 +140,6 @@ async fn call(
     orders: &[&str],
     confirm: Option<Arc<Confirmations>>,
 ) -> Result<Sold, RedisError> {
-    let script = write(redis, instance, shard, orders).await?;
-    let confirmed = confirmed(confirm.as_ref(), redis, shard, script).await;
-    Ok(Sold { script, confirmed })
-}
-
-/// Runs `deduct.lua` for `orders` on one shard: the stock before, and how many it sold.
-async fn write(
-    redis: &mut RedisConn,
-    instance: &str,
-    shard: &ShardKeys,
-    orders: &[&str],
-) -> Result<Option<(i64, i64)>, RedisError> {
     let mut script = scripts::DEDUCT.prepare_invoke();
     script
         .key(&shard.stock)
@@ -161,19 +150,13 @@ async fn write(
     for order in orders {
         script.arg(*order);
     }
-    script.invoke_async(redis).await
-}
-
-/// Whether the replicas asked for have what the script sold (trivially, when it sold
-/// nothing or none are asked for).
-async fn confirmed(
-    confirm: Option<&Arc<Confirmations>>,
-    redis: &mut RedisConn,
-    shard: &ShardKeys,
-    script: Option<(i64, i64)>,
-) -> bool {
-    let sold = script.map_or(0, |(_, sold)| sold);
-    sold == 0 || confirm_sales(confirm, redis, shard, sold).await
+    let result: Option<(i64, i64)> = script.invoke_async(redis).await?;
+    let sold = result.map_or(0, |(_, sold)| sold);
+    let confirmed = sold == 0 || confirm_sales(confirm.as_ref(), redis, shard, sold).await;
+    Ok(Sold {
+        script: result,
+        confirmed,
+    })
 }
 
 /// A deduction waiting for its call.
@@ -215,45 +198,65 @@ impl LuaBatches {
     }
 }
 
-/// Takes whatever has arrived (at least one deduction, at most [`MAX_BATCH`]), sends one
-/// call per product, all at once, and waits for them (not for their confirmations) before
-/// taking the next lot: what arrives meanwhile is the next lot.
+/// Sends the deductions as they arrive, one call per product at a time: what arrives for
+/// a product while its call is in flight (the script, and with `--redis-wait-replicas`
+/// its confirmation) waits for the product's next call, at most [`MAX_BATCH`] a call.
+/// Other products' calls go on meanwhile: a slow confirmation holds up its own product's
+/// sales, no one else's.
 async fn send_batches(
     mut arrived: mpsc::Receiver<Waiting>,
     redis: RedisConn,
     instance: Arc<str>,
     confirm: Option<Arc<Confirmations>>,
 ) {
+    // By stock key: what waits for its product's next call, and which have one in flight.
+    let mut waiting: HashMap<String, Vec<Waiting>> = HashMap::new();
+    let mut busy: HashSet<String> = HashSet::new();
+    let mut in_flight = FuturesUnordered::new();
     let mut lot = Vec::with_capacity(MAX_BATCH);
-    while arrived.recv_many(&mut lot, MAX_BATCH).await > 0 {
-        // A request that is gone (its client hung up, or it timed out) sells nothing.
-        lot.retain(|w: &Waiting| !w.answer.is_closed());
-        let mut by_shard: Vec<Vec<Waiting>> = Vec::new();
-        for waiting in lot.drain(..) {
-            match by_shard
-                .iter_mut()
-                .find(|b| b[0].shard.stock == waiting.shard.stock)
-            {
-                Some(batch) => batch.push(waiting),
-                None => by_shard.push(vec![waiting]),
+    let mut open = true;
+    loop {
+        tokio::select! {
+            n = arrived.recv_many(&mut lot, MAX_BATCH), if open => {
+                open = n > 0;
+                for w in lot.drain(..) {
+                    waiting.entry(w.shard.stock.clone()).or_default().push(w);
+                }
             }
+            Some(stock) = in_flight.next() => {
+                busy.remove(&stock);
+            }
+            else => return,
         }
-        if by_shard.len() == 1 {
-            let batch = by_shard.pop().expect("one batch");
-            send(redis.clone(), &instance, batch, confirm.clone()).await;
-        } else {
-            // One call per shard, each on its own slot, all at once.
-            let sends = by_shard.into_iter();
-            join_all(sends.map(|batch| send(redis.clone(), &instance, batch, confirm.clone())))
-                .await;
+        let ready: Vec<String> = waiting
+            .keys()
+            .filter(|stock| !busy.contains(*stock))
+            .cloned()
+            .collect();
+        for stock in ready {
+            let Some(queue) = waiting.get_mut(&stock) else {
+                continue;
+            };
+            let mut batch: Vec<Waiting> = queue.drain(..queue.len().min(MAX_BATCH)).collect();
+            if queue.is_empty() {
+                waiting.remove(&stock);
+            }
+            // A request that is gone (its client hung up, or it timed out) sells nothing.
+            batch.retain(|w| !w.answer.is_closed());
+            if batch.is_empty() {
+                continue;
+            }
+            busy.insert(stock.clone());
+            let (redis, instance, confirm) = (redis.clone(), instance.clone(), confirm.clone());
+            in_flight.push(async move {
+                send(redis, &instance, batch, confirm).await;
+                stock
+            });
         }
     }
 }
 
-/// Writes a batch in one call. Its answers go out at once, or, when replicas must
-/// confirm, once its one confirmation is in: on a task of its own, so that the next lot
-/// (this product's or another's) is written meanwhile, and a slow confirmation holds up
-/// no sale but its own batch's.
+/// One call for a batch of one product's deductions, and their answers.
 async fn send(
     mut redis: RedisConn,
     instance: &str,
@@ -261,27 +264,7 @@ async fn send(
     confirm: Option<Arc<Confirmations>>,
 ) {
     let orders: Vec<&str> = batch.iter().map(|w| w.order.as_str()).collect();
-    let script = match write(&mut redis, instance, &batch[0].shard, &orders).await {
-        Ok(script) => script,
-        Err(err) => return answer(batch, Err(err)),
-    };
-    if confirm.is_none() {
-        return answer(
-            batch,
-            Ok(Sold {
-                script,
-                confirmed: true,
-            }),
-        );
-    }
-    tokio::spawn(async move {
-        let confirmed = confirmed(confirm.as_ref(), &mut redis, &batch[0].shard, script).await;
-        answer(batch, Ok(Sold { script, confirmed }));
-    });
-}
-
-/// Tells each deduction of `batch` what it got.
-fn answer(batch: Vec<Waiting>, sold: Result<Sold, RedisError>) {
+    let sold = call(&mut redis, instance, &batch[0].shard, &orders, confirm).await;
     for (i, waiting) in batch.into_iter().enumerate() {
         let _ = waiting
             .answer
