@@ -18,6 +18,8 @@
 #   FIRST_PORT=8081        instance i listens on FIRST_PORT+i-1
 #   NGINX_PORT=8080        where clients connect
 #   REDIS_PORT=6390        the standalone redis-server
+#   REDIS_REPLICAS=0       standalone: that many replicas of it, from REPLICA_PORT=REDIS_PORT+100
+#                          on (for --redis-wait-replicas)
 #   CLUSTER_PORT=7001      the Cluster's nodes listen on CLUSTER_PORT … CLUSTER_PORT+5
 #   REDIS_APPENDFSYNC=always  AOF fsync policy (always|everysec|no), or `off` for no AOF
 #                          (to measure what durability costs)
@@ -35,6 +37,8 @@ INSTANCES=${INSTANCES:-2}
 FIRST_PORT=${FIRST_PORT:-8081}
 NGINX_PORT=${NGINX_PORT:-8080}
 REDIS_PORT=${REDIS_PORT:-6390}
+REDIS_REPLICAS=${REDIS_REPLICAS:-0}
+REPLICA_PORT=${REPLICA_PORT:-$((REDIS_PORT + 100))}
 NGINX_WORKERS=${NGINX_WORKERS:-1}
 REDIS=${REDIS:-standalone}
 CLUSTER_PORT=${CLUSTER_PORT:-7001}
@@ -122,6 +126,28 @@ start_standalone() {
     wait_port "$REDIS_PORT" redis-server
   fi
   wait_redis "$REDIS_PORT"
+  local i port
+  for i in $(seq 0 $((REDIS_REPLICAS - 1))); do
+    port=$((REPLICA_PORT + i))
+    mkdir -p "$RUN_DIR/replica-data/$port"
+    if ! alive "$RUN_DIR/redis-replica-$port.pid"; then
+      # shellcheck disable=SC2046 # durability() is a list of flags
+      redis-server --port "$port" --bind 127.0.0.1 --save "" $(durability) \
+        --replicaof 127.0.0.1 "$REDIS_PORT" \
+        --daemonize yes --pidfile "$RUN_DIR/redis-replica-$port.pid" \
+        --logfile "$RUN_DIR/redis-replica-$port.log" --dir "$RUN_DIR/replica-data/$port"
+      wait_port "$port" "redis-server (replica)"
+    fi
+    wait_redis "$port"
+  done
+  # A first sync starts 5 s after a replica asks, unless told otherwise: let them sync now.
+  [ "$REDIS_REPLICAS" -gt 0 ] && redis-cli -p "$REDIS_PORT" config set repl-diskless-sync-delay 0 >/dev/null
+  for _ in $(seq 1 300); do
+    [ "$(redis-cli -p "$REDIS_PORT" info replication | grep -c 'state=online')" -ge "$REDIS_REPLICAS" ] && return 0
+    sleep 0.1
+  done
+  say "the replicas did not come online; see $RUN_DIR/redis-replica-*.log"
+  return 1
 }
 
 # A Redis Cluster of 3 masters and 3 replicas, each node with its own AOF and nodes.conf
@@ -256,7 +282,7 @@ stop() {
 
 clean() {
   stop
-  rm -rf "$RUN_DIR/redis-data" "$RUN_DIR/redis-cluster" "$RUN_DIR/redlock-data"
+  rm -rf "$RUN_DIR/redis-data" "$RUN_DIR/replica-data" "$RUN_DIR/redis-cluster" "$RUN_DIR/redlock-data"
   say "Redis data deleted"
 }
 

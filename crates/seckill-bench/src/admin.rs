@@ -19,12 +19,22 @@ impl Service<'_> {
 
     /// `POST /admin/reset`: the product's stock, split over `shards`.
     pub async fn reset(&self, stock: i64, shards: u32) -> anyhow::Result<()> {
+        self.reset_product(&self.args.product, stock, shards).await
+    }
+
+    /// `POST /admin/reset` of any product.
+    pub async fn reset_product(
+        &self,
+        product: &str,
+        stock: i64,
+        shards: u32,
+    ) -> anyhow::Result<()> {
         let admin = self.args.admin_url.as_deref().unwrap_or(&self.args.url);
         let mut request = self
             .http
             .post(format!("{}/admin/reset", admin.trim_end_matches('/')))
             .json(&json!({
-                "product": self.args.product,
+                "product": product,
                 "stock": stock,
                 "shards": shards,
             }));
@@ -44,7 +54,12 @@ impl Service<'_> {
 
     /// `GET /stats` of the product.
     pub async fn stats(&self) -> anyhow::Result<Value> {
-        let url = format!("{}/stats?product={}", self.base(), self.args.product);
+        self.stats_of(&self.args.product).await
+    }
+
+    /// `GET /stats` of any product.
+    pub async fn stats_of(&self, product: &str) -> anyhow::Result<Value> {
+        let url = format!("{}/stats?product={product}", self.base());
         Ok(self
             .http
             .get(url)

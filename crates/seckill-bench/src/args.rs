@@ -62,6 +62,20 @@ pub struct BenchArgs {
     #[arg(long)]
     pub with_redlock: bool,
 
+    /// The partial suite: the pid of the stock store's replica, stopped (SIGSTOP) for a
+    /// phase and let go again (SIGCONT).
+    #[arg(long)]
+    pub replica_pid: Option<u32>,
+
+    /// The partial suite: the pids of two of the Redlock servers, killed (SIGKILL) for its
+    /// last row.
+    #[arg(long, value_delimiter = ',')]
+    pub redlock_down_pids: Vec<u32>,
+
+    /// The partial suite: how long each phase of the stalled-replica rows lasts.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(1..=120))]
+    pub phase_seconds: u64,
+
     /// Variants to compare, comma-separated [default: the progression, in its order].
     #[arg(long, value_enum, value_delimiter = ',')]
     pub variants: Vec<Variant>,

@@ -12,7 +12,8 @@
 //!
 //! - [`args`] — the command line.
 //! - [`scenario`] — a row as asked for, and its [`scenario::Key`]: which row it is.
-//! - [`suites`] — the scenarios each suite runs; [`ratios`] — what each reports.
+//! - [`suites`] — the scenarios each suite runs; [`ratios`] — what each reports;
+//!   [`partial`] — the partial suite's loads side by side, and the failures it makes.
 //! - [`run`] — the run itself; [`admin`] — resets, `/stats`, `/metrics`;
 //!   [`redis_usage`] — Redis's own counters per master.
 //! - [`report`] — the rows; `table.rs` and `chart.rs` — the table and the SVG.
@@ -20,6 +21,7 @@
 pub mod admin;
 pub mod args;
 mod chart;
+pub mod partial;
 pub mod ratios;
 pub mod redis_usage;
 pub mod report;

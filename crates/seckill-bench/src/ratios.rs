@@ -358,3 +358,65 @@ fn shares_ratios(args: &BenchArgs, rows: &[Row]) -> Vec<Ratio> {
         })
         .collect()
 }
+
+/// The partial suite: what a stopped replica does to what runs beside the sales it
+/// cannot confirm, and what two of five servers down do to Redlock.
+pub fn partial_ratios(rows: &[Row]) -> Vec<Ratio> {
+    use crate::partial::{CONFIRMED, OTHER, READYZ, STATS};
+    let stall = |probe, stopped| row(rows, Key::Stall { probe, stopped });
+    let mut ratios = Vec::new();
+    for probe in [READYZ, STATS, OTHER] {
+        if let (Some(up), Some(stopped)) = (stall(probe, false), stall(probe, true)) {
+            let value = stopped.p99_ms / up.p99_ms.max(1e-9);
+            ratios.push(Ratio::new(
+                format!("stalled replica: {probe} p99"),
+                value,
+                Some(("<= 3", value <= 3.0)),
+                format!(
+                    "p99 with the replica stopped ({:.1} ms) / up ({:.1} ms); answers {} / {}",
+                    stopped.p99_ms,
+                    up.p99_ms,
+                    stopped.statuses.values().sum::<usize>(),
+                    up.statuses.values().sum::<usize>()
+                ),
+            ));
+        }
+    }
+    if let (Some(up), Some(stopped)) = (stall(CONFIRMED, false), stall(CONFIRMED, true)) {
+        let value = stopped.throughput / up.throughput.max(1e-9);
+        ratios.push(Ratio::new(
+            "stalled replica: confirmed answers/s".into(),
+            value,
+            Some((">= 0.5", value >= 0.5)),
+            format!(
+                "answers/s with the replica stopped ({:.0}: {} 200, {} 503) / up ({:.0}: {} 200); p99 {:.0} / {:.0} ms, slowest {:.0} / {:.0} ms",
+                stopped.throughput,
+                stopped.count(200),
+                stopped.count(503),
+                up.throughput,
+                up.count(200),
+                stopped.p99_ms,
+                up.p99_ms,
+                stopped.max_ms,
+                up.max_ms
+            ),
+        ));
+    }
+    if let (Some(five), Some(three)) = (row(rows, Key::RedlockUp(5)), row(rows, Key::RedlockUp(3)))
+    {
+        let value = three.goodput / five.goodput.max(1e-9);
+        ratios.push(Ratio::new(
+            "redlock, 3 of 5 servers up".into(),
+            value,
+            Some((">= 0.5", value >= 0.5)),
+            format!(
+                "units/s with 3 of 5 up ({:.0}; {} sold, {} 429) / all 5 up ({:.0}); 100 connections, no work",
+                three.goodput,
+                three.sold,
+                three.count(429),
+                five.goodput
+            ),
+        ));
+    }
+    ratios
+}

@@ -48,6 +48,40 @@ pub struct Row {
 }
 
 impl Row {
+    /// A row of what the clients saw alone: no stock, no audit, no Redis counters (a
+    /// baseline, or a probe beside another load).
+    pub fn from_load(scenario: Scenario, load: seckill_load::Report) -> Self {
+        let ok = load.count(200) as f64;
+        Self {
+            throughput: load.throughput(),
+            elapsed_s: load.elapsed.as_secs_f64(),
+            p50_ms: load.percentile_ms(0.50),
+            p99_ms: load.percentile_ms(0.99),
+            max_ms: load.percentile_ms(1.0),
+            work_mean_ms: None,
+            work_p99_ms: None,
+            goodput: if scenario.variant.is_some() {
+                ok / load.elapsed.as_secs_f64().max(1e-9)
+            } else {
+                0.0
+            },
+            statuses: load.statuses,
+            transport_errors: load.transport_errors,
+            sold: 0,
+            remaining: 0,
+            oversold: 0,
+            lost_updates: 0,
+            lock_overlaps: 0,
+            lock_lost: 0,
+            sell_out_s: None,
+            redis_commands_per_unit: None,
+            redis_cpu_us_per_unit: None,
+            redis_cpu_us_per_unit_by_master: Vec::new(),
+            stats: Value::Null,
+            scenario,
+        }
+    }
+
     pub fn count(&self, status: u16) -> usize {
         self.statuses.get(&status).copied().unwrap_or(0)
     }

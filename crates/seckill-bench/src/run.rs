@@ -15,7 +15,8 @@ use crate::ratios::ratios;
 use crate::redis_usage::{Masters, spent};
 use crate::report::{Report, Row};
 use crate::scenario::Scenario;
-use crate::{chart, suites, table};
+use crate::suites::Suite;
+use crate::{chart, partial, suites, table};
 
 /// Runs the suite, prints the table and the ratios, and writes the JSON and the chart.
 pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
@@ -40,6 +41,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
 
     let found = service.layout_found().await;
     let mut rows = Vec::with_capacity(scenarios.len());
+    let mut extra = Vec::new();
+    if args.suite == Suite::Partial {
+        let partial = partial::run(&service, &mut info).await?;
+        rows.extend(partial.rows);
+        extra.extend(partial.ratios);
+    }
     for scenario in scenarios {
         let row = run_one(&service, &mut info, scenario).await?;
         // The first reset tells whether INFO reads the Redis the instances write to.
@@ -64,7 +71,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
     } else {
         Vec::new()
     };
-    let ratios = ratios(&args, &rows, &peak_rss);
+    let mut ratios = ratios(&args, &rows, &peak_rss);
+    ratios.extend(extra);
     println!("{}", table::render(&rows));
     for ratio in &ratios {
         println!("{ratio}");
@@ -113,7 +121,7 @@ fn settings(args: &BenchArgs) -> Value {
     })
 }
 
-async fn run_one(
+pub(crate) async fn run_one(
     service: &Service<'_>,
     info: &mut Option<Masters>,
     scenario: Scenario,
@@ -236,28 +244,5 @@ async fn run_baseline(
     let url = format!("{base}{}", scenario.baseline.unwrap_or("/healthz"));
     let load = Load::to(vec![url], Method::Get);
     let load = drive(service.http, load, &scenario).await;
-    Ok(Row {
-        throughput: load.throughput(),
-        elapsed_s: load.elapsed.as_secs_f64(),
-        p50_ms: load.percentile_ms(0.50),
-        p99_ms: load.percentile_ms(0.99),
-        max_ms: load.percentile_ms(1.0),
-        work_mean_ms: None,
-        work_p99_ms: None,
-        statuses: load.statuses,
-        transport_errors: load.transport_errors,
-        sold: 0,
-        remaining: 0,
-        oversold: 0,
-        lost_updates: 0,
-        lock_overlaps: 0,
-        lock_lost: 0,
-        sell_out_s: None,
-        goodput: 0.0,
-        redis_commands_per_unit: None,
-        redis_cpu_us_per_unit: None,
-        redis_cpu_us_per_unit_by_master: Vec::new(),
-        stats: Value::Null,
-        scenario,
-    })
+    Ok(Row::from_load(scenario, load))
 }

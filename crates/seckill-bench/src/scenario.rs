@@ -40,6 +40,12 @@ pub enum Key {
         work_ms: u64,
         extra: &'static str,
     },
+    /// One of the loads side by side while the stock store's replica is up, or stopped
+    /// (the partial suite): `probe` says which.
+    Stall { probe: &'static str, stopped: bool },
+    /// Redlock at 100 connections with this many of its five servers up (the partial
+    /// suite).
+    RedlockUp(u32),
 }
 
 impl fmt::Display for Key {
@@ -63,6 +69,11 @@ impl fmt::Display for Key {
             } => write!(f, "{variant} @{connections}"),
             Self::OneLock => f.write_str("watchdog (one lock)"),
             Self::Shards(shards) => write!(f, "segmented x{shards}"),
+            Self::Stall { probe, stopped } => {
+                let replica = if stopped { "stopped" } else { "up" };
+                write!(f, "{probe}, replica {replica}")
+            }
+            Self::RedlockUp(up) => write!(f, "redlock @100, {up} of 5 up"),
             Self::Waiters {
                 variant,
                 shards,

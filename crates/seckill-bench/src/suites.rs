@@ -30,6 +30,11 @@ pub enum Suite {
     Fair,
     /// The seed's per-instance shares against segmented x8, with and without work.
     Shares,
+    /// A failure of one part stays partial: the stock store's replica stopped under
+    /// `--redis-wait-replicas` load (health, `/stats` and other sales beside it), and
+    /// Redlock with two of five servers down. Needs --replica-pid and --redlock-down-pids
+    /// (`scripts/partial-failure.sh` gives them); not part of `performance`.
+    Partial,
     /// All of the performance suites, one after the other.
     Performance,
 }
@@ -60,6 +65,8 @@ pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
         Suite::Handoff => handoff(args),
         Suite::Fair => fair(args),
         Suite::Shares => shares(args),
+        // Its rows are loads side by side, run by `partial.rs`.
+        Suite::Partial => Vec::new(),
         Suite::Performance => [
             ceiling(args),
             waiting(args),
