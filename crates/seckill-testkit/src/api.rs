@@ -1,6 +1,7 @@
 //! The HTTP API as a client uses it: one handle on an instance or on Nginx, the product a
 //! parameter of each call, so that tests read like the API's documentation.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use seckill_load::{Control, Load, Method, Report};
@@ -70,6 +71,52 @@ impl Api {
         let (status, answer) = self.post_json("/admin/reset", &body).await;
         assert_eq!(status, 200, "reset {product}: {answer}");
         answer
+    }
+
+    /// `POST /admin/reset` with a per-user limit, which must succeed.
+    pub async fn reset_limited(&self, product: &str, stock: i64, shards: u32, per_user: i64) {
+        let body = json!({
+            "product": product, "stock": stock, "shards": shards, "per_user": per_user,
+        });
+        let (status, answer) = self.post_json("/admin/reset", &body).await;
+        assert_eq!(status, 200, "reset {product}: {answer}");
+    }
+
+    /// `users` buyers (`u0`, `u1`, …) each clicking `clicks` times at once, all together,
+    /// through `apis` in turn; again for the buyers that got neither a unit nor a 403 (a
+    /// lock busy, a setnx that does not wait), up to 100 rounds. Every status counted.
+    pub async fn buyers_click(
+        apis: &[Api],
+        product: &str,
+        variant_and_knobs: &str,
+        users: usize,
+        clicks: usize,
+    ) -> BTreeMap<u16, usize> {
+        let mut statuses = BTreeMap::new();
+        let mut waiting: Vec<usize> = (0..users).collect();
+        for _ in 0..100 {
+            let mut running = tokio::task::JoinSet::new();
+            for &user in &waiting {
+                for click in 0..clicks {
+                    let api = apis[(user + click) % apis.len()].clone();
+                    let path = format!("{}&user=u{user}", deduct_path(product, variant_and_knobs));
+                    running.spawn(async move { (user, api.post(&path).await.0) });
+                }
+            }
+            let mut served = BTreeSet::new();
+            while let Some(answer) = running.join_next().await {
+                let (user, status) = answer.expect("a click");
+                *statuses.entry(status).or_default() += 1;
+                if matches!(status, 200 | 403 | 409) {
+                    served.insert(user);
+                }
+            }
+            waiting.retain(|user| !served.contains(user));
+            if waiting.is_empty() {
+                break;
+            }
+        }
+        statuses
     }
 
     /// `GET /stats` of `product`, which must succeed.

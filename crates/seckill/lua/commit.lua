@@ -8,6 +8,8 @@
 -- KEYS[4]  audit
 -- KEYS[5]  lock    (the watchdog lock hash, checked when ARGV[7] is set)
 -- KEYS[6]  fence
+-- KEYS[7]  buyers
+-- KEYS[8]  meta    (the product's, when the shard is the whole product)
 -- ARGV[1]  holder id
 -- ARGV[2]  order id
 -- ARGV[3]  instance id
@@ -16,7 +18,10 @@
 -- ARGV[6]  the value for 'set'
 -- ARGV[7]  a holder that must still hold KEYS[5] (a watchdog lock hash), or ''
 -- ARGV[8]  the holder's fencing token, or ''
+-- ARGV[9]  the buyer, or ''
+-- ARGV[10] 'check' (the per-user limit, here) or 'record' (checked by the application)
 --
--- Returns: the units left; -2 no stock key; -3 the lock was lost; -4 fenced.
-return commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2],
-  ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8])
+-- Returns: the units left; -2 no stock key; -3 the lock was lost; -4 fenced; -5 the user
+--          bought their limit; -6 a limited product and no user.
+return commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1],
+  ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])

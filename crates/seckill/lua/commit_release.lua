@@ -12,6 +12,8 @@
 -- KEYS[7]  the lock's release channel
 -- KEYS[8]  queue (fair only)
 -- KEYS[9]  waiting (fair only)
+-- KEYS[10] buyers
+-- KEYS[11] meta    (the product's, when the shard is the whole product)
 -- ARGV[1]  holder id (in the lock and in the audit)
 -- ARGV[2]  order id
 -- ARGV[3]  instance id
@@ -22,12 +24,14 @@
 -- ARGV[8]  the waiter to hand the lock to, or '' (unfair only)
 -- ARGV[9]  that waiter's lease, ms
 -- ARGV[10] how long that waiter may stay inside, ms
+-- ARGV[11] the buyer, or ''
 --
--- Returns: { units left (or -2 no stock key, -3 the lock was lost), the release's answer
+-- Returns: { units left (or -2 no stock key, -3 the lock was lost, -5 the user bought their
+--          limit, -6 a limited product and no user: nothing sold), the release's answer
 --          (as watchdog_unlock.lua; false when not held), and when the lock was handed on,
 --          the new holder's stock (or false) and overlap }.
-local left = commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2],
-  ARGV[3], ARGV[4], ARGV[5], '', ARGV[1], '')
+local left = commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10], KEYS[11],
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], '', ARGV[1], '', ARGV[11], 'check')
 if left == -3 then
   return { left, false }
 end

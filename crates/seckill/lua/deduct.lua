@@ -1,39 +1,77 @@
--- deduct.lua: the lock-free variant. Checks the stock, takes units and records their
--- orders in one atomic step, so no lock is needed. One call serves one or more deductions
--- of one product (an instance sends together the ones that arrived while its previous call
--- was in flight); each still takes exactly one unit or none.
+-- deduct.lua: the lock-free variant. Checks the stock (and the buyer's limit), takes units
+-- and records their orders in one atomic step, so no lock is needed. One call serves one
+-- or more deductions of one product (an instance sends together the ones that arrived
+-- while its previous call was in flight); each still takes exactly one unit or none.
 --
 -- KEYS[1]  stock   (string: units left)
--- KEYS[2]  orders  (hash: order id -> "instance variant")
+-- KEYS[2]  orders  (hash: order id -> "instance variant[ user]")
 -- KEYS[3]  audit   (hash of counters: `sold/<instance>/<variant>` for sales, `sold_out`
---                   for deductions that found nothing; '/' cannot occur in an instance id
---                   or a variant name)
+--                   for deductions that found nothing, `limit_reached` for buyers at
+--                   their limit; '/' cannot occur in an instance id or a variant name)
+-- KEYS[4]  meta    (the product's: `per_user`, units one buyer may have; none: no limit)
+-- KEYS[5]  buyers  (hash: user -> units sold to them)
 -- ARGV[1]  instance id
 -- ARGV[2]  variant name
--- ARGV[3..] order ids, one per deduction, first come first served
+-- ARGV[3..] an order id and its buyer ('' for none), per deduction, first come first served
 --
--- Returns: {units in stock before this call, units sold}: the first `sold` order ids were
---          sold, the i-th of them leaving `stock - i`, the rest found the product sold out;
---          nil when there is no stock key (never reset, or Redis lost it: not for sale).
+-- Returns: {units in stock before this call, then per deduction 1 (sold), 0 (sold out),
+--          -5 (the buyer has their limit) or -6 (a limited product and no buyer)}; the
+--          i-th unit sold leaves `stock - i`. nil when there is no stock key (never reset,
+--          or Redis lost it: not for sale).
 local stock = redis.call('GET', KEYS[1])
 if not stock then
   return false
 end
 stock = tonumber(stock)
-local wanted = #ARGV - 2
-local sold = math.max(0, math.min(stock, wanted))
+local limit = tonumber(redis.call('HGET', KEYS[4], 'per_user') or '0')
+local who = ARGV[1] .. ' ' .. ARGV[2]
+local left = stock
+local answers = { stock }
+local orders = {}
+local bought = {}
+local sold, sold_out, refused = 0, 0, 0
+for i = 3, #ARGV, 2 do
+  local order, user = ARGV[i], ARGV[i + 1]
+  local answer
+  if limit > 0 and user == '' then
+    answer = -6
+  elseif limit > 0 and left > 0 then
+    if not bought[user] then
+      bought[user] = tonumber(redis.call('HGET', KEYS[5], user) or '0')
+    end
+    if bought[user] >= limit then
+      answer = -5
+    end
+  end
+  if answer then
+    refused = refused + (answer == -5 and 1 or 0)
+  elseif left <= 0 then
+    answer = 0
+    sold_out = sold_out + 1
+  else
+    answer = 1
+    left = left - 1
+    sold = sold + 1
+    orders[#orders + 1] = order
+    if user ~= '' then
+      orders[#orders + 1] = who .. ' ' .. user
+      bought[user] = (bought[user] or 0) + 1
+      redis.call('HINCRBY', KEYS[5], user, 1)
+    else
+      orders[#orders + 1] = who
+    end
+  end
+  answers[#answers + 1] = answer
+end
 if sold > 0 then
   redis.call('DECRBY', KEYS[1], sold)
-  local who = ARGV[1] .. ' ' .. ARGV[2]
-  local orders = {}
-  for i = 1, sold do
-    orders[2 * i - 1] = ARGV[i + 2]
-    orders[2 * i] = who
-  end
   redis.call('HSET', KEYS[2], unpack(orders))
   redis.call('HINCRBY', KEYS[3], 'sold/' .. ARGV[1] .. '/' .. ARGV[2], sold)
 end
-if sold < wanted then
-  redis.call('HINCRBY', KEYS[3], 'sold_out', wanted - sold)
+if sold_out > 0 then
+  redis.call('HINCRBY', KEYS[3], 'sold_out', sold_out)
 end
-return {stock, sold}
+if refused > 0 then
+  redis.call('HINCRBY', KEYS[3], 'limit_reached', refused)
+end
+return answers

@@ -7,17 +7,30 @@
 -- KEYS[2]  leases  (sorted set: claim id -> time (ms) its lease runs out)
 -- KEYS[3]  orders  (hash: order id -> "instance variant")
 -- KEYS[4]  audit   (hash of counters; `sold/<instance>/<variant>` is bumped here)
+-- KEYS[5]  meta    (the product's: `per_user`)
+-- KEYS[6]  buyers  (hash: user -> units sold to them)
 -- ARGV[1]  claim id
 -- ARGV[2]  lease, ms
 -- ARGV[3]  order id
 -- ARGV[4]  instance id
 -- ARGV[5]  variant name
+-- ARGV[6]  the buyer, or ''
 --
 -- Returns: the units left in the claim; -1 when the claim is gone (its lease ran out and
---          its units went back to the pool, or a reset): nothing is sold.
+--          its units went back to the pool, or a reset); -5 when the buyer has their
+--          limit, -6 when the product has one and no buyer was named: nothing is sold.
 local left = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if left <= 0 then
   return -1
+end
+local limit = tonumber(redis.call('HGET', KEYS[5], 'per_user') or '0')
+if limit > 0 then
+  if ARGV[6] == '' then
+    return -6
+  end
+  if tonumber(redis.call('HGET', KEYS[6], ARGV[6]) or '0') >= limit then
+    return -5
+  end
 end
 left = left - 1
 if left > 0 then
@@ -29,6 +42,11 @@ else
   redis.call('HDEL', KEYS[1], ARGV[1])
   redis.call('ZREM', KEYS[2], ARGV[1])
 end
-redis.call('HSET', KEYS[3], ARGV[3], ARGV[4] .. ' ' .. ARGV[5])
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[3], ARGV[3], ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6])
+  redis.call('HINCRBY', KEYS[6], ARGV[6], 1)
+else
+  redis.call('HSET', KEYS[3], ARGV[3], ARGV[4] .. ' ' .. ARGV[5])
+end
 redis.call('HINCRBY', KEYS[4], 'sold/' .. ARGV[4] .. '/' .. ARGV[5], 1)
 return left

@@ -43,6 +43,23 @@ impl fmt::Display for ProductId {
     }
 }
 
+/// A buyer's id, safe inside a Redis key or a hash field: `[A-Za-z0-9_-]{1,64}`, as a
+/// product id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UserId(String);
+
+impl UserId {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        ProductId::parse(raw)
+            .map(|id| Self(id.0))
+            .map_err(|_| format!("user must match [A-Za-z0-9_-]{{1,{}}}", ProductId::MAX_LEN))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// The product-wide keys: its metadata and its request counters.
 #[derive(Debug, Clone)]
 pub struct ProductKeys {
@@ -52,6 +69,10 @@ pub struct ProductKeys {
     /// Hash of counters of requests that sold nothing: `sold_out`, `lock_busy`. For an
     /// unsplit product it is the one shard's audit hash.
     pub audit: String,
+    /// A split product's per-user limit: hash user -> units reserved (taken before a
+    /// shard sells, given back when none did). An unsplit product checks its shard's
+    /// `buyers` instead.
+    pub reserved: String,
 }
 
 impl ProductKeys {
@@ -61,6 +82,7 @@ impl ProductKeys {
             product: product.clone(),
             meta: key(&product_tag, "meta"),
             audit: key(&product_tag, "audit"),
+            reserved: key(&product_tag, "reserved"),
         }
     }
 
@@ -170,8 +192,14 @@ pub struct ShardKeys {
     /// Sorted set of holders inside the critical section, scored by the time they must
     /// have left by; the audit counts an overlap when a holder enters a non-empty set.
     pub inside: String,
-    /// Hash: order id -> "instance variant".
+    /// Hash: order id -> "instance variant" (and " user" when the buyer gave one).
     pub orders: String,
+    /// Hash: user -> units this shard sold them, written with each order.
+    pub buyers: String,
+    /// The product's meta (`per_user`) when the shard is the whole product; for a shard of
+    /// a split product, a key on its slot that does not exist (no limit is checked there:
+    /// the product's `reserved` is).
+    pub meta: String,
     /// Hash of counters: `sold/<instance>/<variant>`, `lock_overlaps`, `lock_lost`.
     pub audit: String,
     /// Hash: `issued`, the last fencing token handed to a lock holder of this shard, and
@@ -197,6 +225,8 @@ impl ShardKeys {
             lock_waiting: key(tag, "lock:waiting"),
             inside: key(tag, "inside"),
             orders: key(tag, "orders"),
+            buyers: key(tag, "buyers"),
+            meta: key(tag, "meta"),
             audit: key(tag, "audit"),
             fence: key(tag, "fence"),
             claims: key(tag, "claims"),
@@ -226,11 +256,12 @@ impl ShardKeys {
     }
 
     /// The shard's keys in the stock store (all but its lock), for a reset to delete.
-    pub fn stock_side(&self) -> [&str; 8] {
+    pub fn stock_side(&self) -> [&str; 9] {
         [
             &self.stock,
             &self.inside,
             &self.orders,
+            &self.buyers,
             &self.audit,
             &self.fence,
             &self.claims,

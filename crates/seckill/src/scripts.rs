@@ -53,6 +53,9 @@ pub static SHARE_CLAIM: LazyLock<Script> = script!("share_claim.lua");
 /// `shares`: record a sale from a claimed share, and renew the claim's lease.
 pub static SHARE_SELL: LazyLock<Script> = script!("share_sell.lua");
 
+/// A split product's per-user limit: reserve a unit for a buyer, or give it back.
+pub static RESERVE: LazyLock<Script> = script!("reserve.lua");
+
 /// One sale as the commit scripts record it.
 pub struct Sale<'a> {
     pub shard: &'a ShardKeys,
@@ -62,6 +65,8 @@ pub struct Sale<'a> {
     pub order: &'a str,
     pub instance: &'a str,
     pub variant: &'a str,
+    /// The buyer, or `""` when the request named none.
+    pub user: &'a str,
 }
 
 impl Sale<'_> {
@@ -111,13 +116,21 @@ pub(crate) fn commit(
 ) -> ScriptInvocation<'static> {
     let mut script = COMMIT.prepare_invoke();
     sale.fill(&mut script);
-    match write {
-        StockWrite::Decrement => script.arg("decr").arg(0),
-        StockWrite::Set(value) => script.arg("set").arg(value),
+    // naive checked the per-user limit itself, before its work; every other sale is
+    // checked here, inside the critical section.
+    let (take, value, limit) = match write {
+        StockWrite::Decrement => ("decr", 0, "check"),
+        StockWrite::Set(value) => ("set", value, "record"),
     };
     script
+        .key(&sale.shard.buyers)
+        .key(&sale.shard.meta)
+        .arg(take)
+        .arg(value)
         .arg(credentials.lock_holder.unwrap_or_default())
-        .arg(token_arg(credentials.token));
+        .arg(token_arg(credentials.token))
+        .arg(sale.user)
+        .arg(limit);
     script
 }
 
@@ -164,12 +177,15 @@ pub fn commit_release(
         .key(&shard.lock_channel)
         .key(&shard.lock_queue)
         .key(&shard.lock_waiting)
+        .key(&shard.buyers)
+        .key(&shard.meta)
         .arg(if sells { "decr" } else { "leave" })
         .arg(millis(release.lease).max(1))
         .arg(if release.fair { "fair" } else { "unfair" })
         .arg(successor.map_or("", |s| s.holder.as_str()))
         .arg(successor.map_or(0, |s| millis(s.lease).max(1)))
-        .arg(successor.map_or(0, |s| millis(s.hold)));
+        .arg(successor.map_or(0, |s| millis(s.hold)))
+        .arg(sale.user);
     script
 }
 

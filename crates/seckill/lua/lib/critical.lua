@@ -11,6 +11,10 @@
 --           `fenced`
 --   fence   hash: `issued`, the last fencing token handed out, and `seen`, the highest one
 --           that has read or written the stock
+--   buyers  hash: user -> units sold to them here, written with each order
+--   meta    the product's meta hash (`per_user`: units one user may buy, 0 or none for no
+--           limit) when the shard is the whole product; a key that does not exist for a
+--           shard of a split product, whose limit is checked before (lua/reserve.lua)
 -- A fencing token is '' when the holder presents none.
 
 -- A holder enters and reads the stock. The audit counts an overlap when somebody else is
@@ -45,15 +49,46 @@ local function enter(stock, inside, audit, fence, holder, stay, token)
   return { units, overlap }
 end
 
+-- Whether `user` may buy one more unit here: nil when they may; -6 when the product limits
+-- each buyer and the request named none; -5 when the user has bought their limit.
+local function over_limit(meta, buyers, user)
+  local limit = tonumber(redis.call('HGET', meta, 'per_user') or '0')
+  if limit <= 0 then
+    return nil
+  end
+  if user == '' then
+    return -6
+  end
+  if tonumber(redis.call('HGET', buyers, user) or '0') >= limit then
+    return -5
+  end
+  return nil
+end
+
+-- Records the order of one unit sold to `user` ('' for nobody named).
+local function record(orders, buyers, audit, order, instance, variant, user)
+  local who = instance .. ' ' .. variant
+  if user ~= '' then
+    who = who .. ' ' .. user
+    redis.call('HINCRBY', buyers, user, 1)
+  end
+  redis.call('HSET', orders, order, who)
+  redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, 1)
+end
+
 -- The holder leaves: `take` is 'decr' (take one unit in Redis), 'set' (write `value`, a
 -- stock the application computed from what it read earlier: naive's lost update) or
 -- 'leave' (sell nothing). `lock_holder`, when not '', is a holder that must still hold the
 -- watchdog lock hash `lock` (only when the lock lives beside the stock).
+-- `user` is the buyer ('' for none); `limit` is 'check' (refuse a user at the product's
+-- per-user limit, here, inside the critical section) or 'record' (the application checked:
+-- naive's check-then-act).
 -- Returns the units left; -2 when the stock key is gone (a reset, or Redis lost it); -3
 -- when that holder no longer holds the lock (counted as lock_lost); -4 when the token is
--- older than one the stock has seen (counted as fenced). On -2, -3 and -4 nothing is sold.
-local function commit(stock, inside, orders, audit, lock, fence, holder, order, instance,
-                      variant, take, value, lock_holder, token)
+-- older than one the stock has seen (counted as fenced); -5 when the user has bought their
+-- limit, -6 when the product has a limit and no user was named. On -2 to -6 nothing is sold.
+local function commit(stock, inside, orders, audit, lock, fence, buyers, meta, holder, order,
+                      instance, variant, take, value, lock_holder, token, user, limit)
   redis.call('ZREM', inside, holder)
   if redis.call('EXISTS', stock) == 0 then
     return -2
@@ -74,6 +109,12 @@ local function commit(stock, inside, orders, audit, lock, fence, holder, order, 
     end
     redis.call('HSET', fence, 'seen', token)
   end
+  if limit == 'check' then
+    local refused = over_limit(meta, buyers, user)
+    if refused then
+      return refused
+    end
+  end
   local remaining
   if take == 'set' then
     redis.call('SET', stock, value)
@@ -81,7 +122,6 @@ local function commit(stock, inside, orders, audit, lock, fence, holder, order, 
   else
     remaining = redis.call('DECR', stock)
   end
-  redis.call('HSET', orders, order, instance .. ' ' .. variant)
-  redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, 1)
+  record(orders, buyers, audit, order, instance, variant, user)
   return remaining
 end

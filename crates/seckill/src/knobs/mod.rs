@@ -18,8 +18,11 @@ use std::time::Duration;
 
 use crate::config::Limits;
 use crate::error::AppError;
-use crate::keys::ProductId;
+use crate::keys::{ProductId, UserId};
 use crate::variants::Variant;
+
+/// The parameters every variant takes besides its knobs.
+pub const ALWAYS: [&str; 2] = ["product", "user"];
 
 /// The product sold when a request names none, as in the seed.
 pub const DEFAULT_PRODUCT: &str = "101";
@@ -91,6 +94,8 @@ enum Value {
 #[derive(Debug, Clone)]
 pub struct Knobs {
     pub product: ProductId,
+    /// Who buys (`user`), when the request says; every variant takes it.
+    pub user: Option<UserId>,
     /// Every knob the variant takes, with its value or its default.
     values: Vec<(&'static str, Value)>,
     fault: Option<Fault>,
@@ -111,8 +116,10 @@ impl Knobs {
                 return Err(bad(format!("parameter {} is given twice", quoted(name))));
             }
             seen.push(name);
-            if name != "product" && !takes.iter().any(|k| k.name == name) {
-                let names = std::iter::once("product")
+            if !ALWAYS.contains(&name.as_str()) && !takes.iter().any(|k| k.name == name) {
+                let names = ALWAYS
+                    .iter()
+                    .copied()
                     .chain(takes.iter().map(|k| k.name))
                     .collect::<Vec<_>>()
                     .join(", ");
@@ -133,12 +140,14 @@ impl Knobs {
             None => ProductId::parse(DEFAULT_PRODUCT).expect("the default product id is valid"),
             Some(raw) => ProductId::parse(raw).map_err(bad)?,
         };
+        let user = get("user").map(UserId::parse).transpose().map_err(bad)?;
         let values = takes
             .iter()
             .map(|knob| Ok((knob.name, read(knob, get(knob.name), limits)?)))
             .collect::<Result<Vec<_>, AppError>>()?;
         let mut knobs = Self {
             product,
+            user,
             values,
             fault: None,
         };

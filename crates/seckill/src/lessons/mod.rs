@@ -192,7 +192,7 @@ async fn run(
             break;
         }
         status.lock().unwrap_or_else(|e| e.into_inner()).phase = index;
-        product::reset(store, locks, product, phase.stock, phase.shards)
+        product::reset(store, locks, product, phase.stock, phase.shards, 0)
             .await
             .map_err(|err| format!("reset: {err}"))?;
         let url = |path: &str| {

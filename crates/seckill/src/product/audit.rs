@@ -56,6 +56,17 @@ pub struct Stats {
     /// Locks given back because fewer replicas of the lock store than
     /// `--lock-wait-replicas` confirmed them in time.
     pub lock_unconfirmed: i64,
+    /// Units one user may buy (0: no limit), as the last reset set it.
+    pub per_user: i64,
+    /// Distinct buyers named in the orders.
+    pub buyers: i64,
+    /// From the orders: buyers holding more units than `per_user`, and the units past it.
+    pub over_limit: OverLimit,
+    /// Requests answered 403 `limit_reached`: the buyer already had their limit.
+    pub limit_reached: i64,
+    /// A split product: units reserved for a buyer that no order accounts for (an
+    /// instance died between the reservation and the sale): the buyer may buy fewer.
+    pub reserved_unsold: i64,
     pub by_instance: BTreeMap<String, i64>,
     pub by_variant: BTreeMap<String, i64>,
     pub shard_remaining: Vec<i64>,
@@ -87,12 +98,20 @@ impl Stats {
                     "unconfirmed" => self.unconfirmed += count,
                     "fenced" => self.fenced += count,
                     "lock_unconfirmed" => self.lock_unconfirmed += count,
+                    "limit_reached" => self.limit_reached += count,
                     "reclaimed" => self.reclaimed += count,
                     _ => {}
                 }
             }
         }
     }
+}
+
+/// Buyers past the per-user limit.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct OverLimit {
+    pub users: i64,
+    pub units: i64,
 }
 
 /// One shard's lock as Redis has it now.
@@ -121,7 +140,13 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
 
     // One pipeline per shard, each on its own slot, all at once; the locks' TTLs from
     // the lock store.
-    type ShardRow = (Option<i64>, i64, BTreeMap<String, i64>, Vec<i64>);
+    type ShardRow = (
+        Option<i64>,
+        i64,
+        BTreeMap<String, i64>,
+        Vec<i64>,
+        BTreeMap<String, i64>,
+    );
     let lock_conn = locks.conn();
     let rows: Vec<(ShardRow, seckill_lock::LockState)> =
         try_join_all((0..layout.shards()).map(|index| {
@@ -133,7 +158,8 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
                 pipe.get(&shard.stock)
                     .hlen(&shard.orders)
                     .hgetall(&shard.audit)
-                    .hvals(&shard.claims);
+                    .hvals(&shard.claims)
+                    .hgetall(&shard.buyers);
                 let row = pipe.query_async::<ShardRow>(&mut conn).await?;
                 let lock = seckill_lock::inspect::inspect(&mut lock_conn, &shard.lock).await?;
                 Ok::<_, AppError>((row, lock))
@@ -141,10 +167,14 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         }))
         .await?;
     // A split product keeps its request counters apart from its shards'.
-    let product_audit: BTreeMap<String, i64> = if shards > 1 {
-        conn.hgetall(&keys.audit).await?
+    let (product_audit, reserved): (BTreeMap<String, i64>, BTreeMap<String, i64>) = if shards > 1 {
+        redis::pipe()
+            .hgetall(&keys.audit)
+            .hgetall(&keys.reserved)
+            .query_async(&mut conn)
+            .await?
     } else {
-        BTreeMap::new()
+        Default::default()
     };
     let masters = store.masters().await?;
 
@@ -165,6 +195,11 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         unconfirmed: 0,
         fenced: 0,
         lock_unconfirmed: 0,
+        per_user: number("per_user").unwrap_or(0),
+        buyers: 0,
+        over_limit: OverLimit::default(),
+        limit_reached: 0,
+        reserved_unsold: 0,
         by_instance: BTreeMap::new(),
         by_variant: BTreeMap::new(),
         shard_remaining: Vec::with_capacity(rows.len()),
@@ -172,7 +207,11 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         shard_nodes: Vec::with_capacity(rows.len()),
         locks: Vec::with_capacity(rows.len()),
     };
-    for (index, ((stock, orders, audit, claimed), lock)) in (0..).zip(rows) {
+    let mut bought: BTreeMap<String, i64> = BTreeMap::new();
+    for (index, ((stock, orders, audit, claimed, buyers), lock)) in (0..).zip(rows) {
+        for (user, units) in buyers {
+            *bought.entry(user).or_default() += units;
+        }
         let claimed: i64 = claimed.iter().sum();
         stats.in_shares += claimed;
         let stock = stock.unwrap_or_default() + claimed;
@@ -202,6 +241,19 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         });
     }
     stats.add(product_audit);
+    stats.buyers = bought.values().filter(|&&units| units > 0).count() as i64;
+    if stats.per_user > 0 {
+        for units in bought.values() {
+            if *units > stats.per_user {
+                stats.over_limit.users += 1;
+                stats.over_limit.units += units - stats.per_user;
+            }
+        }
+    }
+    stats.reserved_unsold = reserved
+        .iter()
+        .map(|(user, units)| (units - bought.get(user).copied().unwrap_or(0)).max(0))
+        .sum();
     stats.oversold = (stats.sold - stats.initial).max(0);
     let left_the_stock = stats.initial - stats.remaining;
     stats.lost_updates = (stats.sold - left_the_stock).max(0);

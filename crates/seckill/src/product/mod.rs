@@ -17,7 +17,8 @@ pub const MAX_SHARDS: u32 = 64;
 /// The most units a reset may set.
 pub const MAX_STOCK: i64 = 100_000_000;
 
-/// Sets a product's stock, split over `shards`, and clears its orders, audit and locks.
+/// Sets a product's stock, split over `shards`, with `per_user` units one buyer may have
+/// (0: no limit), and clears its orders, buyers, audit and locks.
 ///
 /// On a Cluster the shards are placed round-robin over the masters (see [`place`]). Each
 /// shard is cleared and set in one `MULTI` on its own slot, all shards at once; the meta
@@ -30,6 +31,7 @@ pub async fn reset(
     product: &ProductId,
     stock: i64,
     shards: u32,
+    per_user: i64,
 ) -> Result<Layout, AppError> {
     let keys = ProductKeys::new(product);
     let old = recorded_layout(store, product).await?;
@@ -74,7 +76,7 @@ pub async fn reset(
 
     let mut pipe = redis::pipe();
     pipe.atomic()
-        .del(&keys.audit)
+        .del(&[&keys.audit, &keys.reserved])
         .ignore()
         .hset_multiple(
             &keys.meta,
@@ -82,6 +84,7 @@ pub async fn reset(
                 ("initial", stock.to_string()),
                 ("shards", shards.to_string()),
                 ("tags", new.to_meta()),
+                ("per_user", per_user.to_string()),
             ],
         )
         .ignore();

@@ -61,6 +61,9 @@ struct ResetRequest {
     stock: i64,
     #[serde(default = "one_shard")]
     shards: u32,
+    /// Units one user may buy; 0 (the default): no limit.
+    #[serde(default)]
+    per_user: i64,
 }
 
 fn one_shard() -> u32 {
@@ -68,8 +71,10 @@ fn one_shard() -> u32 {
 }
 
 async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, AppError> {
-    let request: ResetRequest =
-        json_body(&body, r#"{"product": "101", "stock": 100, "shards": 1}"#)?;
+    let request: ResetRequest = json_body(
+        &body,
+        r#"{"product": "101", "stock": 100, "shards": 1, "per_user": 0}"#,
+    )?;
     let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
     if !(0..=MAX_STOCK).contains(&request.stock) {
         return Err(AppError::BadRequest(format!(
@@ -81,20 +86,27 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
             "shards must be from 1 to {MAX_SHARDS}"
         )));
     }
+    if !(0..=MAX_STOCK).contains(&request.per_user) {
+        return Err(AppError::BadRequest(format!(
+            "per_user must be from 0 (no limit) to {MAX_STOCK}"
+        )));
+    }
     let layout = product::reset(
         &state.store,
         &state.lock_store,
         &product,
         request.stock,
         request.shards,
+        request.per_user,
     )
     .await?;
-    tracing::info!(%product, stock = request.stock, shards = request.shards, "stock reset");
+    tracing::info!(%product, stock = request.stock, shards = request.shards, per_user = request.per_user, "stock reset");
     Ok(Json(json!({
         "outcome": "reset",
         "product": product.as_str(),
         "stock": request.stock,
         "shards": request.shards,
+        "per_user": request.per_user,
         "shard_tags": layout.tags(),
     })))
 }

@@ -75,6 +75,10 @@ const UNCONFIRMED: &str = "the unit was taken and the order recorded on the mast
     replicas confirmed it in time: it may or may not survive a failover; do not retry blindly, \
     look the order up";
 
+/// What a `limit_reached` answer tells the client.
+const LIMIT_REACHED: &str =
+    "this buyer already has as many units as the product allows one user (per_user)";
+
 async fn deduct(
     state: AppState,
     variant: Variant,
@@ -158,6 +162,7 @@ fn answer(
         | Outcome::Abandoned
         | Outcome::Fenced
         | Outcome::LockUnconfirmed => {}
+        Outcome::LimitReached => answer.note = Some(LIMIT_REACHED),
     }
     let mut response = json(status, &answer);
     if status == StatusCode::SERVICE_UNAVAILABLE {

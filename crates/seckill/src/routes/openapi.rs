@@ -29,7 +29,8 @@ pub(super) async fn openapi(State(state): State<AppState>) -> impl IntoResponse 
 pub fn document(limits: &Limits) -> Value {
     let mut doc: Value = serde_json::from_str(TEMPLATE).expect("openapi.json is JSON");
     let knobs = every_knob();
-    let refs: Vec<Value> = std::iter::once("product")
+    let refs: Vec<Value> = crate::knobs::ALWAYS
+        .into_iter()
         .chain(knobs.iter().map(|k| k.name))
         .map(|name| json!({ "$ref": format!("#/components/parameters/{name}") }))
         .collect();

@@ -54,6 +54,11 @@ impl Deduction {
         Ok(outcome)
     }
 
+    /// The buyer the request named, or `""`.
+    pub fn user(&self) -> &str {
+        self.knobs.user.as_ref().map_or("", |u| u.as_str())
+    }
+
     /// The stock store's connection.
     pub fn redis(&self) -> RedisConn {
         self.app.store.conn()

@@ -69,12 +69,12 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let order = Uuid::now_v7().to_string();
     let unit = if d.knobs.switch(&BATCH) {
         let batches: &LuaBatches = d.state()?;
-        batches.deduct(shard, order.clone()).await?
+        batches.deduct(shard, order.clone(), d.user()).await?
     } else {
         let (instance, confirm) = (&d.app.settings.instance, d.app.sale_confirmations.clone());
-        call(&mut d.redis(), instance, &shard, &[&order], confirm)
-            .await
-            .map(|sold| sold.of(0))?
+        let orders = [(order.as_str(), d.user())];
+        let units = call(&mut d.redis(), instance, &shard, &orders, confirm).await?;
+        units.first().copied().unwrap_or(Unit::NotForSale)
     };
     match unit {
         Unit::NotForSale => Err(d.not_for_sale().await),
@@ -88,6 +88,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
             order,
             shard: index,
         }),
+        Unit::Refused(code) => d.over_limit(code),
     }
 }
 
@@ -101,68 +102,69 @@ enum Unit {
     Unconfirmed,
     SoldOut,
     NotForSale,
+    /// The buyer has their limit, or the product has one and no buyer was named.
+    Refused(i64),
 }
 
-/// What the script answered for a call: the stock before it, and how many units it sold
-/// (to the first deductions of the call); `None` when the product has no stock key. And
-/// whether the replicas asked for confirmed the call's sales.
-#[derive(Debug, Clone, Copy)]
-struct Sold {
-    script: Option<(i64, i64)>,
-    confirmed: bool,
-}
-
-impl Sold {
-    /// What the `i`-th deduction of the call (from 0) got.
-    fn of(self, i: usize) -> Unit {
-        let Some((before, sold)) = self.script else {
-            return Unit::NotForSale;
-        };
-        let i = i as i64;
-        if i >= sold {
-            Unit::SoldOut
-        } else if !self.confirmed {
-            Unit::Unconfirmed
-        } else {
-            Unit::Sold {
-                remaining: before - i - 1,
+/// What the script answered for a call, one [`Unit`] per deduction, in order: the stock
+/// before the call, then each deduction's answer (1 sold, 0 sold out, or a refusal);
+/// nothing when the product has no stock key. `confirmed`: whether the replicas asked for
+/// confirmed the call's sales.
+fn units(script: Option<Vec<i64>>, count: usize, confirmed: bool) -> Vec<Unit> {
+    let Some((&before, answers)) = script.as_deref().and_then(<[i64]>::split_first) else {
+        return vec![Unit::NotForSale; count];
+    };
+    let mut sold = 0;
+    answers
+        .iter()
+        .map(|&answer| match answer {
+            1 if !confirmed => Unit::Unconfirmed,
+            1 => {
+                sold += 1;
+                Unit::Sold {
+                    remaining: before - sold,
+                }
             }
-        }
-    }
+            0 => Unit::SoldOut,
+            code => Unit::Refused(code),
+        })
+        .collect()
 }
 
-/// Runs `deduct.lua` for `orders`, in that order, on one shard; with `confirm`, one
-/// confirmation by the replicas covers every sale of the call.
+/// Runs `deduct.lua` for `orders` (an order id and its buyer each), in that order, on one
+/// shard; with `confirm`, one confirmation by the replicas covers every sale of the call.
 async fn call(
     redis: &mut RedisConn,
     instance: &str,
     shard: &ShardKeys,
-    orders: &[&str],
+    orders: &[(&str, &str)],
     confirm: Option<Arc<Confirmations>>,
-) -> Result<Sold, RedisError> {
+) -> Result<Vec<Unit>, RedisError> {
     let mut script = scripts::DEDUCT.prepare_invoke();
     script
         .key(&shard.stock)
         .key(&shard.orders)
         .key(&shard.audit)
+        .key(&shard.meta)
+        .key(&shard.buyers)
         .arg(instance)
         .arg(SPEC.name);
-    for order in orders {
-        script.arg(*order);
+    for (order, user) in orders {
+        script.arg(*order).arg(*user);
     }
-    let result: Option<(i64, i64)> = script.invoke_async(redis).await?;
-    let sold = result.map_or(0, |(_, sold)| sold);
-    let confirmed = sold == 0 || confirm_sales(confirm.as_ref(), redis, shard, sold).await;
-    Ok(Sold {
-        script: result,
-        confirmed,
-    })
+    let result: Option<Vec<i64>> = script.invoke_async(redis).await?;
+    let sold = result
+        .as_deref()
+        .map_or(0, |r| r.iter().skip(1).filter(|&&a| a == 1).count());
+    let confirmed = sold == 0 || confirm_sales(confirm.as_ref(), redis, shard, sold as i64).await;
+    Ok(units(result, orders.len(), confirmed))
 }
 
 /// A deduction waiting for its call.
 struct Waiting {
     shard: ShardKeys,
     order: String,
+    user: String,
     answer: oneshot::Sender<Result<Unit, RedisError>>,
 }
 
@@ -185,11 +187,12 @@ impl LuaBatches {
         Self { queue }
     }
 
-    async fn deduct(&self, shard: ShardKeys, order: String) -> Result<Unit, AppError> {
+    async fn deduct(&self, shard: ShardKeys, order: String, user: &str) -> Result<Unit, AppError> {
         let (answer, answered) = oneshot::channel();
         let waiting = Waiting {
             shard,
             order,
+            user: user.to_owned(),
             answer,
         };
         let gone = || AppError::Internal(anyhow::anyhow!("the lua batch task stopped"));
@@ -263,12 +266,17 @@ async fn send(
     batch: Vec<Waiting>,
     confirm: Option<Arc<Confirmations>>,
 ) {
-    let orders: Vec<&str> = batch.iter().map(|w| w.order.as_str()).collect();
-    let sold = call(&mut redis, instance, &batch[0].shard, &orders, confirm).await;
+    let orders: Vec<(&str, &str)> = batch
+        .iter()
+        .map(|w| (w.order.as_str(), w.user.as_str()))
+        .collect();
+    let units = call(&mut redis, instance, &batch[0].shard, &orders, confirm).await;
     for (i, waiting) in batch.into_iter().enumerate() {
-        let _ = waiting
-            .answer
-            .send(sold.as_ref().map(|s| s.of(i)).map_err(Clone::clone));
+        let unit = match &units {
+            Ok(units) => Ok(units.get(i).copied().unwrap_or(Unit::NotForSale)),
+            Err(err) => Err(err.clone()),
+        };
+        let _ = waiting.answer.send(unit);
     }
 }
 
@@ -277,16 +285,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_first_deductions_of_a_call_get_the_units_it_sold() {
-        let answer = |script, confirmed| Sold { script, confirmed };
-        let sold = answer(Some((3, 2)), true);
-        assert_eq!(sold.of(0), Unit::Sold { remaining: 2 });
-        assert_eq!(sold.of(1), Unit::Sold { remaining: 1 });
-        assert_eq!(sold.of(2), Unit::SoldOut);
-        assert_eq!(answer(Some((-4, 0)), true).of(0), Unit::SoldOut);
-        assert_eq!(answer(None, true).of(0), Unit::NotForSale);
-        let unconfirmed = answer(Some((3, 2)), false);
-        assert_eq!(unconfirmed.of(1), Unit::Unconfirmed);
-        assert_eq!(unconfirmed.of(2), Unit::SoldOut);
+    fn each_deduction_of_a_call_gets_what_the_script_answered_for_it() {
+        let sold = units(Some(vec![3, 1, -5, 1, 0]), 4, true);
+        assert_eq!(
+            sold,
+            [
+                Unit::Sold { remaining: 2 },
+                Unit::Refused(-5),
+                Unit::Sold { remaining: 1 },
+                Unit::SoldOut
+            ]
+        );
+        assert_eq!(units(Some(vec![-4, 0]), 1, true), [Unit::SoldOut]);
+        assert_eq!(units(None, 2, true), [Unit::NotForSale; 2]);
+        let unconfirmed = units(Some(vec![3, 1, 0]), 2, false);
+        assert_eq!(unconfirmed, [Unit::Unconfirmed, Unit::SoldOut]);
     }
 }

@@ -3,10 +3,12 @@
 //! Two requests that read the same value both write the same value back: one sale is
 //! lost from the stock (a lost update), and once the stock has run out on paper more
 //! units have been sold than there were (oversell).
+//!
+//! The per-user limit the same way: it reads how many units the buyer has, and if that is
+//! below `per_user` it goes on — so several clicks of one buyer at once all pass the check
+//! before any of them is recorded, and `/stats` shows the buyer `over_limit`.
 
-use redis::AsyncCommands;
-
-use super::section::{Credentials, StockWrite};
+use super::section::{Credentials, LIMIT_REACHED, StockWrite, USER_REQUIRED};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::WORK_MS;
@@ -26,12 +28,24 @@ pub static SPEC: Spec = Spec {
 
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
-    let stock: Option<i64> = d.redis().get(&shard.stock).await?;
+    // One round trip: the stock, the limit and what the buyer has.
+    let (stock, limit, bought): (Option<i64>, Option<i64>, Option<i64>) = redis::pipe()
+        .get(&shard.stock)
+        .hget(&shard.meta, "per_user")
+        .hget(&shard.buyers, d.user())
+        .query_async(&mut d.redis())
+        .await?;
     let Some(stock) = stock else {
         return Err(d.not_for_sale().await);
     };
     if stock <= 0 {
         return Ok(Outcome::SoldOut { remaining: stock });
+    }
+    match limit.unwrap_or(0) {
+        0 => {}
+        _ if d.user().is_empty() => return d.over_limit(USER_REQUIRED),
+        limit if bought.unwrap_or(0) >= limit => return d.over_limit(LIMIT_REACHED),
+        _ => {}
     }
     d.work().await;
     d.commit(&shard, StockWrite::Set(stock - 1), Credentials::default())

@@ -31,11 +31,14 @@ pub enum Outcome {
     /// 503: the lock was taken but fewer replicas of the lock store than
     /// `--lock-wait-replicas` confirmed it in time; it was given back, nothing was sold.
     LockUnconfirmed,
+    /// 403: the buyer already holds as many units as the product's `per_user` allows
+    /// (一人一单); nothing was sold. Retrying will not help.
+    LimitReached,
 }
 
 impl Outcome {
     /// Every outcome's name, as answers, metrics and `/openapi.json` spell them.
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         "deducted",
         "sold_out",
         "lock_busy",
@@ -44,6 +47,7 @@ impl Outcome {
         "unconfirmed",
         "fenced",
         "lock_unconfirmed",
+        "limit_reached",
     ];
 
     pub fn name(&self) -> &'static str {
@@ -56,6 +60,7 @@ impl Outcome {
             Self::Unconfirmed { .. } => "unconfirmed",
             Self::Fenced => "fenced",
             Self::LockUnconfirmed => "lock_unconfirmed",
+            Self::LimitReached => "limit_reached",
         }
     }
 
@@ -63,6 +68,7 @@ impl Outcome {
         match self {
             Self::Deducted { .. } => StatusCode::OK,
             Self::SoldOut { .. } => StatusCode::CONFLICT,
+            Self::LimitReached => StatusCode::FORBIDDEN,
             Self::LockBusy => StatusCode::TOO_MANY_REQUESTS,
             Self::Abandoned => StatusCode::INTERNAL_SERVER_ERROR,
             Self::LockLost | Self::Unconfirmed { .. } | Self::Fenced | Self::LockUnconfirmed => {
@@ -78,6 +84,7 @@ impl Outcome {
             Self::SoldOut { .. } => Some("sold_out"),
             Self::LockBusy => Some("lock_busy"),
             Self::LockUnconfirmed => Some("lock_unconfirmed"),
+            Self::LimitReached => Some("limit_reached"),
             _ => None,
         }
     }
@@ -105,6 +112,7 @@ mod tests {
             },
             Outcome::Fenced,
             Outcome::LockUnconfirmed,
+            Outcome::LimitReached,
         ];
         assert_eq!(every.map(|o| o.name()), Outcome::NAMES);
     }

@@ -16,6 +16,11 @@ use crate::keys::ShardKeys;
 use crate::scripts;
 use crate::store::{Confirmations, Confirmed, RedisConn};
 
+/// A script's answer when the buyer already has the product's `per_user` units.
+pub(crate) const LIMIT_REACHED: i64 = -5;
+/// A script's answer when the product limits each buyer and the request named none.
+pub(crate) const USER_REQUIRED: i64 = -6;
+
 /// How long past its own work a holder may stay in the audit's "inside" set: the time it
 /// needs for its last Redis round trips under load. A holder that dies inside stops
 /// counting as inside after its work plus this margin.
@@ -202,6 +207,7 @@ impl Deduction {
             -2 => Err(self.not_for_sale().await),
             -3 => Ok(Outcome::LockLost),
             -4 => Ok(Outcome::Fenced),
+            LIMIT_REACHED | USER_REQUIRED => self.over_limit(remaining),
             _ => Ok(self.sold(shard, order, remaining).await),
         }
     }
@@ -214,7 +220,19 @@ impl Deduction {
             order,
             instance: &self.app.settings.instance,
             variant: self.variant.name(),
+            user: self.user(),
         }
+    }
+
+    /// What a script's per-user refusal ([`LIMIT_REACHED`] or [`USER_REQUIRED`]) answers.
+    pub(super) fn over_limit(&self, code: i64) -> Result<Outcome, AppError> {
+        if code == USER_REQUIRED {
+            return Err(AppError::BadRequest(format!(
+                "product {} limits the units one buyer may have: name the buyer with user",
+                self.product.product
+            )));
+        }
+        Ok(Outcome::LimitReached)
     }
 
     /// A unit sold and recorded: a 200, once as many replicas as asked for have it.

@@ -4,12 +4,17 @@
 //! next when one turns out empty. Sold out (409) only when every shard is empty, so there
 //! is no false sold-out while any shard still has stock. N shards let N holders work at
 //! once: close to N times the goodput of `watchdog` when the critical section dominates.
+//!
+//! A per-user limit cannot be checked inside a shard's critical section: the buyer's count
+//! lives on the product's slot, the shard elsewhere. So the unit is reserved first
+//! (`lua/reserve.lua`) and the reservation given back when no shard sold it.
 
 use tokio::time::Instant;
 
 use super::{Deduction, Outcome, Spec, watchdog};
 use crate::error::AppError;
-use crate::product;
+use crate::keys::Layout;
+use crate::{product, scripts};
 
 pub static SPEC: Spec = Spec {
     name: "segmented",
@@ -42,13 +47,54 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         return Ok(Outcome::SoldOut { remaining: 0 });
     }
 
+    // A buyer's units are counted on the product's slot, the stock on the shards': the
+    // unit is reserved first, and given back when no shard sold it.
+    let reserved = match layout.shards() {
+        1 => false,
+        _ => match reserve(d, "take").await? {
+            0 => false,
+            1 => true,
+            code => return d.over_limit(code),
+        },
+    };
+    let outcome = sell(d, &layout, &with_stock).await;
+    let sold = matches!(
+        outcome,
+        Ok(Outcome::Deducted { .. } | Outcome::Unconfirmed { .. })
+    );
+    if reserved
+        && !sold
+        && let Err(err) = reserve(d, "give").await
+    {
+        tracing::warn!(
+            error = %err,
+            user = d.user(),
+            "a reservation was not given back: the buyer may buy one unit fewer"
+        );
+    }
+    outcome
+}
+
+/// `lua/reserve.lua` for this deduction's buyer: `take` or `give` one unit.
+async fn reserve(d: &Deduction, what: &str) -> Result<i64, AppError> {
+    Ok(scripts::RESERVE
+        .key(&d.product.meta)
+        .key(&d.product.reserved)
+        .arg(d.user())
+        .arg(what)
+        .invoke_async(&mut d.redis())
+        .await?)
+}
+
+/// One unit from the first of `with_stock`'s shards (in a random turn) that sells one.
+async fn sell(d: &Deduction, layout: &Layout, with_stock: &[u32]) -> Result<Outcome, AppError> {
     let start = fastrand::usize(..with_stock.len());
     let deadline = Instant::now() + d.knobs.wait();
     let mut busy = false;
     for k in 0..with_stock.len() {
         let shard = d
             .product
-            .shard(&layout, with_stock[(start + k) % with_stock.len()]);
+            .shard(layout, with_stock[(start + k) % with_stock.len()]);
         let wait = deadline.saturating_duration_since(Instant::now());
         match watchdog::deduct_from(d, &shard, wait).await? {
             // Emptied since the look: on to the next shard.

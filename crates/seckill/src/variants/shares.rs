@@ -20,6 +20,7 @@ use seckill_lock::millis;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::section::{LIMIT_REACHED, USER_REQUIRED};
 use super::{Deduction, Outcome, Spec, Start, VariantState};
 use crate::error::AppError;
 use crate::keys::ProductId;
@@ -130,16 +131,29 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                     .key(&shard.claim_leases)
                     .key(&shard.orders)
                     .key(&shard.audit)
+                    .key(&shard.meta)
+                    .key(&shard.buyers)
                     .arg(&claim)
                     .arg(millis(shares.lease))
                     .arg(&order)
                     .arg(&*d.app.settings.instance)
                     .arg(d.variant.name())
+                    .arg(d.user())
                     .invoke_async(&mut d.redis())
                     .await?;
                 if left >= 0 {
                     // As every sale: a 200 once as many replicas as asked for have it.
                     return Ok(d.sold(&shard, order, left).await);
+                }
+                if left == LIMIT_REACHED || left == USER_REQUIRED {
+                    // Not sold: the unit goes back into the share it was taken from.
+                    let mut share = share.lock().await;
+                    if let Some((id, units)) = share.claim.as_mut()
+                        && *id == claim
+                    {
+                        *units += 1;
+                    }
+                    return d.over_limit(left);
                 }
                 // The claim's lease ran out before this sale reached Redis (or a reset
                 // cleared it): its units went back to the pool, and this one with them.

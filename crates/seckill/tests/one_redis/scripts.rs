@@ -40,6 +40,7 @@ async fn a_handoff_whose_answer_was_lost_is_one_hold_and_no_overlap() {
             order: &order,
             instance: "test",
             variant: "watchdog",
+            user: "",
         };
         scripts::commit_release(&sale, true, &release)
     };

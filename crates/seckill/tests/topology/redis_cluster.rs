@@ -69,6 +69,39 @@ async fn progression_on_a_three_master_cluster_through_nginx() {
     }
 }
 
+/// One order per user on a 3-master Cluster, through Nginx: 50 buyers × 10 clicks, each
+/// buyer gets exactly one unit from lua, watchdog and segmented — whose shards are on other
+/// masters than the product's reservations.
+#[tokio::test]
+async fn one_unit_per_buyer_on_a_three_master_cluster() {
+    let _turn = heavy_turn().await;
+    let redis = RedisCluster::start(3, 1);
+    let instances = instances(&redis, &[]);
+    let nginx = Nginx::start(&instances);
+    let api = Api::new(&nginx.url(""));
+    for (variant, shards) in [("lua", 1), ("watchdog", 1), ("segmented", 6)] {
+        api.reset_limited("101", 100, shards, 1).await;
+        let statuses = Api::buyers_click(std::slice::from_ref(&api), "101", variant, 50, 10).await;
+        let stats = api.stats("101").await;
+        assert_eq!(statuses.get(&200), Some(&50), "{variant}: {statuses:?}");
+        assert_eq!(int(&stats, "sold"), 50, "{variant}: {stats}");
+        assert_eq!(int(&stats, "buyers"), 50, "{variant}: {stats}");
+        assert_eq!(stats["over_limit"]["users"], 0, "{variant}: {stats}");
+        assert_eq!(int(&stats, "remaining"), 50, "{variant}: {stats}");
+        assert_eq!(int(&stats, "reserved_unsold"), 0, "{variant}: {stats}");
+        let orders = recorded_orders(&mut redis.conn().await, "101").await;
+        let buyers: BTreeSet<&str> = orders
+            .values()
+            .filter_map(|w| w.split(' ').nth(2))
+            .collect();
+        assert_eq!(
+            (orders.len(), buyers.len()),
+            (50, 50),
+            "{variant}: one order each"
+        );
+    }
+}
+
 /// A product reset into 6 shards on 3 masters has 2 shards on each; `/stats` says where;
 /// admin unlock frees a lock left on one of them; and segmented sells every shard out.
 #[tokio::test]
