@@ -41,6 +41,26 @@ pub struct Load {
     concurrency: usize,
     until_sold_out: bool,
     keep_orders: bool,
+    buyers: Option<Buyers>,
+    /// Each request carries `Idempotency-Key: <this>-<n>`.
+    keys: Option<String>,
+}
+
+/// Who buys: request `n` is click `n mod clicks` of buyer `n / clicks` (of buyer
+/// `(n / clicks) mod users` when `users` is set), named `u<index>` in the `user` parameter.
+/// Consecutive requests go out together, so a buyer's clicks arrive at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Buyers {
+    pub users: Option<usize>,
+    pub clicks: usize,
+}
+
+impl Buyers {
+    /// The buyer of request `n`.
+    pub fn of(&self, n: usize) -> usize {
+        let buyer = n / self.clicks.max(1);
+        self.users.map_or(buyer, |users| buyer % users.max(1))
+    }
 }
 
 /// Shared with whoever watches or stops a load while it runs.
@@ -88,7 +108,22 @@ impl Load {
             concurrency: 1,
             until_sold_out: false,
             keep_orders: false,
+            buyers: None,
+            keys: None,
         }
+    }
+
+    /// Names a buyer in each request (`user=u<i>`), as `buyers` says.
+    pub fn buyers(mut self, buyers: Buyers) -> Self {
+        self.buyers = Some(buyers);
+        self
+    }
+
+    /// Sends each request with an idempotency key of its own, `<prefix>-<n>` (the prefix
+    /// tells one run's keys from another's).
+    pub fn keyed(mut self, prefix: impl Into<String>) -> Self {
+        self.keys = Some(prefix.into());
+        self
     }
 
     pub fn requests(mut self, requests: usize) -> Self {
@@ -149,26 +184,38 @@ impl Load {
                 break;
             }
             let url = &self.urls[n % self.urls.len()];
-            let sent = Instant::now();
-            let request = match self.method {
-                Method::Get => http.get(url),
-                Method::Post => http.post(url),
+            let url = match &self.buyers {
+                Some(buyers) => {
+                    let joint = if url.contains('?') { '&' } else { '?' };
+                    std::borrow::Cow::Owned(format!("{url}{joint}user=u{}", buyers.of(n)))
+                }
+                None => std::borrow::Cow::Borrowed(url.as_str()),
             };
+            let sent = Instant::now();
+            let mut request = match self.method {
+                Method::Get => http.get(url.as_ref()),
+                Method::Post => http.post(url.as_ref()),
+            };
+            if let Some(prefix) = &self.keys {
+                request = request.header("idempotency-key", format!("{prefix}-{n}"));
+            }
             let answer = match request.send().await {
                 // Read the body, so the connection can be reused.
                 Ok(response) => {
                     let status = response.status().as_u16();
                     let retry_after = response.headers().contains_key("retry-after");
+                    let replayed = response.headers().contains_key("idempotent-replayed");
                     let body = response.bytes().await.ok();
-                    body.map(|body| (status, retry_after, body))
+                    body.map(|body| (status, retry_after, replayed, body))
                 }
                 Err(_) => None,
             };
             control.answered.fetch_add(1, Ordering::Relaxed);
-            let Some((status, retry_after, body)) = answer else {
+            let Some((status, retry_after, replayed, body)) = answer else {
                 report.transport_errors += 1;
                 continue;
             };
+            report.replayed += usize::from(replayed);
             let took = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
             report.latency.saturating_record(took.max(1));
             *report.statuses.entry(status).or_default() += 1;
@@ -211,6 +258,8 @@ pub struct Report {
     pub unnamed_sales: usize,
     /// 503s that did not say when to come back (`Retry-After`).
     pub without_retry_after: usize,
+    /// Answers that were an idempotency key's first answer given again.
+    pub replayed: usize,
 }
 
 impl std::fmt::Debug for Report {
@@ -224,6 +273,7 @@ impl std::fmt::Debug for Report {
             .field("orders", &self.orders.len())
             .field("unnamed_sales", &self.unnamed_sales)
             .field("without_retry_after", &self.without_retry_after)
+            .field("replayed", &self.replayed)
             .finish()
     }
 }
@@ -240,6 +290,7 @@ impl Report {
             orders: Vec::new(),
             unnamed_sales: 0,
             without_retry_after: 0,
+            replayed: 0,
         }
     }
 
@@ -254,6 +305,7 @@ impl Report {
         self.orders.extend(part.orders);
         self.unnamed_sales += part.unnamed_sales;
         self.without_retry_after += part.without_retry_after;
+        self.replayed += part.replayed;
     }
 
     /// Answers with `status`.
@@ -322,6 +374,22 @@ fn find(body: &[u8], field: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buyers_click_in_runs_of_consecutive_requests() {
+        let unique = Buyers {
+            users: None,
+            clicks: 3,
+        };
+        let who: Vec<usize> = (0..7).map(|n| unique.of(n)).collect();
+        assert_eq!(who, [0, 0, 0, 1, 1, 1, 2]);
+        let two = Buyers {
+            users: Some(2),
+            clicks: 1,
+        };
+        let who: Vec<usize> = (0..5).map(|n| two.of(n)).collect();
+        assert_eq!(who, [0, 1, 0, 1, 0]);
+    }
 
     #[test]
     fn reads_work_us_and_the_order_from_an_answer() {

@@ -10,6 +10,8 @@
 -- KEYS[6]  fence
 -- KEYS[7]  buyers
 -- KEYS[8]  meta    (the product's, when the shard is the whole product)
+-- KEYS[9]  the idempotency key's claim on this slot
+-- KEYS[10] keys    (hash: idempotency key -> order)
 -- ARGV[1]  holder id
 -- ARGV[2]  order id
 -- ARGV[3]  instance id
@@ -20,8 +22,13 @@
 -- ARGV[8]  the holder's fencing token, or ''
 -- ARGV[9]  the buyer, or ''
 -- ARGV[10] 'check' (the per-user limit, here) or 'record' (checked by the application)
+-- ARGV[11] the idempotency key, or ''
+-- ARGV[12] its claim's deadline, ms (Redis time)
+-- ARGV[13] this shard's index
 --
 -- Returns: the units left; -2 no stock key; -3 the lock was lost; -4 fenced; -5 the user
---          bought their limit; -6 a limited product and no user.
+--          bought their limit; -6 a limited product and no user; -7 another request now
+--          serves the idempotency key.
 return commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1],
-  ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
+  ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10],
+  { claim = KEYS[9], keys = KEYS[10], key = ARGV[11], deadline = ARGV[12], shard = ARGV[13] })

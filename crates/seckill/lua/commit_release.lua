@@ -14,6 +14,8 @@
 -- KEYS[9]  waiting (fair only)
 -- KEYS[10] buyers
 -- KEYS[11] meta    (the product's, when the shard is the whole product)
+-- KEYS[12] the idempotency key's claim on this slot
+-- KEYS[13] keys    (hash: idempotency key -> order)
 -- ARGV[1]  holder id (in the lock and in the audit)
 -- ARGV[2]  order id
 -- ARGV[3]  instance id
@@ -25,13 +27,18 @@
 -- ARGV[9]  that waiter's lease, ms
 -- ARGV[10] how long that waiter may stay inside, ms
 -- ARGV[11] the buyer, or ''
+-- ARGV[12] the idempotency key, or ''
+-- ARGV[13] its claim's deadline, ms (Redis time)
+-- ARGV[14] this shard's index
 --
 -- Returns: { units left (or -2 no stock key, -3 the lock was lost, -5 the user bought their
---          limit, -6 a limited product and no user: nothing sold), the release's answer
+--          limit, -6 a limited product and no user, -7 another request now serves the
+--          idempotency key: nothing sold), the release's answer
 --          (as watchdog_unlock.lua; false when not held), and when the lock was handed on,
 --          the new holder's stock (or false) and overlap }.
 local left = commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10], KEYS[11],
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], '', ARGV[1], '', ARGV[11], 'check')
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], '', ARGV[1], '', ARGV[11], 'check',
+  { claim = KEYS[12], keys = KEYS[13], key = ARGV[12], deadline = ARGV[13], shard = ARGV[14] })
 if left == -3 then
   return { left, false }
 end

@@ -1,7 +1,8 @@
--- deduct.lua: the lock-free variant. Checks the stock (and the buyer's limit), takes units
--- and records their orders in one atomic step, so no lock is needed. One call serves one
--- or more deductions of one product (an instance sends together the ones that arrived
--- while its previous call was in flight); each still takes exactly one unit or none.
+-- deduct.lua (after lib/critical.lua): the lock-free variant. Checks the stock (and the
+-- buyer's limit, and the idempotency key's claim), takes units and records their orders in
+-- one atomic step, so no lock is needed. One call serves one or more deductions of one
+-- product (an instance sends together the ones that arrived while its previous call was in
+-- flight); each still takes exactly one unit or none.
 --
 -- KEYS[1]  stock   (string: units left)
 -- KEYS[2]  orders  (hash: order id -> "instance variant[ user]")
@@ -10,14 +11,19 @@
 --                   their limit; '/' cannot occur in an instance id or a variant name)
 -- KEYS[4]  meta    (the product's: `per_user`, units one buyer may have; none: no limit)
 -- KEYS[5]  buyers  (hash: user -> units sold to them)
+-- KEYS[6]  keys    (hash: idempotency key -> order)
+-- KEYS[7..] the claims of the deductions that carry an idempotency key, in their order
 -- ARGV[1]  instance id
 -- ARGV[2]  variant name
--- ARGV[3..] an order id and its buyer ('' for none), per deduction, first come first served
+-- ARGV[3..] per deduction, first come first served, five arguments: an order id, its buyer
+--          ('' for none), its holder id, its idempotency key ('' for none) and that key's
+--          claim's deadline (ms)
 --
 -- Returns: {units in stock before this call, then per deduction 1 (sold), 0 (sold out),
---          -5 (the buyer has their limit) or -6 (a limited product and no buyer)}; the
---          i-th unit sold leaves `stock - i`. nil when there is no stock key (never reset,
---          or Redis lost it: not for sale).
+--          -5 (the buyer has their limit), -6 (a limited product and no buyer) or -7
+--          (another request now serves its idempotency key)}; the i-th unit sold leaves
+--          `stock - i`. nil when there is no stock key (never reset, or Redis lost it: not
+--          for sale).
 local stock = redis.call('GET', KEYS[1])
 if not stock then
   return false
@@ -30,8 +36,14 @@ local answers = { stock }
 local orders = {}
 local bought = {}
 local sold, sold_out, refused = 0, 0, 0
-for i = 3, #ARGV, 2 do
-  local order, user = ARGV[i], ARGV[i + 1]
+local claims = 6
+for i = 3, #ARGV, 5 do
+  local order, user, holder = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local idem = { key = ARGV[i + 3], deadline = ARGV[i + 4], keys = KEYS[6], shard = '0' }
+  if idem.key ~= '' then
+    claims = claims + 1
+    idem.claim = KEYS[claims]
+  end
   local answer
   if limit > 0 and user == '' then
     answer = -6
@@ -49,6 +61,9 @@ for i = 3, #ARGV, 2 do
     answer = 0
     sold_out = sold_out + 1
   else
+    answer = keyed(idem, holder)
+  end
+  if not answer then
     answer = 1
     left = left - 1
     sold = sold + 1
@@ -60,6 +75,7 @@ for i = 3, #ARGV, 2 do
     else
       orders[#orders + 1] = who
     end
+    keyed_sale(idem, KEYS[3], order, ARGV[1], left)
   end
   answers[#answers + 1] = answer
 end

@@ -1,4 +1,4 @@
--- share_sell.lua: record a sale from an instance's claimed share. The instance took the
+-- share_sell.lua (after lib/critical.lua): record a sale from an instance's claimed share. The instance took the
 -- unit from its share under its local lock; Redis keeps the share's count too, so that a
 -- dead instance's unsold units can go back to the pool, and records the order before the
 -- sale is answered 200. Each sale renews the claim's lease.
@@ -9,16 +9,22 @@
 -- KEYS[4]  audit   (hash of counters; `sold/<instance>/<variant>` is bumped here)
 -- KEYS[5]  meta    (the product's: `per_user`)
 -- KEYS[6]  buyers  (hash: user -> units sold to them)
+-- KEYS[7]  the idempotency key's claim (the product's slot)
+-- KEYS[8]  keys    (hash: idempotency key -> order)
 -- ARGV[1]  claim id
 -- ARGV[2]  lease, ms
 -- ARGV[3]  order id
 -- ARGV[4]  instance id
 -- ARGV[5]  variant name
 -- ARGV[6]  the buyer, or ''
+-- ARGV[7]  the request's holder id
+-- ARGV[8]  the idempotency key, or ''
+-- ARGV[9]  its claim's deadline, ms (Redis time)
 --
 -- Returns: the units left in the claim; -1 when the claim is gone (its lease ran out and
 --          its units went back to the pool, or a reset); -5 when the buyer has their
---          limit, -6 when the product has one and no buyer was named: nothing is sold.
+--          limit, -6 when the product has one and no buyer was named, -7 when another
+--          request now serves the idempotency key: nothing is sold.
 local left = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if left <= 0 then
   return -1
@@ -31,6 +37,11 @@ if limit > 0 then
   if tonumber(redis.call('HGET', KEYS[6], ARGV[6]) or '0') >= limit then
     return -5
   end
+end
+local idem = { claim = KEYS[7], keys = KEYS[8], key = ARGV[8], deadline = ARGV[9], shard = '0' }
+local taken_over = keyed(idem, ARGV[7])
+if taken_over then
+  return taken_over
 end
 left = left - 1
 if left > 0 then
@@ -49,4 +60,5 @@ else
   redis.call('HSET', KEYS[3], ARGV[3], ARGV[4] .. ' ' .. ARGV[5])
 end
 redis.call('HINCRBY', KEYS[4], 'sold/' .. ARGV[4] .. '/' .. ARGV[5], 1)
+keyed_sale(idem, KEYS[4], ARGV[3], ARGV[4], left)
 return left

@@ -145,6 +145,12 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub redis_wait_timeout_ms: u64,
 
+    /// How long an `Idempotency-Key` is remembered, seconds: a repeat within it gets the
+    /// first answer again (default one day; at most thirty).
+    #[arg(long, env = "SECKILL_IDEMPOTENCY_TTL_S", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(1..=2_592_000))]
+    pub idempotency_ttl_s: u64,
+
     /// Name of this instance in orders, `/stats` and responses, `[A-Za-z0-9_.:-]{1,64}`
     /// [default: the bound listen address].
     #[arg(long, env = "SECKILL_INSTANCE_ID")]

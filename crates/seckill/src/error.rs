@@ -28,6 +28,11 @@ pub enum AppError {
     #[error("{0}")]
     Conflict(String),
 
+    /// 422: an `Idempotency-Key` already used with another request (another variant,
+    /// product, buyer or knob); the first request's answer stands.
+    #[error("Idempotency-Key {0} was first used with another request: {1}")]
+    KeyReused(String, String),
+
     /// 401: admin with a token configured, and the request did not carry it.
     #[error("admin needs Authorization: Bearer <token>")]
     Unauthorized,
@@ -56,6 +61,7 @@ impl AppError {
             Self::UnknownVariant(_) | Self::UnknownProduct(_) => StatusCode::NOT_FOUND,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::KeyReused(..) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::RedisUnavailable(_) | Self::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -70,6 +76,7 @@ impl AppError {
             Self::UnknownProduct(_) => "unknown_product",
             Self::Unauthorized => "unauthorized",
             Self::Conflict(_) => "conflict",
+            Self::KeyReused(..) => "key_reused",
             Self::Forbidden => "forbidden",
             Self::RedisUnavailable(_) => "redis_unavailable",
             Self::NotConfigured(_) => "not_configured",

@@ -60,11 +60,43 @@ impl UserId {
     }
 }
 
+/// An idempotency key, from the `Idempotency-Key` header (the IETF httpapi draft's): safe
+/// inside a Redis key and a hash field, `[A-Za-z0-9_.:-]{1,128}` — a UUID, a ULID, or the
+/// client's own order reference. The draft sends it as a quoted string; the quotes are
+/// taken off, and a bare value is taken too.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    pub const MAX_LEN: usize = 128;
+
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let inner = raw
+            .strip_prefix('"')
+            .and_then(|r| r.strip_suffix('"'))
+            .unwrap_or(raw);
+        let valid_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-');
+        if inner.is_empty() || inner.len() > Self::MAX_LEN || !inner.chars().all(valid_char) {
+            return Err(format!(
+                "Idempotency-Key must match [A-Za-z0-9_.:-]{{1,{}}} (optionally in double quotes)",
+                Self::MAX_LEN
+            ));
+        }
+        Ok(Self(inner.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// The product-wide keys: its metadata and its request counters.
 #[derive(Debug, Clone)]
 pub struct ProductKeys {
     pub product: ProductId,
-    /// Hash: `initial`, `shards`, and `tags` (where each shard lives, see [`Layout`]).
+    /// Hash: `initial`, `shards`, `tags` (where each shard lives, see [`Layout`]),
+    /// `per_user`, and `epoch` (bumped by every reset: an idempotency key's claim from an
+    /// earlier sale no longer counts).
     pub meta: String,
     /// Hash of counters of requests that sold nothing: `sold_out`, `lock_busy`. For an
     /// unsplit product it is the one shard's audit hash.
@@ -196,6 +228,8 @@ pub struct ShardKeys {
     pub orders: String,
     /// Hash: user -> units this shard sold them, written with each order.
     pub buyers: String,
+    /// Hash: idempotency key -> the order this shard sold under it, written with the order.
+    pub keys: String,
     /// The product's meta (`per_user`) when the shard is the whole product; for a shard of
     /// a split product, a key on its slot that does not exist (no limit is checked there:
     /// the product's `reserved` is).
@@ -226,6 +260,7 @@ impl ShardKeys {
             inside: key(tag, "inside"),
             orders: key(tag, "orders"),
             buyers: key(tag, "buyers"),
+            keys: key(tag, "keys"),
             meta: key(tag, "meta"),
             audit: key(tag, "audit"),
             fence: key(tag, "fence"),
@@ -233,6 +268,17 @@ impl ShardKeys {
             claim_leases: key(tag, "claims:leases"),
             confirm: key(tag, "confirm"),
         }
+    }
+
+    /// The claim on idempotency key `idempotency` on this shard's slot (`""`: no key, a
+    /// name that is never written). For an unsplit product, the key's one claim.
+    pub fn claim(&self, idempotency: &str) -> String {
+        let tag = &self.stock[..self.stock.len() - ":stock".len()];
+        let mut claim = String::with_capacity(tag.len() + 6 + idempotency.len());
+        claim.push_str(tag);
+        claim.push_str(":idem:");
+        claim.push_str(idempotency);
+        claim
     }
 
     /// The shard's lock, as the watchdog lock takes its keys.
@@ -256,12 +302,13 @@ impl ShardKeys {
     }
 
     /// The shard's keys in the stock store (all but its lock), for a reset to delete.
-    pub fn stock_side(&self) -> [&str; 9] {
+    pub fn stock_side(&self) -> [&str; 10] {
         [
             &self.stock,
             &self.inside,
             &self.orders,
             &self.buyers,
+            &self.keys,
             &self.audit,
             &self.fence,
             &self.claims,
@@ -309,6 +356,32 @@ mod tests {
         for good in ["101", "sku_9-A", &"x".repeat(64)] {
             assert!(ProductId::parse(good).is_ok(), "{good:?} refused");
         }
+    }
+
+    #[test]
+    fn idempotency_keys_cannot_smuggle_keys() {
+        for bad in [
+            "",
+            "\"\"",
+            "a}b",
+            "{k}",
+            "a b",
+            "a/b",
+            "é",
+            "a\r\nb",
+            &"k".repeat(129),
+        ] {
+            assert!(IdempotencyKey::parse(bad).is_err(), "{bad:?} accepted");
+        }
+        let uuid = "0193a6f2-6f5e-7c3a-9a1b-3f2e1d0c9b8a";
+        assert_eq!(IdempotencyKey::parse(uuid).unwrap().as_str(), uuid);
+        assert_eq!(
+            IdempotencyKey::parse("\"k:1.a\"").unwrap().as_str(),
+            "k:1.a"
+        );
+        let id = ProductId::parse("101").unwrap();
+        let claim = ProductKeys::new(&id).whole().claim("k:1.a");
+        assert_eq!(claim, "seckill:{101}:idem:k:1.a");
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //! - [`lessons`] — the lessons (defined once, for the page and the bench) and their runner.
 //! - [`store`] — which Redis, in which topology (one server, a Cluster, or behind
 //!   sentinels): the one module that knows; everything else talks to its [`store::RedisConn`].
+//! - [`idempotency`] — `Idempotency-Key`: a retried click sells once and gets its first answer.
 //! - [`keys`] — every Redis key, built in one place; product ids that cannot smuggle keys.
 //! - [`scripts`] — the Lua scripts from `lua/`, each loaded once, with their arguments.
 //! - [`metrics`] — the Prometheus registry behind `/metrics`.
@@ -35,6 +36,7 @@
 
 pub mod config;
 pub mod error;
+pub mod idempotency;
 pub mod keys;
 pub mod knobs;
 pub mod lessons;

@@ -32,7 +32,7 @@ macro_rules! script {
 }
 
 /// The lock-free variant: check, decrement and record in one step.
-pub static DEDUCT: LazyLock<Script> = script!("deduct.lua");
+pub static DEDUCT: LazyLock<Script> = script!([CRITICAL_LUA], "deduct.lua");
 
 /// A lock holder enters its critical section (overlap audit) and reads the stock.
 static ENTER: LazyLock<Script> = script!([CRITICAL_LUA], "enter.lua");
@@ -51,10 +51,16 @@ static COMMIT_RELEASE: LazyLock<Script> = script!([LOCK_LUA, CRITICAL_LUA], "com
 pub static SHARE_CLAIM: LazyLock<Script> = script!("share_claim.lua");
 
 /// `shares`: record a sale from a claimed share, and renew the claim's lease.
-pub static SHARE_SELL: LazyLock<Script> = script!("share_sell.lua");
+pub static SHARE_SELL: LazyLock<Script> = script!([CRITICAL_LUA], "share_sell.lua");
 
 /// A split product's per-user limit: reserve a unit for a buyer, or give it back.
 pub static RESERVE: LazyLock<Script> = script!("reserve.lua");
+
+/// Claim an idempotency key before serving its request, or find its answer.
+pub static IDEM_CLAIM: LazyLock<Script> = script!("idem_claim.lua");
+
+/// Give an idempotency key's claim its answer, or give it up.
+pub static IDEM_FINISH: LazyLock<Script> = script!("idem_finish.lua");
 
 /// One sale as the commit scripts record it.
 pub struct Sale<'a> {
@@ -67,6 +73,8 @@ pub struct Sale<'a> {
     pub variant: &'a str,
     /// The buyer, or `""` when the request named none.
     pub user: &'a str,
+    /// The request's idempotency key and its claim's deadline (ms), when it has one.
+    pub keyed: Option<(&'a str, i64)>,
 }
 
 impl Sale<'_> {
@@ -85,6 +93,18 @@ impl Sale<'_> {
             .arg(self.order)
             .arg(self.instance)
             .arg(self.variant);
+    }
+
+    /// The keys and arguments of the sale's idempotency key (`lib/critical.lua`'s `idem`),
+    /// after everything else the script takes.
+    fn fill_keyed(&self, script: &mut ScriptInvocation<'_>) {
+        let (key, deadline) = self.keyed.unwrap_or(("", 0));
+        script
+            .key(self.shard.claim(key))
+            .key(&self.shard.keys)
+            .arg(key)
+            .arg(deadline)
+            .arg(self.shard.index);
     }
 }
 
@@ -131,6 +151,7 @@ pub(crate) fn commit(
         .arg(token_arg(credentials.token))
         .arg(sale.user)
         .arg(limit);
+    sale.fill_keyed(&mut script);
     script
 }
 
@@ -186,6 +207,7 @@ pub fn commit_release(
         .arg(successor.map_or(0, |s| millis(s.lease).max(1)))
         .arg(successor.map_or(0, |s| millis(s.hold)))
         .arg(sale.user);
+    sale.fill_keyed(&mut script);
     script
 }
 

@@ -3,6 +3,7 @@
 use std::any::Any;
 use std::ops::Deref;
 use std::sync::Arc;
+use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use seckill_lock::{HolderIds, Redlock, WatchdogLocks};
@@ -81,6 +82,8 @@ pub struct Settings {
     pub faults: bool,
     pub default_variant: Variant,
     pub limits: Limits,
+    /// `--idempotency-ttl-s`.
+    pub idempotency_ttl: Duration,
 }
 
 impl Settings {
@@ -91,6 +94,7 @@ impl Settings {
             faults: args.faults,
             default_variant: args.default_variant,
             limits: args.limits.clone(),
+            idempotency_ttl: Duration::from_secs(args.idempotency_ttl_s),
         }
     }
 }

@@ -15,7 +15,54 @@
 --   meta    the product's meta hash (`per_user`: units one user may buy, 0 or none for no
 --           limit) when the shard is the whole product; a key that does not exist for a
 --           shard of a split product, whose limit is checked before (lua/reserve.lua)
+--   keys    hash: idempotency key -> the order sold under it here
+--   claim   an idempotency key's claim (lua/idem_claim.lua) on this slot: the key's one
+--           claim when the shard is the whole product; a key that does not exist for a
+--           shard of a split product (the claim is on the product's slot)
 -- A fencing token is '' when the holder presents none.
+
+-- The time in Redis, ms.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Whether a sale under idempotency key `idem.key` ('' for none) may go on: where the claim
+-- lives on this slot, only while it is still `holder`'s pending claim (a repeat that took
+-- an expired claim over sells instead, never both); on a shard of a split product, only
+-- before the claim's deadline (`idem.deadline`, ms: after it a repeat may take the claim
+-- over, once it has seen no shard sold under the key). Returns nil when it may, else -7.
+local function keyed(idem, holder)
+  if idem.key == '' then
+    return nil
+  end
+  if redis.call('EXISTS', idem.claim) == 1 then
+    local c = redis.call('HMGET', idem.claim, 'state', 'holder')
+    if c[1] == 'pending' and c[2] == holder then
+      return nil
+    end
+  elseif now_ms() <= tonumber(idem.deadline) and redis.call('HEXISTS', idem.keys, idem.key) == 0 then
+    return nil
+  end
+  return -7
+end
+
+-- Records a sale under idempotency key `idem.key` ('' for none): the key -> `order` in the
+-- shard's `keys` (a second sale under one key here is counted, `keys_sold_twice`: the
+-- claims failed) and, where the claim lives on this slot, the sale as its answer — in the
+-- script that takes the unit, so no crash can separate the two.
+local function keyed_sale(idem, audit, order, instance, remaining)
+  if idem.key == '' then
+    return
+  end
+  if redis.call('HSETNX', idem.keys, idem.key, order) == 0 then
+    redis.call('HINCRBY', audit, 'keys_sold_twice', 1)
+  end
+  if redis.call('EXISTS', idem.claim) == 1 then
+    redis.call('HSET', idem.claim, 'state', 'done', 'status', 200, 'outcome', 'deducted',
+      'order', order, 'shard', idem.shard, 'remaining', remaining, 'instance', instance)
+  end
+end
 
 -- A holder enters and reads the stock. The audit counts an overlap when somebody else is
 -- still inside: the lock failed. (A holder already inside — let in by a hand-off whose
@@ -27,8 +74,7 @@ local function enter(stock, inside, audit, fence, holder, stay, token)
   if not units then
     return { false, 0 }
   end
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms()
   redis.call('ZREMRANGEBYSCORE', inside, '-inf', now)
   local overlap = 0
   local others = redis.call('ZCARD', inside)
@@ -82,19 +128,25 @@ end
 -- watchdog lock hash `lock` (only when the lock lives beside the stock).
 -- `user` is the buyer ('' for none); `limit` is 'check' (refuse a user at the product's
 -- per-user limit, here, inside the critical section) or 'record' (the application checked:
--- naive's check-then-act).
+-- naive's check-then-act). `idem` is the request's idempotency key: { key ('' for none),
+-- claim, keys, deadline, shard (this shard's index) }.
 -- Returns the units left; -2 when the stock key is gone (a reset, or Redis lost it); -3
 -- when that holder no longer holds the lock (counted as lock_lost); -4 when the token is
 -- older than one the stock has seen (counted as fenced); -5 when the user has bought their
--- limit, -6 when the product has a limit and no user was named. On -2 to -6 nothing is sold.
+-- limit, -6 when the product has a limit and no user was named; -7 when another request
+-- now serves the idempotency key. On -2 to -7 nothing is sold.
 local function commit(stock, inside, orders, audit, lock, fence, buyers, meta, holder, order,
-                      instance, variant, take, value, lock_holder, token, user, limit)
+                      instance, variant, take, value, lock_holder, token, user, limit, idem)
   redis.call('ZREM', inside, holder)
   if redis.call('EXISTS', stock) == 0 then
     return -2
   end
   if take == 'leave' then
     return tonumber(redis.call('GET', stock))
+  end
+  local taken_over = keyed(idem, holder)
+  if taken_over then
+    return taken_over
   end
   if lock_holder ~= '' and (redis.call('TYPE', lock).ok ~= 'hash'
       or redis.call('HEXISTS', lock, lock_holder) == 0) then
@@ -123,5 +175,6 @@ local function commit(stock, inside, orders, audit, lock, fence, buyers, meta, h
     remaining = redis.call('DECR', stock)
   end
   record(orders, buyers, audit, order, instance, variant, user)
+  keyed_sale(idem, audit, order, instance, remaining)
   return remaining
 end

@@ -225,6 +225,12 @@ impl Knobs {
         self.millis(&WAIT_MS).unwrap_or_default()
     }
 
+    /// The longest the request may take besides its Redis round trips: its wait, its
+    /// work and its pause.
+    pub fn longest(&self) -> Duration {
+        self.wait() + self.work() + self.pause_before_release().unwrap_or_default()
+    }
+
     /// `fence=on`.
     pub fn fence(&self) -> bool {
         self.switch(&FENCE)

@@ -67,6 +67,8 @@ pub struct Stats {
     /// A split product: units reserved for a buyer that no order accounts for (an
     /// instance died between the reservation and the sale): the buyer may buy fewer.
     pub reserved_unsold: i64,
+    /// Requests that carried an `Idempotency-Key`, as far as the stock is concerned.
+    pub idempotency: Idempotency,
     pub by_instance: BTreeMap<String, i64>,
     pub by_variant: BTreeMap<String, i64>,
     pub shard_remaining: Vec<i64>,
@@ -100,11 +102,28 @@ impl Stats {
                     "lock_unconfirmed" => self.lock_unconfirmed += count,
                     "limit_reached" => self.limit_reached += count,
                     "reclaimed" => self.reclaimed += count,
+                    "keys_sold_twice" => self.idempotency.keys_sold_twice += count,
+                    "replayed" => self.idempotency.replayed += count,
+                    "in_flight" => self.idempotency.in_flight += count,
                     _ => {}
                 }
             }
         }
     }
+}
+
+/// What idempotency keys came to.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Idempotency {
+    /// Units sold under a key.
+    pub keyed_sales: i64,
+    /// Keys a unit was sold under more than once (0, unless the claims failed: see
+    /// `src/idempotency.rs`).
+    pub keys_sold_twice: i64,
+    /// Repeats answered with their key's first answer.
+    pub replayed: i64,
+    /// Requests answered 423 `in_flight`: their key was being served by another.
+    pub in_flight: i64,
 }
 
 /// Buyers past the per-user limit.
@@ -146,6 +165,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         BTreeMap<String, i64>,
         Vec<i64>,
         BTreeMap<String, i64>,
+        i64,
     );
     let lock_conn = locks.conn();
     let rows: Vec<(ShardRow, seckill_lock::LockState)> =
@@ -159,7 +179,8 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
                     .hlen(&shard.orders)
                     .hgetall(&shard.audit)
                     .hvals(&shard.claims)
-                    .hgetall(&shard.buyers);
+                    .hgetall(&shard.buyers)
+                    .hlen(&shard.keys);
                 let row = pipe.query_async::<ShardRow>(&mut conn).await?;
                 let lock = seckill_lock::inspect::inspect(&mut lock_conn, &shard.lock).await?;
                 Ok::<_, AppError>((row, lock))
@@ -200,6 +221,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         over_limit: OverLimit::default(),
         limit_reached: 0,
         reserved_unsold: 0,
+        idempotency: Idempotency::default(),
         by_instance: BTreeMap::new(),
         by_variant: BTreeMap::new(),
         shard_remaining: Vec::with_capacity(rows.len()),
@@ -208,7 +230,8 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         locks: Vec::with_capacity(rows.len()),
     };
     let mut bought: BTreeMap<String, i64> = BTreeMap::new();
-    for (index, ((stock, orders, audit, claimed, buyers), lock)) in (0..).zip(rows) {
+    for (index, ((stock, orders, audit, claimed, buyers, keyed), lock)) in (0..).zip(rows) {
+        stats.idempotency.keyed_sales += keyed;
         for (user, units) in buyers {
             *bought.entry(user).or_default() += units;
         }
@@ -241,6 +264,10 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         });
     }
     stats.add(product_audit);
+    if shards > 1 && stats.idempotency.keyed_sales > 0 {
+        stats.idempotency.keys_sold_twice +=
+            keys_in_several_shards(&mut conn, &keys, &layout).await?;
+    }
     stats.buyers = bought.values().filter(|&&units| units > 0).count() as i64;
     if stats.per_user > 0 {
         for units in bought.values() {
@@ -258,6 +285,23 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
     let left_the_stock = stats.initial - stats.remaining;
     stats.lost_updates = (stats.sold - left_the_stock).max(0);
     Ok(stats)
+}
+
+/// A split product: keys more than one shard sold a unit under (a shard itself never
+/// sells twice under one key; that is counted as it happens).
+async fn keys_in_several_shards(
+    conn: &mut crate::store::RedisConn,
+    keys: &ProductKeys,
+    layout: &Layout,
+) -> Result<i64, AppError> {
+    let mut seen: BTreeMap<String, i64> = BTreeMap::new();
+    for index in 0..layout.shards() {
+        let sold: Vec<String> = conn.hkeys(&keys.shard(layout, index).keys).await?;
+        for key in sold {
+            *seen.entry(key).or_default() += 1;
+        }
+    }
+    Ok(seen.values().filter(|&&shards| shards > 1).count() as i64)
 }
 
 /// Every order recorded for `product`, over all its shards, wherever its reset put them:

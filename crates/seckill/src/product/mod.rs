@@ -87,6 +87,9 @@ pub async fn reset(
                 ("per_user", per_user.to_string()),
             ],
         )
+        .ignore()
+        // A new sale: idempotency keys claimed before it no longer answer for it.
+        .hincr(&keys.meta, "epoch", 1)
         .ignore();
     pipe.query_async::<()>(&mut store.conn()).await?;
     Ok(new)

@@ -12,8 +12,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use redis::AsyncCommands;
+
 use super::params;
 use crate::error::AppError;
+use crate::idempotency::{self, Claimed, Replay};
 use crate::knobs::Knobs;
 use crate::state::AppState;
 use crate::variants::{Deduction, Outcome, Variant};
@@ -68,6 +71,15 @@ struct Answer {
     /// How long the work inside the lock really took, µs, when `work_ms` asked for some.
     #[serde(skip_serializing_if = "Option::is_none")]
     work_us: Option<u64>,
+    /// The first answer to this request's `Idempotency-Key`, given again.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    replayed: bool,
+}
+
+/// What a request came to: served now, or a key's first answer given again.
+enum Served {
+    Now(Outcome, Option<Duration>),
+    Replayed(Replay),
 }
 
 /// What an `unconfirmed` answer tells the client, plainly.
@@ -79,6 +91,10 @@ const UNCONFIRMED: &str = "the unit was taken and the order recorded on the mast
 const LIMIT_REACHED: &str =
     "this buyer already has as many units as the product allows one user (per_user)";
 
+/// What an `in_flight` answer tells the client.
+const IN_FLIGHT: &str = "another request with this Idempotency-Key is being served; this one \
+    sold nothing: repeat the same request with the same key for its answer";
+
 async fn deduct(
     state: AppState,
     variant: Variant,
@@ -89,13 +105,18 @@ async fn deduct(
     let started = Instant::now();
     let result = run(&state, variant, query.as_deref(), &headers, &body).await;
     let outcome = match &result {
-        Ok((_, outcome, _)) => outcome.name(),
+        Ok((_, Served::Now(outcome, _))) => outcome.name(),
+        Ok((_, Served::Replayed(_))) => "replayed",
         Err(err) => err.outcome(),
     };
     state.metrics.deduction(variant, outcome, started.elapsed());
-    result.map_or_else(IntoResponse::into_response, |(product, outcome, worked)| {
-        answer(&state, variant, product, outcome, worked)
-    })
+    match result {
+        Ok((product, Served::Now(outcome, worked))) => {
+            answer(&state, variant, product, outcome, worked)
+        }
+        Ok((product, Served::Replayed(replay))) => replayed(&state, variant, product, replay),
+        Err(err) => err.into_response(),
+    }
 }
 
 async fn run(
@@ -104,22 +125,105 @@ async fn run(
     query: Option<&str>,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<(String, Outcome, Option<Duration>), AppError> {
+) -> Result<(String, Served), AppError> {
     let params = params(query, headers, body)?;
+    let key = idempotency::key(headers)?;
     let settings = &state.settings;
     let knobs = Knobs::parse(variant, &params, &settings.limits, settings.faults)?;
     let product = knobs.product.to_string();
-    let deduction = Deduction::new(state.clone(), variant, knobs);
+    let mut deduction = Deduction::new(state.clone(), variant, knobs);
+    if let Some(key) = key {
+        let request = fingerprint(variant, params);
+        let (holder, lease) = (&deduction.holder, deduction.knobs.longest());
+        match idempotency::claim(state, &deduction.product, key, &request, holder, lease).await? {
+            Claimed::Ours(claim) => deduction.claim = Some(claim),
+            Claimed::Answered(replay) => return Ok((product, Served::Replayed(replay))),
+            Claimed::InFlight => {
+                count_in_flight(&deduction).await;
+                return Ok((product, Served::Now(Outcome::InFlight, None)));
+            }
+        }
+    }
     let (outcome, worked) = if variant.spec().must_finish {
         // Spawned, so that a client hanging up (or the request timeout) cannot cut a
         // deduction short between taking a lock and giving it back.
-        tokio::spawn(async move { (deduction.run().await, deduction.worked()) })
+        tokio::spawn(async move { serve(&deduction).await })
             .await
             .map_err(|err| AppError::Internal(err.into()))?
     } else {
-        (deduction.run().await, deduction.worked())
+        serve(&deduction).await
     };
-    Ok((product, outcome?, worked))
+    Ok((product, Served::Now(outcome?, worked)))
+}
+
+/// Runs the deduction, and gives its idempotency key's claim the answer.
+async fn serve(d: &Deduction) -> (Result<Outcome, AppError>, Option<Duration>) {
+    let outcome = d.run().await;
+    if let Some(claim) = &d.claim {
+        // A split product's shards are not on the claim's slot: their sales' answers are
+        // recorded here, after the sale.
+        let recorded = !d.variant.spec().splits_stock;
+        idempotency::finish(&d.app, claim, &d.holder, outcome.as_ref().ok(), recorded).await;
+        if matches!(outcome, Ok(Outcome::InFlight)) {
+            count_in_flight(d).await;
+        }
+    }
+    (outcome, d.worked())
+}
+
+/// Counts a 423 `in_flight` in the product's audit.
+async fn count_in_flight(d: &Deduction) {
+    let counted: Result<i64, _> = d.redis().hincr(&d.product.audit, "in_flight", 1).await;
+    if let Err(err) = counted {
+        tracing::warn!(error = %err, "an in_flight answer was not counted in the audit");
+    }
+}
+
+/// What a request asked, to tell a repeat of it from another request under the same
+/// key: the variant and every parameter, in name order.
+fn fingerprint(variant: Variant, mut params: Vec<(String, String)>) -> String {
+    params.sort();
+    let mut request = variant.name().to_owned();
+    for (name, value) in params {
+        request.push(if request.len() == variant.name().len() {
+            '?'
+        } else {
+            '&'
+        });
+        request.push_str(&name);
+        request.push('=');
+        request.push_str(&value);
+    }
+    request
+}
+
+/// A key's first answer, given again: the same status, outcome and order.
+fn replayed(state: &AppState, variant: Variant, product: String, replay: Replay) -> Response {
+    let note = match replay.outcome {
+        "unconfirmed" => Some(UNCONFIRMED),
+        "limit_reached" => Some(LIMIT_REACHED),
+        _ => None,
+    };
+    let instance = replay
+        .instance
+        .unwrap_or_else(|| state.settings.instance.to_string());
+    let answer = Answer {
+        outcome: replay.outcome,
+        variant,
+        product,
+        instance,
+        remaining: replay.remaining,
+        order: replay.order,
+        shard: replay.shard,
+        note,
+        work_us: None,
+        replayed: true,
+    };
+    let mut response = json(replay.status, &answer);
+    response
+        .headers_mut()
+        .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    response
 }
 
 fn answer(
@@ -140,6 +244,7 @@ fn answer(
         shard: None,
         note: None,
         work_us: worked.map(|w| u64::try_from(w.as_micros()).unwrap_or(u64::MAX)),
+        replayed: false,
     };
     match outcome {
         Outcome::Deducted {
@@ -163,9 +268,10 @@ fn answer(
         | Outcome::Fenced
         | Outcome::LockUnconfirmed => {}
         Outcome::LimitReached => answer.note = Some(LIMIT_REACHED),
+        Outcome::InFlight => answer.note = Some(IN_FLIGHT),
     }
     let mut response = json(status, &answer);
-    if status == StatusCode::SERVICE_UNAVAILABLE {
+    if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::LOCKED {
         response
             .headers_mut()
             .insert("retry-after", HeaderValue::from_static("1"));

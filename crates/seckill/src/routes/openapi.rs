@@ -32,6 +32,7 @@ pub fn document(limits: &Limits) -> Value {
     let refs: Vec<Value> = crate::knobs::ALWAYS
         .into_iter()
         .chain(knobs.iter().map(|k| k.name))
+        .chain([crate::idempotency::PARAMETER])
         .map(|name| json!({ "$ref": format!("#/components/parameters/{name}") }))
         .collect();
 

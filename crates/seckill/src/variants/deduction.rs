@@ -9,6 +9,7 @@ use redis::AsyncCommands;
 
 use super::{Outcome, Variant};
 use crate::error::AppError;
+use crate::idempotency::Claim;
 use crate::keys::{ProductKeys, ShardKeys};
 use crate::knobs::Knobs;
 use crate::state::AppState;
@@ -24,6 +25,8 @@ pub struct Deduction {
     pub knobs: Knobs,
     /// Who this request is, in locks and in the audit.
     pub holder: String,
+    /// The claim on the request's idempotency key, when it carries one.
+    pub claim: Option<Claim>,
     /// How long the work really took, µs (0 until it ran): `work_ms` is what was asked.
     worked_us: AtomicU64,
 }
@@ -33,6 +36,7 @@ impl Deduction {
         Self {
             holder: app.holders.next(),
             product: ProductKeys::new(&knobs.product),
+            claim: None,
             app,
             variant,
             knobs,

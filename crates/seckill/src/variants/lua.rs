@@ -66,14 +66,14 @@ fn start(start: &Start<'_>) -> VariantState {
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
     let index = shard.index;
-    let order = Uuid::now_v7().to_string();
+    let sale = Sale::of(d, Uuid::now_v7().to_string());
+    let order = sale.order.clone();
     let unit = if d.knobs.switch(&BATCH) {
         let batches: &LuaBatches = d.state()?;
-        batches.deduct(shard, order.clone(), d.user()).await?
+        batches.deduct(shard, sale).await?
     } else {
         let (instance, confirm) = (&d.app.settings.instance, d.app.sale_confirmations.clone());
-        let orders = [(order.as_str(), d.user())];
-        let units = call(&mut d.redis(), instance, &shard, &orders, confirm).await?;
+        let units = call(&mut d.redis(), instance, &shard, &[sale], confirm).await?;
         units.first().copied().unwrap_or(Unit::NotForSale)
     };
     match unit {
@@ -88,7 +88,35 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
             order,
             shard: index,
         }),
-        Unit::Refused(code) => d.over_limit(code),
+        Unit::Refused(code) => d.refused(code),
+    }
+}
+
+/// One deduction as the script takes it.
+#[derive(Debug)]
+struct Sale {
+    order: String,
+    /// The buyer, or `""`.
+    user: String,
+    holder: String,
+    /// The idempotency key (`""`: none) and its claim's deadline, ms.
+    key: String,
+    deadline: i64,
+}
+
+impl Sale {
+    fn of(d: &Deduction, order: String) -> Self {
+        let (key, deadline) = d
+            .claim
+            .as_ref()
+            .map_or(("", 0), |c| (c.key.as_str(), c.deadline_ms));
+        Self {
+            order,
+            user: d.user().to_owned(),
+            holder: d.holder.clone(),
+            key: key.to_owned(),
+            deadline,
+        }
     }
 }
 
@@ -131,13 +159,13 @@ fn units(script: Option<Vec<i64>>, count: usize, confirmed: bool) -> Vec<Unit> {
         .collect()
 }
 
-/// Runs `deduct.lua` for `orders` (an order id and its buyer each), in that order, on one
-/// shard; with `confirm`, one confirmation by the replicas covers every sale of the call.
-async fn call(
+/// Runs `deduct.lua` for `sales`, in that order, on one shard; with `confirm`, one
+/// confirmation by the replicas covers every sale of the call.
+async fn call<'a>(
     redis: &mut RedisConn,
     instance: &str,
     shard: &ShardKeys,
-    orders: &[(&str, &str)],
+    sales: impl IntoIterator<Item = &'a Sale>,
     confirm: Option<Arc<Confirmations>>,
 ) -> Result<Vec<Unit>, RedisError> {
     let mut script = scripts::DEDUCT.prepare_invoke();
@@ -147,24 +175,34 @@ async fn call(
         .key(&shard.audit)
         .key(&shard.meta)
         .key(&shard.buyers)
+        .key(&shard.keys)
         .arg(instance)
         .arg(SPEC.name);
-    for (order, user) in orders {
-        script.arg(*order).arg(*user);
+    let mut count = 0;
+    for sale in sales {
+        count += 1;
+        if !sale.key.is_empty() {
+            script.key(shard.claim(&sale.key));
+        }
+        script
+            .arg(&sale.order)
+            .arg(&sale.user)
+            .arg(&sale.holder)
+            .arg(&sale.key)
+            .arg(sale.deadline);
     }
     let result: Option<Vec<i64>> = script.invoke_async(redis).await?;
     let sold = result
         .as_deref()
         .map_or(0, |r| r.iter().skip(1).filter(|&&a| a == 1).count());
     let confirmed = sold == 0 || confirm_sales(confirm.as_ref(), redis, shard, sold as i64).await;
-    Ok(units(result, orders.len(), confirmed))
+    Ok(units(result, count, confirmed))
 }
 
 /// A deduction waiting for its call.
 struct Waiting {
     shard: ShardKeys,
-    order: String,
-    user: String,
+    sale: Sale,
     answer: oneshot::Sender<Result<Unit, RedisError>>,
 }
 
@@ -187,12 +225,11 @@ impl LuaBatches {
         Self { queue }
     }
 
-    async fn deduct(&self, shard: ShardKeys, order: String, user: &str) -> Result<Unit, AppError> {
+    async fn deduct(&self, shard: ShardKeys, sale: Sale) -> Result<Unit, AppError> {
         let (answer, answered) = oneshot::channel();
         let waiting = Waiting {
             shard,
-            order,
-            user: user.to_owned(),
+            sale,
             answer,
         };
         let gone = || AppError::Internal(anyhow::anyhow!("the lua batch task stopped"));
@@ -266,11 +303,8 @@ async fn send(
     batch: Vec<Waiting>,
     confirm: Option<Arc<Confirmations>>,
 ) {
-    let orders: Vec<(&str, &str)> = batch
-        .iter()
-        .map(|w| (w.order.as_str(), w.user.as_str()))
-        .collect();
-    let units = call(&mut redis, instance, &batch[0].shard, &orders, confirm).await;
+    let sales = batch.iter().map(|w| &w.sale);
+    let units = call(&mut redis, instance, &batch[0].shard, sales, confirm).await;
     for (i, waiting) in batch.into_iter().enumerate() {
         let unit = match &units {
             Ok(units) => Ok(units.get(i).copied().unwrap_or(Unit::NotForSale)),

@@ -43,8 +43,8 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     }
     match limit.unwrap_or(0) {
         0 => {}
-        _ if d.user().is_empty() => return d.over_limit(USER_REQUIRED),
-        limit if bought.unwrap_or(0) >= limit => return d.over_limit(LIMIT_REACHED),
+        _ if d.user().is_empty() => return d.refused(USER_REQUIRED),
+        limit if bought.unwrap_or(0) >= limit => return d.refused(LIMIT_REACHED),
         _ => {}
     }
     d.work().await;

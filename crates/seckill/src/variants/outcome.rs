@@ -34,11 +34,15 @@ pub enum Outcome {
     /// 403: the buyer already holds as many units as the product's `per_user` allows
     /// (一人一单); nothing was sold. Retrying will not help.
     LimitReached,
+    /// 423: another request with the same `Idempotency-Key` is being served (and did not
+    /// finish within the wait for it), or took this one's claim over; this one sold
+    /// nothing. Repeat the same request with the same key for the answer.
+    InFlight,
 }
 
 impl Outcome {
     /// Every outcome's name, as answers, metrics and `/openapi.json` spell them.
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 10] = [
         "deducted",
         "sold_out",
         "lock_busy",
@@ -48,6 +52,7 @@ impl Outcome {
         "fenced",
         "lock_unconfirmed",
         "limit_reached",
+        "in_flight",
     ];
 
     pub fn name(&self) -> &'static str {
@@ -61,6 +66,7 @@ impl Outcome {
             Self::Fenced => "fenced",
             Self::LockUnconfirmed => "lock_unconfirmed",
             Self::LimitReached => "limit_reached",
+            Self::InFlight => "in_flight",
         }
     }
 
@@ -69,6 +75,7 @@ impl Outcome {
             Self::Deducted { .. } => StatusCode::OK,
             Self::SoldOut { .. } => StatusCode::CONFLICT,
             Self::LimitReached => StatusCode::FORBIDDEN,
+            Self::InFlight => StatusCode::LOCKED,
             Self::LockBusy => StatusCode::TOO_MANY_REQUESTS,
             Self::Abandoned => StatusCode::INTERNAL_SERVER_ERROR,
             Self::LockLost | Self::Unconfirmed { .. } | Self::Fenced | Self::LockUnconfirmed => {
@@ -113,6 +120,7 @@ mod tests {
             Outcome::Fenced,
             Outcome::LockUnconfirmed,
             Outcome::LimitReached,
+            Outcome::InFlight,
         ];
         assert_eq!(every.map(|o| o.name()), Outcome::NAMES);
     }

@@ -20,6 +20,9 @@ use crate::store::{Confirmations, Confirmed, RedisConn};
 pub(crate) const LIMIT_REACHED: i64 = -5;
 /// A script's answer when the product limits each buyer and the request named none.
 pub(crate) const USER_REQUIRED: i64 = -6;
+/// A script's answer when another request now serves the idempotency key (a repeat took
+/// the claim over after this one's deadline): nothing sold.
+pub(crate) const TAKEN_OVER: i64 = -7;
 
 /// How long past its own work a holder may stay in the audit's "inside" set: the time it
 /// needs for its last Redis round trips under load. A holder that dies inside stops
@@ -207,7 +210,7 @@ impl Deduction {
             -2 => Err(self.not_for_sale().await),
             -3 => Ok(Outcome::LockLost),
             -4 => Ok(Outcome::Fenced),
-            LIMIT_REACHED | USER_REQUIRED => self.over_limit(remaining),
+            LIMIT_REACHED | USER_REQUIRED | TAKEN_OVER => self.refused(remaining),
             _ => Ok(self.sold(shard, order, remaining).await),
         }
     }
@@ -221,18 +224,24 @@ impl Deduction {
             instance: &self.app.settings.instance,
             variant: self.variant.name(),
             user: self.user(),
+            keyed: self
+                .claim
+                .as_ref()
+                .map(|claim| (claim.key.as_str(), claim.deadline_ms)),
         }
     }
 
-    /// What a script's per-user refusal ([`LIMIT_REACHED`] or [`USER_REQUIRED`]) answers.
-    pub(super) fn over_limit(&self, code: i64) -> Result<Outcome, AppError> {
-        if code == USER_REQUIRED {
-            return Err(AppError::BadRequest(format!(
+    /// What a script's refusal to sell ([`LIMIT_REACHED`], [`USER_REQUIRED`] or
+    /// [`TAKEN_OVER`]) answers.
+    pub(super) fn refused(&self, code: i64) -> Result<Outcome, AppError> {
+        match code {
+            USER_REQUIRED => Err(AppError::BadRequest(format!(
                 "product {} limits the units one buyer may have: name the buyer with user",
                 self.product.product
-            )));
+            ))),
+            TAKEN_OVER => Ok(Outcome::InFlight),
+            _ => Ok(Outcome::LimitReached),
         }
-        Ok(Outcome::LimitReached)
     }
 
     /// A unit sold and recorded: a 200, once as many replicas as asked for have it.

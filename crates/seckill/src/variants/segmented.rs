@@ -54,7 +54,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         _ => match reserve(d, "take").await? {
             0 => false,
             1 => true,
-            code => return d.over_limit(code),
+            code => return d.refused(code),
         },
     };
     let outcome = sell(d, &layout, &with_stock).await;

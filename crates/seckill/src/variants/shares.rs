@@ -20,7 +20,7 @@ use seckill_lock::millis;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{LIMIT_REACHED, USER_REQUIRED};
+use super::section::{LIMIT_REACHED, TAKEN_OVER, USER_REQUIRED};
 use super::{Deduction, Outcome, Spec, Start, VariantState};
 use crate::error::AppError;
 use crate::keys::ProductId;
@@ -126,6 +126,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
             Turn::Elsewhere => tokio::time::sleep(RECLAIM_POLL).await,
             Turn::Unit { claim } => {
                 let order = Uuid::now_v7().to_string();
+                let keyed = d.sale(&shard, &order).keyed.unwrap_or(("", 0));
                 let left: i64 = scripts::SHARE_SELL
                     .key(&shard.claims)
                     .key(&shard.claim_leases)
@@ -139,13 +140,18 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                     .arg(&*d.app.settings.instance)
                     .arg(d.variant.name())
                     .arg(d.user())
+                    .key(shard.claim(keyed.0))
+                    .key(&shard.keys)
+                    .arg(&d.holder)
+                    .arg(keyed.0)
+                    .arg(keyed.1)
                     .invoke_async(&mut d.redis())
                     .await?;
                 if left >= 0 {
                     // As every sale: a 200 once as many replicas as asked for have it.
                     return Ok(d.sold(&shard, order, left).await);
                 }
-                if left == LIMIT_REACHED || left == USER_REQUIRED {
+                if matches!(left, LIMIT_REACHED | USER_REQUIRED | TAKEN_OVER) {
                     // Not sold: the unit goes back into the share it was taken from.
                     let mut share = share.lock().await;
                     if let Some((id, units)) = share.claim.as_mut()
@@ -153,7 +159,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                     {
                         *units += 1;
                     }
-                    return d.over_limit(left);
+                    return d.refused(left);
                 }
                 // The claim's lease ran out before this sale reached Redis (or a reset
                 // cleared it): its units went back to the pool, and this one with them.

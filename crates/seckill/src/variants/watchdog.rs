@@ -22,7 +22,7 @@ use seckill_lock::{LockError, WatchdogLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{INSIDE_MARGIN, LIMIT_REACHED, LockStore, USER_REQUIRED};
+use super::section::{INSIDE_MARGIN, LIMIT_REACHED, LockStore, TAKEN_OVER, USER_REQUIRED};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
@@ -168,7 +168,7 @@ async fn in_two_trips(
         (None, _) => Ok(Outcome::LockLost),
         (Some(-2), _) | (_, None) => Err(d.not_for_sale().await),
         (Some(-3), _) => Ok(Outcome::LockLost),
-        (Some(code @ (LIMIT_REACHED | USER_REQUIRED)), _) => d.over_limit(code),
+        (Some(code @ (LIMIT_REACHED | USER_REQUIRED | TAKEN_OVER)), _) => d.refused(code),
         (Some(remaining), Some(_)) if !sells => Ok(Outcome::SoldOut { remaining }),
         (Some(remaining), Some(_)) => Ok(d.sold(shard, order, remaining).await),
     }

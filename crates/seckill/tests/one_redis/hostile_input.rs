@@ -137,6 +137,65 @@ async fn every_parameter_refuses_hostile_values() {
     assert!(tried > 1000);
 }
 
+/// The `Idempotency-Key` header with values no key accepts — empty, huge, braces, spaces,
+/// non-ASCII, a key of another product, twice — on every variant: refused with a clear
+/// 400, and Redis is as it was.
+#[tokio::test]
+async fn hostile_idempotency_keys_are_refused() {
+    let stock = RedisServer::start();
+    let instance = instance(&stock.url(), &[]);
+    let api = instance.api();
+    api.reset("101", 50, 1).await;
+    let before = api.stats("101").await;
+    let values: Vec<Vec<u8>> = vec![
+        Vec::new(),
+        b"\"\"".to_vec(),
+        "k".repeat(129).into_bytes(),
+        "k".repeat(10_000).into_bytes(),
+        b"{101}".to_vec(),
+        b"a b".to_vec(),
+        b"a/b".to_vec(),
+        b"seckill:{101}:stock".to_vec(),
+        "é".as_bytes().to_vec(),
+        b"\xff\xfe".to_vec(),
+        b"\"k".to_vec(),
+        b"*".to_vec(),
+    ];
+    let mut tried = 0;
+    for variant in VARIANTS {
+        let url = api.url(&format!("/deduct_stock/{variant}?product=101"));
+        for value in &values {
+            let header = reqwest::header::HeaderValue::from_bytes(value).expect("a header value");
+            let response = api
+                .http()
+                .post(&url)
+                .header("idempotency-key", header)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            assert_refused(&format!("{variant} with key {value:.40?}"), status, &body);
+            tried += 1;
+        }
+        let twice = api
+            .http()
+            .post(&url)
+            .header("idempotency-key", "a")
+            .header("idempotency-key", "b")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(twice.status().as_u16(), 400, "{variant}: two keys");
+    }
+    assert_eq!(
+        api.stats("101").await,
+        before,
+        "hostile keys changed stock or audit"
+    );
+    assert!(tried > 50);
+}
+
 /// Admin bodies: malformed, mistyped, nested, duplicated, oversized, smuggling keys.
 #[tokio::test]
 async fn admin_bodies_refuse_hostile_json() {

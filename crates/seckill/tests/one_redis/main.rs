@@ -11,6 +11,7 @@ mod failure_modes;
 mod fencing;
 mod hostile_input;
 mod http;
+mod idempotency;
 mod nginx;
 mod partial_failure;
 mod progression;

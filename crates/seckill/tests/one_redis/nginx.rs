@@ -2,11 +2,15 @@
 //! project's config. The progression holds through Nginx, Nginx moves POSTs past a dead
 //! instance, and the bench agrees with /stats.
 
+use std::collections::BTreeSet;
+use std::time::Duration;
+
 use clap::Parser;
 use seckill_bench::args::Cli;
+use seckill_load::Control;
 use seckill_testkit::{Api, Nginx, heavy_turn, int};
 
-use crate::service;
+use crate::{recorded_orders, service};
 
 /// Through Nginx: naive loses stock; every other variant sells exactly the stock, and both
 /// instances take part.
@@ -68,6 +72,79 @@ async fn post_moves_past_a_dead_instance() {
     let stats = api.stats("101").await;
     assert_eq!(int(&stats, "sold"), 60, "{stats}");
     assert_eq!(int(&stats, "remaining"), 40, "{stats}");
+}
+
+/// An instance SIGKILLed under load through Nginx, for lua and watchdog, with and without
+/// idempotency keys. Every 200's order is in Redis and sold + remaining = initial either
+/// way. With keys Nginx passes the requests the dead instance had in flight to the other,
+/// which answers what was sold or sells it: no 502, every sale acknowledged, no key sold
+/// twice. Without keys those requests are 502s, and some of them had sold (printed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_clients_lose_nothing_when_an_instance_is_killed_under_load() {
+    let _turn = heavy_turn().await;
+    const INITIAL: i64 = 100_000;
+    for variant in ["lua", "watchdog?work_ms=1"] {
+        for keyed in [false, true] {
+            let mut cluster = service(2, &["--lock-lease-ms", "500"]);
+            let nginx = Nginx::start(&cluster.instances);
+            let api = Api::new(&nginx.url(""));
+            api.reset("101", INITIAL, 1).await;
+            let mut load = api
+                .load("101", variant)
+                .requests(2_000)
+                .concurrency(50)
+                .keeping_orders();
+            if keyed {
+                load = load.keyed("kill");
+            }
+            let control = Control::default();
+            let running = api.spawn(load, &control);
+            for _ in 0..3_000 {
+                if control.answered() >= 400 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            cluster.instances[1].kill();
+            let report = running.await.expect("the load");
+            let stats = api.stats("101").await;
+            let recorded = recorded_orders(&cluster.redis, "101").await;
+            let acknowledged: BTreeSet<&String> = report.orders.iter().collect();
+            let sold = int(&stats, "sold");
+            let what = format!("{variant} keyed={keyed}");
+            println!(
+                "{what}: {:?}, sold {sold}, acknowledged {}, sold without a 200: {}, \
+                 replayed {}",
+                report.statuses,
+                acknowledged.len(),
+                sold - acknowledged.len() as i64,
+                report.replayed
+            );
+            assert!(
+                acknowledged
+                    .iter()
+                    .all(|order| recorded.contains_key(*order)),
+                "{what}: a 200's order is missing from Redis"
+            );
+            assert_eq!(sold + int(&stats, "remaining"), INITIAL, "{what}: {stats}");
+            assert_eq!(int(&stats, "oversold"), 0, "{what}: {stats}");
+            if !keyed {
+                continue;
+            }
+            assert_eq!(report.count(502), 0, "{what}: {:?}", report.statuses);
+            assert_eq!(report.transport_errors, 0, "{what}: {report:?}");
+            assert_eq!(report.count(200), 2_000, "{what}: {:?}", report.statuses);
+            // Each request had a key of its own: as many sales as keys means none twice.
+            let idempotency = &stats["idempotency"];
+            assert_eq!(idempotency["keyed_sales"], sold, "{what}: {stats}");
+            assert_eq!(idempotency["keys_sold_twice"], 0, "{what}: {stats}");
+            assert_eq!(
+                acknowledged.len() as i64,
+                sold,
+                "{what}: every sale acknowledged"
+            );
+        }
+    }
 }
 
 /// The bench's flags, as a user types them after `seckill-bench`.

@@ -41,6 +41,7 @@ async fn a_handoff_whose_answer_was_lost_is_one_hold_and_no_overlap() {
             instance: "test",
             variant: "watchdog",
             user: "",
+            keyed: None,
         };
         scripts::commit_release(&sale, true, &release)
     };

@@ -1,0 +1,322 @@
+//! Idempotency keys: a click retried — by the buyer, their client, or Nginx after an
+//! instance died — sells once, and gets the first answer again.
+//!
+//! A deduction that carries an `Idempotency-Key` header (the IETF httpapi draft's) first
+//! claims the key: a hash on the product's slot (`lua/idem_claim.lua` says what is in it),
+//! kept for `--idempotency-ttl-s`. Then:
+//!
+//! - **the first request** holds the claim while it is served. A sale under the key writes
+//!   its answer into the claim in the script that takes the unit (`lib/critical.lua`'s
+//!   `keyed_sale`), so no crash can separate the unit from its answer. An answer that sold
+//!   nothing but stands (sold out, limit reached) is written after; one worth retrying
+//!   (lock busy, lock lost, an error) gives the claim up, and a repeat is served anew.
+//! - **a repeat of the same request** gets the first answer again — same status, same order
+//!   id — marked `replayed`. One that arrives while the first is still in flight waits for
+//!   its answer (up to [`PATIENCE`]), and answers 423 `in_flight` if there is none by then.
+//! - **the same key with another request** (another variant, product, buyer or knob) is a
+//!   422.
+//!
+//! A claim whose holder died (or is far past the time its request may take: its `wait_ms`,
+//! `work_ms` and pause plus [`INSIDE_MARGIN`]) may be taken over by a repeat after its
+//! deadline. Where the claim sits on the slot of the stock it sells from (every product but
+//! a split one), the sale script sells only while the claim is still its holder's: a late
+//! holder and the repeat that took over never both sell. A split product's shards are on
+//! other slots: there a shard sells under the key only before the claim's deadline (by
+//! Redis's clock), and a repeat takes an expired claim over only after looking in every
+//! shard for a sale under the key — so only a clock that differs between the product's and
+//! a shard's master could let both sell; the audit counts it (`keys_sold_twice`).
+
+use std::time::Duration;
+
+use axum::http::{HeaderMap, StatusCode};
+use redis::AsyncCommands;
+use tokio::time::Instant;
+
+use crate::error::AppError;
+use crate::keys::{IdempotencyKey, ProductKeys};
+use crate::product;
+use crate::scripts;
+use crate::state::AppState;
+use crate::variants::{INSIDE_MARGIN, Outcome};
+
+/// The request header.
+pub const HEADER: &str = "idempotency-key";
+
+/// The header as `/openapi.json` names it.
+pub const PARAMETER: &str = "Idempotency-Key";
+
+/// How long a repeat waits for the answer of the request that holds its key before it
+/// answers 423 `in_flight`.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The longest pause between two looks at a claim in flight.
+const POLL: Duration = Duration::from_millis(50);
+
+/// The key a request carries, if any; a malformed one is a 400.
+pub fn key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, AppError> {
+    let mut values = headers.get_all(HEADER).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(AppError::BadRequest(
+            "Idempotency-Key is given twice".into(),
+        ));
+    }
+    let value = value
+        .to_str()
+        .map_err(|_| AppError::BadRequest("Idempotency-Key must be visible ASCII".into()))?;
+    IdempotencyKey::parse(value)
+        .map(Some)
+        .map_err(AppError::BadRequest)
+}
+
+/// A key this request holds the claim on, while it is served.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub key: IdempotencyKey,
+    /// When a repeat may take the claim over, ms (Redis time): the sale scripts of a split
+    /// product's shards sell under the key only before it.
+    pub deadline_ms: i64,
+    /// The claim's hash.
+    record: String,
+}
+
+/// What claiming a key came to.
+#[derive(Debug)]
+pub enum Claimed {
+    /// This request serves the key.
+    Ours(Claim),
+    /// The key has its answer already: this one.
+    Answered(Replay),
+    /// Another request still serves the key, past [`PATIENCE`].
+    InFlight,
+}
+
+/// A key's first answer, given again.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    pub status: StatusCode,
+    pub outcome: &'static str,
+    pub order: Option<String>,
+    pub shard: Option<u32>,
+    pub remaining: Option<i64>,
+    /// The instance that served it first, when known.
+    pub instance: Option<String>,
+}
+
+impl Replay {
+    /// From a claim's `status, outcome, order, shard, remaining, instance` ('' for none).
+    fn from_fields(fields: &[String]) -> Result<Self, AppError> {
+        let field = |i: usize| fields.get(i).filter(|f| !f.is_empty());
+        let status = field(0)
+            .and_then(|s| s.parse::<u16>().ok())
+            .and_then(|s| StatusCode::from_u16(s).ok());
+        let outcome = field(1).and_then(|o| Outcome::NAMES.iter().find(|n| *n == o));
+        let (Some(status), Some(outcome)) = (status, outcome) else {
+            return Err(AppError::Internal(anyhow::anyhow!(
+                "an idempotency claim holds an answer this instance cannot read: {fields:?}"
+            )));
+        };
+        Ok(Self {
+            status,
+            outcome,
+            order: field(2).cloned(),
+            shard: field(3).and_then(|s| s.parse().ok()),
+            remaining: field(4).and_then(|s| s.parse().ok()),
+            instance: field(5).cloned(),
+        })
+    }
+}
+
+/// Claims `key` for `holder`, serving `request` (what was asked, to tell a repeat from
+/// another request), for up to `lease`; waits while another request holds it (up to
+/// [`PATIENCE`]).
+pub async fn claim(
+    app: &AppState,
+    product: &ProductKeys,
+    key: IdempotencyKey,
+    request: &str,
+    holder: &str,
+    lease: Duration,
+) -> Result<Claimed, AppError> {
+    let record = product.whole().claim(key.as_str());
+    let ttl = app.settings.idempotency_ttl;
+    let lease = lease + INSIDE_MARGIN;
+    let started = Instant::now();
+    let mut take = "ask";
+    let mut pause = Duration::from_millis(2);
+    loop {
+        let answer: Vec<String> = scripts::IDEM_CLAIM
+            .key(&record)
+            .key(&product.meta)
+            .key(&product.audit)
+            .arg(request)
+            .arg(holder)
+            .arg(millis(lease))
+            .arg(millis(ttl))
+            .arg(take)
+            .invoke_async(&mut app.store.conn())
+            .await?;
+        match answer.first().map(String::as_str) {
+            Some("claimed") => {
+                let deadline_ms = answer.get(1).and_then(|d| d.parse().ok()).unwrap_or(0);
+                return Ok(Claimed::Ours(Claim {
+                    key,
+                    deadline_ms,
+                    record,
+                }));
+            }
+            Some("done") => return Ok(Claimed::Answered(Replay::from_fields(&answer[1..])?)),
+            Some("mismatch") => {
+                return Err(AppError::KeyReused(
+                    key.as_str().to_owned(),
+                    "repeat the first request exactly, or use a new key".into(),
+                ));
+            }
+            Some("in_flight") => {
+                let waited = started.elapsed();
+                if waited >= PATIENCE {
+                    return Ok(Claimed::InFlight);
+                }
+                let left = answer.get(1).and_then(|l| l.parse().ok()).unwrap_or(0);
+                let nap = pause
+                    .min(Duration::from_millis(left) + Duration::from_millis(1))
+                    .min(PATIENCE - waited);
+                tokio::time::sleep(nap).await;
+                pause = (pause * 2).min(POLL);
+            }
+            Some("expired") => {
+                let old_holder = answer.get(1).cloned().unwrap_or_default();
+                if let Some(replay) = sold_in_a_shard(app, product, &key).await? {
+                    // Its holder sold and died before the claim had its answer.
+                    let _: i64 = finish_script(&record, &old_holder, "done", &replay)
+                        .invoke_async(&mut app.store.conn())
+                        .await?;
+                    let _: i64 = app
+                        .store
+                        .conn()
+                        .hincr(&product.audit, "replayed", 1)
+                        .await?;
+                    return Ok(Claimed::Answered(replay));
+                }
+                take = "take";
+            }
+            _ => {
+                return Err(AppError::Internal(anyhow::anyhow!(
+                    "idem_claim.lua answered {answer:?}"
+                )));
+            }
+        }
+    }
+}
+
+/// A split product: the sale a shard recorded under `key`, if one did.
+async fn sold_in_a_shard(
+    app: &AppState,
+    product: &ProductKeys,
+    key: &IdempotencyKey,
+) -> Result<Option<Replay>, AppError> {
+    let layout = product::layout(&app.store, &product.product).await?;
+    for index in 0..layout.shards() {
+        let shard = product.shard(&layout, index);
+        let order: Option<String> = app.store.conn().hget(&shard.keys, key.as_str()).await?;
+        if let Some(order) = order {
+            return Ok(Some(Replay {
+                status: StatusCode::OK,
+                outcome: "deducted",
+                order: Some(order),
+                shard: Some(index),
+                remaining: None,
+                instance: None,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// After the request holding `claim` was served: records its answer (`outcome`; `None`
+/// for an error) in the claim, unless the sale's script did (`recorded_by_sale`), or gives
+/// the claim up when the answer is worth retrying. Best effort: if Redis is away the claim stays pending
+/// until its deadline, and a repeat then takes it over.
+pub async fn finish(
+    app: &AppState,
+    claim: &Claim,
+    holder: &str,
+    outcome: Option<&Outcome>,
+    recorded_by_sale: bool,
+) {
+    let instance = Some(app.settings.instance.to_string());
+    let answer = match outcome {
+        Some(Outcome::Deducted { .. }) if recorded_by_sale => return,
+        Some(Outcome::InFlight) => return,
+        Some(
+            outcome @ (Outcome::Deducted { .. }
+            | Outcome::Unconfirmed { .. }
+            | Outcome::SoldOut { .. }
+            | Outcome::LimitReached),
+        ) => {
+            let (order, shard, remaining) = match outcome {
+                Outcome::Deducted {
+                    remaining,
+                    order,
+                    shard,
+                } => (Some(order.clone()), Some(*shard), Some(*remaining)),
+                Outcome::Unconfirmed { order, shard } => (Some(order.clone()), Some(*shard), None),
+                Outcome::SoldOut { remaining } => (None, None, Some(*remaining)),
+                _ => (None, None, None),
+            };
+            Some(Replay {
+                status: outcome.status(),
+                outcome: outcome.name(),
+                order,
+                shard,
+                remaining,
+                instance,
+            })
+        }
+        _ => None,
+    };
+    let script = match &answer {
+        Some(replay) => finish_script(&claim.record, holder, "done", replay),
+        None => {
+            let mut script = scripts::IDEM_FINISH.prepare_invoke();
+            script.key(&claim.record).arg(holder).arg("release");
+            script
+        }
+    };
+    let done: Result<i64, _> = script.invoke_async(&mut app.store.conn()).await;
+    if let Err(err) = done {
+        tracing::warn!(
+            error = %err,
+            key = claim.key.as_str(),
+            "an idempotency claim kept no answer: a repeat will wait for its deadline"
+        );
+    }
+}
+
+/// `idem_finish.lua` giving `record`, held by `holder`, the answer `replay`.
+fn finish_script(
+    record: &str,
+    holder: &str,
+    what: &str,
+    replay: &Replay,
+) -> redis::ScriptInvocation<'static> {
+    let text = |v: Option<String>| v.unwrap_or_default();
+    let mut script = scripts::IDEM_FINISH.prepare_invoke();
+    script
+        .key(record)
+        .arg(holder)
+        .arg(what)
+        .arg(replay.status.as_u16())
+        .arg(replay.outcome)
+        .arg(text(replay.order.clone()))
+        .arg(text(replay.shard.map(|s| s.to_string())))
+        .arg(text(replay.remaining.map(|r| r.to_string())))
+        .arg(text(replay.instance.clone()));
+    script
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}

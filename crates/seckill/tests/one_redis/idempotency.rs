@@ -1,0 +1,217 @@
+//! Idempotency keys: a click sent again — by the buyer, their client, or Nginx after an
+//! instance died — sells once and gets the first answer again, in every variant.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use seckill_testkit::{Api, int};
+use serde_json::Value;
+
+use crate::{instance, keys, service};
+
+/// Every variant of the progression on one Redis, with work inside its lock so that the
+/// repeats arrive while the first is in flight, and the shards it sells.
+const VARIANTS: [(&str, u32); 7] = [
+    ("naive?work_ms=20", 1),
+    ("setnx?work_ms=20", 1),
+    ("token?work_ms=20&wait_ms=5000", 1),
+    ("watchdog?work_ms=20", 1),
+    ("segmented?work_ms=20", 4),
+    ("shares?work_ms=20", 1),
+    ("lua", 1),
+];
+
+/// `POST` a deduction with `Idempotency-Key: key`: the status, the body, and whether the
+/// answer said it was replayed.
+async fn keyed(api: &Api, path: &str, key: &str) -> (u16, Value, bool) {
+    let response = api
+        .http()
+        .post(api.url(path))
+        .header("idempotency-key", key)
+        .send()
+        .await
+        .expect("an answer");
+    let status = response.status().as_u16();
+    let replayed = response.headers().contains_key("idempotent-replayed");
+    let body = response.json().await.unwrap_or(Value::Null);
+    (status, body, replayed)
+}
+
+fn path(product: &str, variant_and_knobs: &str) -> String {
+    seckill_testkit::api::deduct_path(product, variant_and_knobs)
+}
+
+/// The same key sent 20 times at once, over two instances: one unit sold, and all 20
+/// answers are 200 with the same order id (19 of them replayed), in every variant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_concurrent_repeats_sell_one_unit_and_carry_one_order_id() {
+    let _turn = seckill_testkit::heavy_turn().await;
+    let cluster = service(2, &[]);
+    let apis = cluster.apis();
+    for (variant, shards) in VARIANTS {
+        apis[0].reset("101", 50, shards).await;
+        let mut clicks = tokio::task::JoinSet::new();
+        for i in 0..20 {
+            let api = apis[i % 2].clone();
+            let path = path("101", variant);
+            clicks.spawn(async move { keyed(&api, &path, "click-1").await });
+        }
+        let mut orders = BTreeSet::new();
+        let mut replays = 0;
+        while let Some(answer) = clicks.join_next().await {
+            let (status, body, replayed) = answer.unwrap();
+            assert_eq!(status, 200, "{variant}: {body}");
+            orders.insert(body["order"].as_str().unwrap_or_default().to_owned());
+            replays += usize::from(replayed);
+        }
+        let stats = apis[1].stats("101").await;
+        assert_eq!(orders.len(), 1, "{variant}: one order id: {orders:?}");
+        assert_eq!(replays, 19, "{variant}: the first answer, then 19 replays");
+        assert_eq!(int(&stats, "sold"), 1, "{variant}: {stats}");
+        assert_eq!(int(&stats, "remaining"), 49, "{variant}: {stats}");
+        let idempotency = &stats["idempotency"];
+        assert_eq!(idempotency["keyed_sales"], 1, "{variant}: {stats}");
+        assert_eq!(idempotency["replayed"], 19, "{variant}: {stats}");
+        assert_eq!(idempotency["keys_sold_twice"], 0, "{variant}: {stats}");
+    }
+}
+
+/// A key first used for one request and then with another — another buyer, another
+/// variant, another knob — is a 422 that sells nothing; the first request still replays.
+#[tokio::test]
+async fn a_key_with_another_request_is_422_and_sells_nothing() {
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("101", 10, 1).await;
+    let (status, first, _) = keyed(&api, &path("101", "lua?user=ann"), "k1").await;
+    assert_eq!(status, 200, "{first}");
+    for other in ["lua?user=bob", "watchdog?user=ann", "lua"] {
+        let (status, body, _) = keyed(&api, &path("101", other), "k1").await;
+        assert_eq!(status, 422, "{other}: {body}");
+        assert_eq!(body["outcome"], "key_reused", "{other}: {body}");
+    }
+    let (status, again, replayed) = keyed(&api, &path("101", "lua?user=ann"), "k1").await;
+    assert_eq!((status, replayed), (200, true), "{again}");
+    assert_eq!(again["order"], first["order"]);
+    let stats = api.stats("101").await;
+    assert_eq!(int(&stats, "sold"), 1, "{stats}");
+}
+
+/// The key lives in Redis: the instance that answered it dies, a new one starts, and the
+/// repeat gets the first answer.
+#[tokio::test]
+async fn a_key_outlives_the_instance_that_answered_it() {
+    let mut cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("101", 10, 1).await;
+    let (status, first, _) = keyed(&api, &path("101", "watchdog"), "k-restart").await;
+    assert_eq!(status, 200, "{first}");
+    cluster.instances[0].kill();
+    let fresh = instance(&cluster.redis.url(), &[]);
+    let (status, again, replayed) =
+        keyed(&fresh.api(), &path("101", "watchdog"), "k-restart").await;
+    assert_eq!((status, replayed), (200, true), "{again}");
+    assert_eq!(again["order"], first["order"]);
+    assert_eq!(int(&fresh.api().stats("101").await, "sold"), 1);
+}
+
+/// An answer that stands (sold out) is replayed, until the product's next reset starts a
+/// new sale; an answer worth retrying (the lock busy) frees the key for the retry.
+#[tokio::test]
+async fn a_standing_answer_is_kept_and_one_worth_retrying_frees_the_key() {
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("101", 0, 1).await;
+    let (status, _, _) = keyed(&api, &path("101", "lua"), "late").await;
+    assert_eq!(status, 409);
+    let (status, _, replayed) = keyed(&api, &path("101", "lua"), "late").await;
+    assert_eq!((status, replayed), (409, true), "sold out stands");
+    api.reset("101", 5, 1).await;
+    let (status, body, replayed) = keyed(&api, &path("101", "lua"), "late").await;
+    assert_eq!((status, replayed), (200, false), "a new sale: {body}");
+
+    // A setnx lock held by somebody else: 429, and the key is free again.
+    let mut redis = cluster.redis.conn().await;
+    let lock = keys("101").whole().lock;
+    let _: () = redis::cmd("SET")
+        .arg(&lock)
+        .arg("someone")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let (status, _, _) = keyed(&api, &path("101", "setnx"), "busy").await;
+    assert_eq!(status, 429);
+    let _: () = redis::cmd("DEL")
+        .arg(&lock)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let (status, body, replayed) = keyed(&api, &path("101", "setnx"), "busy").await;
+    assert_eq!((status, replayed), (200, false), "served anew: {body}");
+    assert_eq!(int(&api.stats("101").await, "sold"), 2);
+}
+
+/// An instance SIGKILLed while it serves a keyed request leaves the key's claim pending;
+/// a repeat waits for the claim's deadline (its work plus a margin), takes it over and
+/// sells — once.
+#[tokio::test]
+async fn a_claim_left_by_a_killed_instance_is_taken_over_after_its_deadline() {
+    let mut cluster = service(2, &["--lock-lease-ms", "300"]);
+    let (dying, survivor) = (cluster.api(0), cluster.api(1));
+    survivor.reset("101", 10, 1).await;
+    let slow = path("101", "watchdog?work_ms=3000");
+    let first = tokio::spawn(async move { keyed(&dying, &slow, "k-killed").await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.instances[0].kill();
+    assert!(
+        first.await.is_err(),
+        "the first request got no answer: its instance died"
+    );
+    let (status, body, replayed) =
+        keyed(&survivor, &path("101", "watchdog?work_ms=3000"), "k-killed").await;
+    assert_eq!(
+        (status, replayed),
+        (200, false),
+        "taken over and sold: {body}"
+    );
+    let stats = survivor.stats("101").await;
+    assert_eq!(int(&stats, "sold"), 1, "{stats}");
+    let (status, again, replayed) =
+        keyed(&survivor, &path("101", "watchdog?work_ms=3000"), "k-killed").await;
+    assert_eq!((status, replayed), (200, true));
+    assert_eq!(again["order"], body["order"]);
+}
+
+/// A split product's shards are not on the claim's slot, so a sale's answer reaches the
+/// claim after the sale. An instance that died between the two leaves a pending claim and
+/// a sale under the key in a shard: the repeat finds the sale and answers it, sells nothing.
+#[tokio::test]
+async fn a_split_sale_whose_answer_was_lost_is_found_in_its_shard() {
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("101", 40, 4).await;
+    let (status, first, _) = keyed(&api, &path("101", "segmented"), "k-split").await;
+    assert_eq!(status, 200, "{first}");
+    // What a crash between the shard's sale and the claim's answer leaves: the claim
+    // pending, its deadline passed.
+    let mut redis = cluster.redis.conn().await;
+    let claim = keys("101").whole().claim("k-split");
+    let _: () = redis::cmd("HSET")
+        .arg(&claim)
+        .arg("state")
+        .arg("pending")
+        .arg("holder")
+        .arg("dead/1")
+        .arg("deadline")
+        .arg(1)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let (status, again, replayed) = keyed(&api, &path("101", "segmented"), "k-split").await;
+    assert_eq!((status, replayed), (200, true), "{again}");
+    assert_eq!(again["order"], first["order"]);
+    assert_eq!(again["shard"], first["shard"]);
+    let stats = api.stats("101").await;
+    assert_eq!(int(&stats, "sold"), 1, "{stats}");
+    assert_eq!(stats["idempotency"]["keys_sold_twice"], 0, "{stats}");
+}
