@@ -17,9 +17,12 @@ impl Service<'_> {
         self.args.url.trim_end_matches('/')
     }
 
-    /// `POST /admin/reset`: the product's stock, split over `shards`.
+    /// `POST /admin/reset`: the product's stock, split over `shards`, with the bench's
+    /// `--per-user` limit.
     pub async fn reset(&self, stock: i64, shards: u32) -> anyhow::Result<()> {
-        self.reset_product(&self.args.product, stock, shards).await
+        let product = &self.args.product;
+        self.reset_product(product, stock, shards, self.args.per_user)
+            .await
     }
 
     /// `POST /admin/reset` of any product.
@@ -28,6 +31,7 @@ impl Service<'_> {
         product: &str,
         stock: i64,
         shards: u32,
+        per_user: i64,
     ) -> anyhow::Result<()> {
         let admin = self.args.admin_url.as_deref().unwrap_or(&self.args.url);
         let mut request = self
@@ -37,6 +41,7 @@ impl Service<'_> {
                 "product": product,
                 "stock": stock,
                 "shards": shards,
+                "per_user": per_user,
             }));
         if let Some(token) = &self.args.admin_token {
             request = request.bearer_auth(token);

@@ -88,6 +88,24 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=20_000))]
     pub concurrency: u64,
 
+    /// Buyers who compete: request n is a click of buyer `u<(n / clicks) mod users>`
+    /// (`user=` in each request). Without it every buyer is new (unique users).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub users: Option<u64>,
+
+    /// Clicks each buyer sends at once (consecutive requests, so they arrive together).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000))]
+    pub clicks: u64,
+
+    /// Units one buyer may buy, set by each reset (0: no limit). With --users or --clicks
+    /// it shows which variants hold the limit (403s, and `over limit` in the table).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..=1_000))]
+    pub per_user: i64,
+
+    /// Send every request with an Idempotency-Key of its own (what a keyed request costs).
+    #[arg(long)]
+    pub keys: bool,
+
     /// Units set by the reset before each variant.
     #[arg(long, default_value_t = 500)]
     pub stock: i64,

@@ -46,7 +46,7 @@ pub async fn run(service: &Service<'_>, info: &mut Option<Masters>) -> anyhow::R
     let mut rows = Vec::new();
     for stopped in [false, true] {
         for (product, _) in PRODUCTS {
-            service.reset_product(product, 100_000_000, 1).await?;
+            service.reset_product(product, 100_000_000, 1, 0).await?;
         }
         if stopped {
             signal(replica, "STOP")?;

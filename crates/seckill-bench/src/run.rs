@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use seckill::keys::{ProductId, ProductKeys};
-use seckill_load::{Control, Load, Method, Report as LoadReport};
+use seckill_load::{Buyers, Control, Load, Method, Report as LoadReport};
 use serde_json::{Value, json};
 
 use crate::admin::Service;
@@ -118,6 +118,10 @@ fn settings(args: &BenchArgs) -> Value {
         "work_ms": args.work_ms,
         "wait_ms": args.wait_ms,
         "lessons": args.lessons,
+        "users": args.users,
+        "clicks": args.clicks,
+        "per_user": args.per_user,
+        "keys": args.keys,
     })
 }
 
@@ -152,7 +156,14 @@ pub(crate) async fn run_one(
         Some(masters) => Some(masters.read().await?),
         None => None,
     };
-    let load = drive(service.http, Load::post(url), &scenario).await;
+    let mut load = Load::post(url).buyers(Buyers {
+        users: args.users.map(|u| usize::try_from(u).unwrap_or(usize::MAX)),
+        clicks: usize::try_from(args.clicks).unwrap_or(1),
+    });
+    if args.keys {
+        load = load.keyed(key_prefix());
+    }
+    let load = drive(service.http, load, &scenario).await;
     let spent = match (info, before) {
         (Some(masters), Some(before)) => spent(&before, &masters.read().await?),
         _ => Vec::new(),
@@ -202,6 +213,15 @@ pub(crate) async fn run_one(
         stats,
         scenario,
     })
+}
+
+/// The idempotency keys of one row: `bench-<pid>-<ms>-<n>`, new for every row.
+fn key_prefix() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    format!("bench-{}-{now}", std::process::id())
 }
 
 /// Drives the scenario's requests from its connections, behind a progress bar.

@@ -4,11 +4,12 @@ use std::fmt::Write;
 
 use crate::report::Row;
 
-const HEADER: [&str; 19] = [
+const HEADER: [&str; 21] = [
     "variant",
     "requests",
     "req/s",
     "200",
+    "403",
     "409",
     "429",
     "5xx",
@@ -16,6 +17,7 @@ const HEADER: [&str; 19] = [
     "oversold",
     "lost",
     "overlaps",
+    "over limit",
     "goodput/s",
     "sell-out s",
     "p50 ms",
@@ -74,6 +76,7 @@ fn cells(row: &Row) -> Vec<String> {
         (answered + row.transport_errors).to_string(),
         format!("{:.0}", row.throughput),
         row.count(200).to_string(),
+        row.count(403).to_string(),
         row.count(409).to_string(),
         row.count(429).to_string(),
         row.server_errors().to_string(),
@@ -81,6 +84,11 @@ fn cells(row: &Row) -> Vec<String> {
         row.oversold.to_string(),
         row.lost_updates.to_string(),
         row.lock_overlaps.to_string(),
+        // Units sold past the per-user limit, from the orders.
+        row.stats["over_limit"]["units"]
+            .as_i64()
+            .unwrap_or_default()
+            .to_string(),
         format!("{:.0}", row.goodput),
         optional(row.sell_out_s, 2),
         format!("{:.2}", row.p50_ms),

@@ -29,14 +29,9 @@ local left = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if left <= 0 then
   return -1
 end
-local limit = tonumber(redis.call('HGET', KEYS[5], 'per_user') or '0')
-if limit > 0 then
-  if ARGV[6] == '' then
-    return -6
-  end
-  if tonumber(redis.call('HGET', KEYS[6], ARGV[6]) or '0') >= limit then
-    return -5
-  end
+local refused = over_limit(KEYS[5], KEYS[6], ARGV[6])
+if refused then
+  return refused
 end
 local idem = { claim = KEYS[7], keys = KEYS[8], key = ARGV[8], deadline = ARGV[9], shard = '0' }
 local taken_over = keyed(idem, ARGV[7])

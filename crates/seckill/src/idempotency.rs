@@ -12,7 +12,7 @@
 //!   (lock busy, lock lost, an error) gives the claim up, and a repeat is served anew.
 //! - **a repeat of the same request** gets the first answer again — same status, same order
 //!   id — marked `replayed`. One that arrives while the first is still in flight waits for
-//!   its answer (up to [`PATIENCE`]), and answers 423 `in_flight` if there is none by then.
+//!   its answer (up to [`patience`]), and answers 423 `in_flight` if there is none by then.
 //! - **the same key with another request** (another variant, product, buyer or knob) is a
 //!   422.
 //!
@@ -32,6 +32,7 @@ use axum::http::{HeaderMap, StatusCode};
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
+use crate::config::Limits;
 use crate::error::AppError;
 use crate::keys::{IdempotencyKey, ProductKeys};
 use crate::product;
@@ -46,8 +47,11 @@ pub const HEADER: &str = "idempotency-key";
 pub const PARAMETER: &str = "Idempotency-Key";
 
 /// How long a repeat waits for the answer of the request that holds its key before it
-/// answers 423 `in_flight`.
-pub const PATIENCE: Duration = Duration::from_secs(30);
+/// answers 423 `in_flight`: half the request timeout (15 s by default), so that it answers
+/// before the timeout does.
+pub fn patience(limits: &Limits) -> Duration {
+    limits.request_timeout() / 2
+}
 
 /// The longest pause between two looks at a claim in flight.
 const POLL: Duration = Duration::from_millis(50);
@@ -89,7 +93,7 @@ pub enum Claimed {
     Ours(Claim),
     /// The key has its answer already: this one.
     Answered(Replay),
-    /// Another request still serves the key, past [`PATIENCE`].
+    /// Another request still serves the key, past [`patience`].
     InFlight,
 }
 
@@ -131,7 +135,7 @@ impl Replay {
 
 /// Claims `key` for `holder`, serving `request` (what was asked, to tell a repeat from
 /// another request), for up to `lease`; waits while another request holds it (up to
-/// [`PATIENCE`]).
+/// [`patience`]).
 pub async fn claim(
     app: &AppState,
     product: &ProductKeys,
@@ -143,6 +147,7 @@ pub async fn claim(
     let record = product.whole().claim(key.as_str());
     let ttl = app.settings.idempotency_ttl;
     let lease = lease + INSIDE_MARGIN;
+    let patience = patience(&app.settings.limits);
     let started = Instant::now();
     let mut take = "ask";
     let mut pause = Duration::from_millis(2);
@@ -176,13 +181,13 @@ pub async fn claim(
             }
             Some("in_flight") => {
                 let waited = started.elapsed();
-                if waited >= PATIENCE {
+                if waited >= patience {
                     return Ok(Claimed::InFlight);
                 }
                 let left = answer.get(1).and_then(|l| l.parse().ok()).unwrap_or(0);
                 let nap = pause
                     .min(Duration::from_millis(left) + Duration::from_millis(1))
-                    .min(PATIENCE - waited);
+                    .min(patience - waited);
                 tokio::time::sleep(nap).await;
                 pause = (pause * 2).min(POLL);
             }

@@ -98,6 +98,44 @@ async fn redlock_holds_with_a_majority_and_sells_nothing_without_one() {
 }
 
 /// Without `--redlock-urls`, `redlock` says what it needs: 503 `not_configured`.
+/// Buyers and keys on redlock, as on every other variant: 20 buyers × 5 clicks with
+/// `per_user: 1` sell one unit each; a key sent 10 times sells once, with one order id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_holds_the_per_user_limit_and_idempotency_keys() {
+    let _turn = heavy_turn().await;
+    let s = setup();
+    let api = &s.api;
+    api.reset_limited("101", 100, 1, 1).await;
+    let variant = "redlock?work_ms=1&wait_ms=10000";
+    let statuses = Api::buyers_click(std::slice::from_ref(api), "101", variant, 20, 5).await;
+    let stats = api.stats("101").await;
+    assert_eq!(int(&stats, "sold"), 20, "{statuses:?} {stats}");
+    assert_eq!(stats["over_limit"]["users"], 0, "{stats}");
+
+    let mut clicks = tokio::task::JoinSet::new();
+    for _ in 0..10 {
+        let request = api
+            .http()
+            .post(api.url(&seckill_testkit::api::deduct_path(
+                "101",
+                &format!("{variant}&user=k"),
+            )))
+            .header("idempotency-key", "redlock-1");
+        clicks.spawn(async move {
+            let answer: Value = request.send().await.unwrap().json().await.unwrap();
+            answer["order"].as_str().unwrap_or_default().to_owned()
+        });
+    }
+    let orders: std::collections::BTreeSet<String> = clicks.join_all().await.into_iter().collect();
+    assert_eq!(orders.len(), 1, "{orders:?}");
+    assert!(
+        !orders.contains(""),
+        "every click answered 200 with the order"
+    );
+    let stats = api.stats("101").await;
+    assert_eq!(int(&stats, "sold"), 21, "{stats}");
+}
+
 #[tokio::test]
 async fn redlock_without_servers_says_so() {
     let cluster = service(1, &[]);

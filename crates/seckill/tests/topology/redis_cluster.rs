@@ -71,9 +71,9 @@ async fn progression_on_a_three_master_cluster_through_nginx() {
 
 /// One order per user on a 3-master Cluster, through Nginx: 50 buyers × 10 clicks, each
 /// buyer gets exactly one unit from lua, watchdog and segmented — whose shards are on other
-/// masters than the product's reservations.
+/// masters than the product's reservations — and an idempotency key sells once.
 #[tokio::test]
-async fn one_unit_per_buyer_on_a_three_master_cluster() {
+async fn one_unit_per_buyer_and_one_sale_per_key_on_a_three_master_cluster() {
     let _turn = heavy_turn().await;
     let redis = RedisCluster::start(3, 1);
     let instances = instances(&redis, &[]);
@@ -99,6 +99,30 @@ async fn one_unit_per_buyer_on_a_three_master_cluster() {
             (50, 50),
             "{variant}: one order each"
         );
+
+        // One click sent 20 times at once: one unit, one order id in every answer — for
+        // segmented, the key's claim on the product's slot and the sale on a shard's,
+        // on another master.
+        let mut clicks = tokio::task::JoinSet::new();
+        for _ in 0..20 {
+            let request = api
+                .http()
+                .post(api.url(&format!("/deduct_stock/{variant}?product=101&user=keyed")))
+                .header("idempotency-key", "cluster-click");
+            clicks.spawn(async move {
+                let answer: serde_json::Value = request.send().await.unwrap().json().await.unwrap();
+                answer["order"].as_str().unwrap_or_default().to_owned()
+            });
+        }
+        let answered: BTreeSet<String> = clicks.join_all().await.into_iter().collect();
+        assert_eq!(answered.len(), 1, "{variant}: {answered:?}");
+        assert!(
+            !answered.contains(""),
+            "{variant}: every click a 200 with the order"
+        );
+        let stats = api.stats("101").await;
+        assert_eq!(int(&stats, "sold"), 51, "{variant}: {stats}");
+        assert_eq!(stats["idempotency"]["replayed"], 19, "{variant}: {stats}");
     }
 }
 
