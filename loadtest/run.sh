@@ -6,8 +6,9 @@
 #
 # Environment: N, C (oha only), HOST (127.0.0.1), PORT (8080: Nginx), PRODUCT (101), STOCK (100: reset
 # before the load; RESET=0 keeps the stock as it is), PER_USER (units one buyer may have,
-# set by the reset; 0: no limit), USERS (buyers named in the requests, u…, at random: any
-# number for jmeter, a power of ten for oha, whose --rand-regex-url draws u00…u99 for 100;
+# set by the reset; 0: no limit), USERS (buyers named in the requests, u…: any number for
+# jmeter, request n naming u<n mod USERS>; a power of ten for oha, whose --rand-regex-url
+# draws u00…u99 at random for 100;
 # unset: no buyer named), KEY (oha only: every request sends Idempotency-Key: $KEY, so the
 # whole load is one click sent N times), KNOBS (extra query, e.g. "work_ms=5&wait_ms=2000").
 #
