@@ -65,6 +65,52 @@ impl Api {
         self.post(&deduct_path(product, variant_and_knobs)).await
     }
 
+    /// `POST /deduct_stock/<variant?knobs>` for `product` with `Idempotency-Key: key`: the
+    /// status, the body, and whether the answer said it was replayed.
+    pub async fn deduct_keyed(
+        &self,
+        product: &str,
+        variant_and_knobs: &str,
+        key: &str,
+    ) -> (u16, Value, bool) {
+        let response = self
+            .http
+            .post(self.url(&deduct_path(product, variant_and_knobs)))
+            .header("idempotency-key", key)
+            .send()
+            .await
+            .expect("an answer");
+        let status = response.status().as_u16();
+        let replayed = response.headers().contains_key("idempotent-replayed");
+        (
+            status,
+            response.json().await.unwrap_or(Value::Null),
+            replayed,
+        )
+    }
+
+    /// One click sent `times` times at once with the same `key`, through `apis` in turn:
+    /// every answer (status, body, replayed).
+    pub async fn same_click(
+        apis: &[Api],
+        product: &str,
+        variant_and_knobs: &str,
+        key: &str,
+        times: usize,
+    ) -> Vec<(u16, Value, bool)> {
+        let mut clicks = tokio::task::JoinSet::new();
+        for i in 0..times {
+            let api = apis[i % apis.len()].clone();
+            let (product, variant, key) = (
+                product.to_owned(),
+                variant_and_knobs.to_owned(),
+                key.to_owned(),
+            );
+            clicks.spawn(async move { api.deduct_keyed(&product, &variant, &key).await });
+        }
+        clicks.join_all().await
+    }
+
     /// `POST /admin/reset`, which must succeed.
     pub async fn reset(&self, product: &str, stock: i64, shards: u32) -> Value {
         let body = json!({ "product": product, "stock": stock, "shards": shards });

@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use seckill_testkit::{Api, int};
-use serde_json::Value;
 
 use crate::{instance, keys, service};
 
@@ -21,26 +20,6 @@ const VARIANTS: [(&str, u32); 7] = [
     ("lua", 1),
 ];
 
-/// `POST` a deduction with `Idempotency-Key: key`: the status, the body, and whether the
-/// answer said it was replayed.
-async fn keyed(api: &Api, path: &str, key: &str) -> (u16, Value, bool) {
-    let response = api
-        .http()
-        .post(api.url(path))
-        .header("idempotency-key", key)
-        .send()
-        .await
-        .expect("an answer");
-    let status = response.status().as_u16();
-    let replayed = response.headers().contains_key("idempotent-replayed");
-    let body = response.json().await.unwrap_or(Value::Null);
-    (status, body, replayed)
-}
-
-fn path(product: &str, variant_and_knobs: &str) -> String {
-    seckill_testkit::api::deduct_path(product, variant_and_knobs)
-}
-
 /// The same key sent 20 times at once, over two instances: one unit sold, and all 20
 /// answers are 200 with the same order id (19 of them replayed), in every variant.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,16 +29,10 @@ async fn twenty_concurrent_repeats_sell_one_unit_and_carry_one_order_id() {
     let apis = cluster.apis();
     for (variant, shards) in VARIANTS {
         apis[0].reset("101", 50, shards).await;
-        let mut clicks = tokio::task::JoinSet::new();
-        for i in 0..20 {
-            let api = apis[i % 2].clone();
-            let path = path("101", variant);
-            clicks.spawn(async move { keyed(&api, &path, "click-1").await });
-        }
         let mut orders = BTreeSet::new();
         let mut replays = 0;
-        while let Some(answer) = clicks.join_next().await {
-            let (status, body, replayed) = answer.unwrap();
+        for (status, body, replayed) in Api::same_click(&apis, "101", variant, "click-1", 20).await
+        {
             assert_eq!(status, 200, "{variant}: {body}");
             orders.insert(body["order"].as_str().unwrap_or_default().to_owned());
             replays += usize::from(replayed);
@@ -83,14 +56,14 @@ async fn a_key_with_another_request_is_422_and_sells_nothing() {
     let cluster = service(1, &[]);
     let api = cluster.api(0);
     api.reset("101", 10, 1).await;
-    let (status, first, _) = keyed(&api, &path("101", "lua?user=ann"), "k1").await;
+    let (status, first, _) = api.deduct_keyed("101", "lua?user=ann", "k1").await;
     assert_eq!(status, 200, "{first}");
     for other in ["lua?user=bob", "watchdog?user=ann", "lua"] {
-        let (status, body, _) = keyed(&api, &path("101", other), "k1").await;
+        let (status, body, _) = api.deduct_keyed("101", other, "k1").await;
         assert_eq!(status, 422, "{other}: {body}");
         assert_eq!(body["outcome"], "key_reused", "{other}: {body}");
     }
-    let (status, again, replayed) = keyed(&api, &path("101", "lua?user=ann"), "k1").await;
+    let (status, again, replayed) = api.deduct_keyed("101", "lua?user=ann", "k1").await;
     assert_eq!((status, replayed), (200, true), "{again}");
     assert_eq!(again["order"], first["order"]);
     let stats = api.stats("101").await;
@@ -104,12 +77,14 @@ async fn a_key_outlives_the_instance_that_answered_it() {
     let mut cluster = service(1, &[]);
     let api = cluster.api(0);
     api.reset("101", 10, 1).await;
-    let (status, first, _) = keyed(&api, &path("101", "watchdog"), "k-restart").await;
+    let (status, first, _) = api.deduct_keyed("101", "watchdog", "k-restart").await;
     assert_eq!(status, 200, "{first}");
     cluster.instances[0].kill();
     let fresh = instance(&cluster.redis.url(), &[]);
-    let (status, again, replayed) =
-        keyed(&fresh.api(), &path("101", "watchdog"), "k-restart").await;
+    let (status, again, replayed) = fresh
+        .api()
+        .deduct_keyed("101", "watchdog", "k-restart")
+        .await;
     assert_eq!((status, replayed), (200, true), "{again}");
     assert_eq!(again["order"], first["order"]);
     assert_eq!(int(&fresh.api().stats("101").await, "sold"), 1);
@@ -122,12 +97,12 @@ async fn a_standing_answer_is_kept_and_one_worth_retrying_frees_the_key() {
     let cluster = service(1, &[]);
     let api = cluster.api(0);
     api.reset("101", 0, 1).await;
-    let (status, _, _) = keyed(&api, &path("101", "lua"), "late").await;
+    let (status, _, _) = api.deduct_keyed("101", "lua", "late").await;
     assert_eq!(status, 409);
-    let (status, _, replayed) = keyed(&api, &path("101", "lua"), "late").await;
+    let (status, _, replayed) = api.deduct_keyed("101", "lua", "late").await;
     assert_eq!((status, replayed), (409, true), "sold out stands");
     api.reset("101", 5, 1).await;
-    let (status, body, replayed) = keyed(&api, &path("101", "lua"), "late").await;
+    let (status, body, replayed) = api.deduct_keyed("101", "lua", "late").await;
     assert_eq!((status, replayed), (200, false), "a new sale: {body}");
 
     // A setnx lock held by somebody else: 429, and the key is free again.
@@ -139,14 +114,14 @@ async fn a_standing_answer_is_kept_and_one_worth_retrying_frees_the_key() {
         .query_async(&mut redis)
         .await
         .unwrap();
-    let (status, _, _) = keyed(&api, &path("101", "setnx"), "busy").await;
+    let (status, _, _) = api.deduct_keyed("101", "setnx", "busy").await;
     assert_eq!(status, 429);
     let _: () = redis::cmd("DEL")
         .arg(&lock)
         .query_async(&mut redis)
         .await
         .unwrap();
-    let (status, body, replayed) = keyed(&api, &path("101", "setnx"), "busy").await;
+    let (status, body, replayed) = api.deduct_keyed("101", "setnx", "busy").await;
     assert_eq!((status, replayed), (200, false), "served anew: {body}");
     assert_eq!(int(&api.stats("101").await, "sold"), 2);
 }
@@ -159,16 +134,20 @@ async fn a_claim_left_by_a_killed_instance_is_taken_over_after_its_deadline() {
     let mut cluster = service(2, &["--lock-lease-ms", "300"]);
     let (dying, survivor) = (cluster.api(0), cluster.api(1));
     survivor.reset("101", 10, 1).await;
-    let slow = path("101", "watchdog?work_ms=3000");
-    let first = tokio::spawn(async move { keyed(&dying, &slow, "k-killed").await });
+    let first = tokio::spawn(async move {
+        dying
+            .deduct_keyed("101", "watchdog?work_ms=3000", "k-killed")
+            .await
+    });
     tokio::time::sleep(Duration::from_millis(500)).await;
     cluster.instances[0].kill();
     assert!(
         first.await.is_err(),
         "the first request got no answer: its instance died"
     );
-    let (status, body, replayed) =
-        keyed(&survivor, &path("101", "watchdog?work_ms=3000"), "k-killed").await;
+    let (status, body, replayed) = survivor
+        .deduct_keyed("101", "watchdog?work_ms=3000", "k-killed")
+        .await;
     assert_eq!(
         (status, replayed),
         (200, false),
@@ -176,8 +155,9 @@ async fn a_claim_left_by_a_killed_instance_is_taken_over_after_its_deadline() {
     );
     let stats = survivor.stats("101").await;
     assert_eq!(int(&stats, "sold"), 1, "{stats}");
-    let (status, again, replayed) =
-        keyed(&survivor, &path("101", "watchdog?work_ms=3000"), "k-killed").await;
+    let (status, again, replayed) = survivor
+        .deduct_keyed("101", "watchdog?work_ms=3000", "k-killed")
+        .await;
     assert_eq!((status, replayed), (200, true));
     assert_eq!(again["order"], body["order"]);
 }
@@ -190,7 +170,7 @@ async fn a_split_sale_whose_answer_was_lost_is_found_in_its_shard() {
     let cluster = service(1, &[]);
     let api = cluster.api(0);
     api.reset("101", 40, 4).await;
-    let (status, first, _) = keyed(&api, &path("101", "segmented"), "k-split").await;
+    let (status, first, _) = api.deduct_keyed("101", "segmented", "k-split").await;
     assert_eq!(status, 200, "{first}");
     // What a crash between the shard's sale and the claim's answer leaves: the claim
     // pending, its deadline passed.
@@ -207,7 +187,7 @@ async fn a_split_sale_whose_answer_was_lost_is_found_in_its_shard() {
         .query_async(&mut redis)
         .await
         .unwrap();
-    let (status, again, replayed) = keyed(&api, &path("101", "segmented"), "k-split").await;
+    let (status, again, replayed) = api.deduct_keyed("101", "segmented", "k-split").await;
     assert_eq!((status, replayed), (200, true), "{again}");
     assert_eq!(again["order"], first["order"]);
     assert_eq!(again["shard"], first["shard"]);

@@ -112,21 +112,18 @@ async fn redlock_holds_the_per_user_limit_and_idempotency_keys() {
     assert_eq!(int(&stats, "sold"), 20, "{statuses:?} {stats}");
     assert_eq!(stats["over_limit"]["users"], 0, "{stats}");
 
-    let mut clicks = tokio::task::JoinSet::new();
-    for _ in 0..10 {
-        let request = api
-            .http()
-            .post(api.url(&seckill_testkit::api::deduct_path(
-                "101",
-                &format!("{variant}&user=k"),
-            )))
-            .header("idempotency-key", "redlock-1");
-        clicks.spawn(async move {
-            let answer: Value = request.send().await.unwrap().json().await.unwrap();
-            answer["order"].as_str().unwrap_or_default().to_owned()
-        });
-    }
-    let orders: std::collections::BTreeSet<String> = clicks.join_all().await.into_iter().collect();
+    let answers = Api::same_click(
+        std::slice::from_ref(api),
+        "101",
+        &format!("{variant}&user=k"),
+        "redlock-1",
+        10,
+    )
+    .await;
+    let orders: std::collections::BTreeSet<&str> = answers
+        .iter()
+        .map(|(_, body, _)| body["order"].as_str().unwrap_or_default())
+        .collect();
     assert_eq!(orders.len(), 1, "{orders:?}");
     assert!(
         !orders.contains(""),

@@ -103,18 +103,18 @@ async fn one_unit_per_buyer_and_one_sale_per_key_on_a_three_master_cluster() {
         // One click sent 20 times at once: one unit, one order id in every answer — for
         // segmented, the key's claim on the product's slot and the sale on a shard's,
         // on another master.
-        let mut clicks = tokio::task::JoinSet::new();
-        for _ in 0..20 {
-            let request = api
-                .http()
-                .post(api.url(&format!("/deduct_stock/{variant}?product=101&user=keyed")))
-                .header("idempotency-key", "cluster-click");
-            clicks.spawn(async move {
-                let answer: serde_json::Value = request.send().await.unwrap().json().await.unwrap();
-                answer["order"].as_str().unwrap_or_default().to_owned()
-            });
-        }
-        let answered: BTreeSet<String> = clicks.join_all().await.into_iter().collect();
+        let answers = Api::same_click(
+            std::slice::from_ref(&api),
+            "101",
+            &format!("{variant}?user=keyed"),
+            "cluster-click",
+            20,
+        )
+        .await;
+        let answered: BTreeSet<&str> = answers
+            .iter()
+            .map(|(_, body, _)| body["order"].as_str().unwrap_or_default())
+            .collect();
         assert_eq!(answered.len(), 1, "{variant}: {answered:?}");
         assert!(
             !answered.contains(""),
