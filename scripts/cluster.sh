@@ -27,6 +27,9 @@
 #                          REDLOCK_PORT=6391 on, for the redlock variant (--redlock-urls)
 #   NGINX_WORKERS=1        Nginx worker processes
 #   RUN_DIR=./run          pid files, logs, the rendered nginx.conf
+#   POSTGRES=0             1: a PostgreSQL (scripts/postgres.sh, data in RUN_DIR/postgres) on
+#                          POSTGRES_PORT=6432, and the instances with --orders-db: every
+#                          sale's order streamed into it, reconciled in /stats
 #   SECKILL_SERVE_ARGS=""  extra flags for every instance, e.g. "--faults --lock-lease-ms 200"
 #   SKIP_BUILD=1           use the binary as it is
 #   BIN=target/release/seckill  the service's binary (another build, to compare two)
@@ -46,6 +49,8 @@ CLUSTER_NODES=6
 REDIS_APPENDFSYNC=${REDIS_APPENDFSYNC:-always}
 REDLOCK_SERVERS=${REDLOCK_SERVERS:-0}
 REDLOCK_PORT=${REDLOCK_PORT:-6391}
+POSTGRES=${POSTGRES:-0}
+POSTGRES_PORT=${POSTGRES_PORT:-6432}
 RUN_DIR=${RUN_DIR:-$PWD/run}
 SECKILL_SERVE_ARGS=${SECKILL_SERVE_ARGS:-}
 BIN=${BIN:-$PWD/target/release/seckill}
@@ -238,11 +243,17 @@ start() {
     *) say "REDLOCK_SERVERS must be 0, 3 or 5, not $REDLOCK_SERVERS"; return 2 ;;
   esac
 
+  ORDERS_FLAGS=""
+  if [ "$POSTGRES" = 1 ]; then
+    ORDERS_FLAGS="--orders-db $(scripts/postgres.sh start "$RUN_DIR/postgres" "$POSTGRES_PORT")"
+    say "postgres: $ORDERS_FLAGS"
+  fi
+
   local i port
   local flags
   for i in $(seq 1 "$INSTANCES"); do
     port=$((FIRST_PORT + i - 1))
-    flags="serve --listen 127.0.0.1:$port $redis_flags $REDLOCK_FLAGS --instance-id seckill-$i $SECKILL_SERVE_ARGS"
+    flags="serve --listen 127.0.0.1:$port $redis_flags $REDLOCK_FLAGS $ORDERS_FLAGS --instance-id seckill-$i $SECKILL_SERVE_ARGS"
     # An instance started with other flags (SECKILL_SERVE_ARGS changed) would leave the
     # cluster mixed: restart it with these.
     if alive "$RUN_DIR/seckill-$i.pid" && [ "$(cat "$RUN_DIR/seckill-$i.flags" 2>/dev/null)" != "$flags" ]; then
@@ -277,13 +288,16 @@ stop() {
   for pidfile in "$RUN_DIR"/redis.pid "$RUN_DIR"/redis-*.pid; do
     [ -e "$pidfile" ] && stop_pid "$pidfile" "$(basename "$pidfile" .pid)"
   done
+  if [ -f "$RUN_DIR/postgres/postmaster.pid" ]; then
+    scripts/postgres.sh stop "$RUN_DIR/postgres"
+  fi
   say "stopped"
 }
 
 clean() {
   stop
-  rm -rf "$RUN_DIR/redis-data" "$RUN_DIR/replica-data" "$RUN_DIR/redis-cluster" "$RUN_DIR/redlock-data"
-  say "Redis data deleted"
+  rm -rf "$RUN_DIR/redis-data" "$RUN_DIR/replica-data" "$RUN_DIR/redis-cluster" "$RUN_DIR/redlock-data" "$RUN_DIR/postgres"
+  say "Redis and PostgreSQL data deleted"
 }
 
 status() {

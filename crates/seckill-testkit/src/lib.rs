@@ -16,6 +16,7 @@
 //! - [`api`] — [`Api`]: deductions, resets, the audit, loads, as a client sends them.
 //! - [`failover`] — what must hold after a store fails over under load; [`partial`] — what
 //!   must hold while one part is down: the rest answers as before.
+//! - [`postgres`] — [`Postgres`], the orders' store of record.
 //! - [`ports`] — candidate ports and the retry behind every start.
 
 pub mod api;
@@ -25,6 +26,7 @@ pub mod instance;
 pub mod nginx;
 pub mod partial;
 pub mod ports;
+pub mod postgres;
 pub mod redis;
 pub mod sentinel;
 pub mod service;
@@ -34,6 +36,7 @@ pub use cluster::RedisCluster;
 pub use failover::assert_survived_failover;
 pub use instance::Instance;
 pub use nginx::Nginx;
+pub use postgres::Postgres;
 pub use redis::RedisServer;
 pub use seckill_load::{Control, Load, Method, Report};
 pub use sentinel::Sentinels;

@@ -12,7 +12,8 @@
 -- KEYS[4]  meta    (the product's: `per_user`, units one buyer may have; none: no limit)
 -- KEYS[5]  buyers  (hash: user -> units sold to them)
 -- KEYS[6]  keys    (hash: idempotency key -> order)
--- KEYS[7..] the claims of the deductions that carry an idempotency key, in their order
+-- KEYS[7]  stream  (the orders stream, written when it exists)
+-- KEYS[8..] the claims of the deductions that carry an idempotency key, in their order
 -- ARGV[1]  instance id
 -- ARGV[2]  variant name
 -- ARGV[3..] per deduction, first come first served, five arguments: an order id, its buyer
@@ -36,13 +37,14 @@ local answers = { stock }
 local orders = {}
 local bought = {}
 local sold, sold_out, refused = 0, 0, 0
-local claims = 6
+local claims = 7
 for i = 3, #ARGV, 5 do
   local order, user, holder = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local idem = { key = ARGV[i + 3], deadline = ARGV[i + 4], keys = KEYS[6], shard = '0' }
-  if idem.key ~= '' then
+  local sale = { key = ARGV[i + 3], deadline = ARGV[i + 4], keys = KEYS[6], shard = '0',
+    stream = KEYS[7] }
+  if sale.key ~= '' then
     claims = claims + 1
-    idem.claim = KEYS[claims]
+    sale.claim = KEYS[claims]
   end
   local answer
   if limit > 0 and user == '' then
@@ -61,7 +63,7 @@ for i = 3, #ARGV, 5 do
     answer = 0
     sold_out = sold_out + 1
   else
-    answer = keyed(idem, holder)
+    answer = keyed(sale, holder)
   end
   if not answer then
     answer = 1
@@ -75,7 +77,8 @@ for i = 3, #ARGV, 5 do
     else
       orders[#orders + 1] = who
     end
-    keyed_sale(idem, KEYS[3], order, ARGV[1], left)
+    stream_order(sale, KEYS[3], order, ARGV[1], ARGV[2], user)
+    keyed_sale(sale, KEYS[3], order, ARGV[1], left)
   end
   answers[#answers + 1] = answer
 end

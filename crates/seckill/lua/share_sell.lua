@@ -11,6 +11,7 @@
 -- KEYS[6]  buyers  (hash: user -> units sold to them)
 -- KEYS[7]  the idempotency key's claim (the product's slot)
 -- KEYS[8]  keys    (hash: idempotency key -> order)
+-- KEYS[9]  stream  (the orders stream, written when it exists)
 -- ARGV[1]  claim id
 -- ARGV[2]  lease, ms
 -- ARGV[3]  order id
@@ -33,8 +34,9 @@ local refused = over_limit(KEYS[5], KEYS[6], ARGV[6])
 if refused then
   return refused
 end
-local idem = { claim = KEYS[7], keys = KEYS[8], key = ARGV[8], deadline = ARGV[9], shard = '0' }
-local taken_over = keyed(idem, ARGV[7])
+local sale = { claim = KEYS[7], keys = KEYS[8], key = ARGV[8], deadline = ARGV[9], shard = '0',
+  stream = KEYS[9] }
+local taken_over = keyed(sale, ARGV[7])
 if taken_over then
   return taken_over
 end
@@ -55,5 +57,6 @@ else
   redis.call('HSET', KEYS[3], ARGV[3], ARGV[4] .. ' ' .. ARGV[5])
 end
 redis.call('HINCRBY', KEYS[4], 'sold/' .. ARGV[4] .. '/' .. ARGV[5], 1)
-keyed_sale(idem, KEYS[4], ARGV[3], ARGV[4], left)
+stream_order(sale, KEYS[4], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+keyed_sale(sale, KEYS[4], ARGV[3], ARGV[4], left)
 return left

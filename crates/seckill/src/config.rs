@@ -145,6 +145,23 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub redis_wait_timeout_ms: u64,
 
+    /// The orders' store of record, `postgres://user@host:port/db`: every sale's order is
+    /// streamed from Redis into it (and `/stats` reconciles the two). Without it, orders
+    /// live in Redis only.
+    #[arg(long, env = "SECKILL_ORDERS_DB", hide_env_values = true)]
+    pub orders_db: Option<String>,
+
+    /// A stream entry pending this long with one instance's consumer (it died, or lost
+    /// the database) is claimed by another's.
+    #[arg(long, env = "SECKILL_ORDERS_CLAIM_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub orders_claim_ms: u64,
+
+    /// Orders per read from a stream and per database transaction.
+    #[arg(long, env = "SECKILL_ORDERS_BATCH", default_value_t = 500,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub orders_batch: u64,
+
     /// How long an `Idempotency-Key` is remembered, seconds: a repeat within it gets the
     /// first answer again (default one day; at most thirty).
     #[arg(long, env = "SECKILL_IDEMPOTENCY_TTL_S", default_value_t = 86_400,

@@ -24,6 +24,10 @@ pub enum AppError {
     #[error("product {0} has no stock: POST /admin/reset sets it")]
     UnknownProduct(String),
 
+    /// 404: no such order, in the database or (with `product=`) in Redis.
+    #[error("order {0} is not known")]
+    UnknownOrder(String),
+
     /// 409: the request conflicts with what is under way (a lesson already running).
     #[error("{0}")]
     Conflict(String),
@@ -58,7 +62,9 @@ impl AppError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
-            Self::UnknownVariant(_) | Self::UnknownProduct(_) => StatusCode::NOT_FOUND,
+            Self::UnknownVariant(_) | Self::UnknownProduct(_) | Self::UnknownOrder(_) => {
+                StatusCode::NOT_FOUND
+            }
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::KeyReused(..) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -74,6 +80,7 @@ impl AppError {
             Self::BadRequest(_) => "bad_request",
             Self::UnknownVariant(_) => "unknown_variant",
             Self::UnknownProduct(_) => "unknown_product",
+            Self::UnknownOrder(_) => "unknown_order",
             Self::Unauthorized => "unauthorized",
             Self::Conflict(_) => "conflict",
             Self::KeyReused(..) => "key_reused",

@@ -11,6 +11,19 @@ use seckill_lock::LockKeys;
 /// Matches every lock's release channel: one subscription per instance serves them all.
 pub const LOCK_CHANNEL_PATTERN: &str = "seckill:*:lock:released";
 
+/// Set of every shard's orders stream (`ShardKeys::stream`) the consumers read: a reset by
+/// an instance with `--orders-db` adds its product's.
+pub const ORDER_STREAMS: &str = "seckill:orders:streams";
+
+/// The product whose shard's orders stream `stream` is (`seckill:{101/3.1}:orders:stream`
+/// is 101's), if it is one.
+pub fn product_of_stream(stream: &str) -> Option<ProductId> {
+    let tag = stream
+        .strip_prefix("seckill:{")?
+        .strip_suffix("}:orders:stream")?;
+    ProductId::parse(tag.split('/').next()?).ok()
+}
+
 /// A product id that is safe to put inside a Redis key: `[A-Za-z0-9_-]{1,64}`.
 ///
 /// Braces, colons, slashes and whitespace are refused, so a product id can never open
@@ -230,6 +243,12 @@ pub struct ShardKeys {
     pub buyers: String,
     /// Hash: idempotency key -> the order this shard sold under it, written with the order.
     pub keys: String,
+    /// Stream of the orders this shard sold, for the orders' database (`--orders-db`): an
+    /// entry per sale, appended by the script that takes the unit, when the stream exists
+    /// (a reset by an instance with `--orders-db` creates it, with its consumer group). A
+    /// later reset leaves it: the entries carry their sale's epoch, and what still waits
+    /// for the database is never dropped.
+    pub stream: String,
     /// The product's meta (`per_user`) when the shard is the whole product; for a shard of
     /// a split product, a key on its slot that does not exist (no limit is checked there:
     /// the product's `reserved` is).
@@ -261,6 +280,7 @@ impl ShardKeys {
             orders: key(tag, "orders"),
             buyers: key(tag, "buyers"),
             keys: key(tag, "keys"),
+            stream: key(tag, "orders:stream"),
             meta: key(tag, "meta"),
             audit: key(tag, "audit"),
             fence: key(tag, "fence"),
@@ -302,6 +322,7 @@ impl ShardKeys {
     }
 
     /// The shard's keys in the stock store (all but its lock), for a reset to delete.
+    /// (Not its orders stream: what waits there for the database outlives a reset.)
     pub fn stock_side(&self) -> [&str; 10] {
         [
             &self.stock,
@@ -382,6 +403,10 @@ mod tests {
         let id = ProductId::parse("101").unwrap();
         let claim = ProductKeys::new(&id).whole().claim("k:1.a");
         assert_eq!(claim, "seckill:{101}:idem:k:1.a");
+        let placed = Layout::from_meta(&id, 2, Some("101/0,101/1.4"));
+        let stream = ProductKeys::new(&id).shard(&placed, 1).stream;
+        assert_eq!(product_of_stream(&stream), Some(id));
+        assert_eq!(product_of_stream("seckill:{a}b}:orders:stream"), None);
     }
 
     #[test]

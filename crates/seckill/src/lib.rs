@@ -29,6 +29,7 @@
 //! - [`idempotency`] — `Idempotency-Key`: a retried click sells once and gets its first answer.
 //! - [`keys`] — every Redis key, built in one place; product ids that cannot smuggle keys.
 //! - [`scripts`] — the Lua scripts from `lua/`, each loaded once, with their arguments.
+//! - [`orders`] — the orders of record: PostgreSQL fed from Redis Streams, and its consumer.
 //! - [`metrics`] — the Prometheus registry behind `/metrics`.
 //! - [`error`] — [`error::AppError`], the one error type handlers return, and its statuses.
 //! - [`telemetry`] — tracing set-up.
@@ -41,6 +42,7 @@ pub mod keys;
 pub mod knobs;
 pub mod lessons;
 pub mod metrics;
+pub mod orders;
 pub mod product;
 pub mod routes;
 pub mod scripts;

@@ -95,13 +95,14 @@ impl Sale<'_> {
             .arg(self.variant);
     }
 
-    /// The keys and arguments of the sale's idempotency key (`lib/critical.lua`'s `idem`),
-    /// after everything else the script takes.
+    /// The keys and arguments of the sale's extras (`lib/critical.lua`'s `sale`: the
+    /// idempotency key, the orders stream), after everything else the script takes.
     fn fill_keyed(&self, script: &mut ScriptInvocation<'_>) {
         let (key, deadline) = self.keyed.unwrap_or(("", 0));
         script
             .key(self.shard.claim(key))
             .key(&self.shard.keys)
+            .key(&self.shard.stream)
             .arg(key)
             .arg(deadline)
             .arg(self.shard.index);

@@ -1,6 +1,7 @@
 //! Building and running one instance.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -21,6 +22,8 @@ use crate::config::{ServeArgs, check_instance_id, instance_id_from};
 use crate::keys::LOCK_CHANNEL_PATTERN;
 use crate::lessons::Lessons;
 use crate::metrics::Metrics;
+use crate::orders::OrdersDb;
+use crate::orders::consumer::Consumer;
 use crate::routes;
 use crate::state::{App, AppState, Settings};
 use crate::store::{Confirmations, RedisMode, Store, StoreConfig};
@@ -123,6 +126,25 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         store: &store,
         sale_confirmations: sale_confirmations.as_ref(),
     };
+    let orders = match &args.orders_db {
+        Some(url) => {
+            let db = Arc::new(OrdersDb::new(url, args.limits.redis_timeout() * 5)?);
+            Consumer {
+                store: store.clone(),
+                db: db.clone(),
+                name: instance.clone(),
+                claim_after: Duration::from_millis(args.orders_claim_ms),
+                batch: usize::try_from(args.orders_batch).unwrap_or(500),
+            }
+            .spawn();
+            tracing::info!("orders of record: PostgreSQL (--orders-db), fed from Redis Streams");
+            Some(db)
+        }
+        None => {
+            tracing::info!("orders live in Redis only (no --orders-db)");
+            None
+        }
+    };
     let variant_state = VARIANTS
         .iter()
         .filter_map(|v| Some((*v, (v.spec().start?)(&start))))
@@ -139,6 +161,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         sale_confirmations,
         lock_confirmations,
         variant_state,
+        orders,
         lessons: Lessons::new(&args.bench_url),
     }))
 }

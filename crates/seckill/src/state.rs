@@ -11,6 +11,7 @@ use seckill_lock::{HolderIds, Redlock, WatchdogLocks};
 use crate::config::{Limits, ServeArgs};
 use crate::lessons::Lessons;
 use crate::metrics::Metrics;
+use crate::orders::OrdersDb;
 use crate::store::{Confirmations, RedisConn, Store};
 use crate::variants::{Variant, VariantState};
 
@@ -58,6 +59,8 @@ pub struct App {
     /// `--lock-wait-replicas`: replicas of the lock store every lock must reach before its
     /// holder goes on.
     pub lock_confirmations: Option<Arc<Confirmations>>,
+    /// `--orders-db`: the orders' store of record, when there is one.
+    pub orders: Option<Arc<OrdersDb>>,
     /// What each variant keeps per instance (its `Spec::start`).
     pub variant_state: Vec<(Variant, VariantState)>,
     /// The lessons the page starts.

@@ -19,6 +19,10 @@
 --   claim   an idempotency key's claim (lua/idem_claim.lua) on this slot: the key's one
 --           claim when the shard is the whole product; a key that does not exist for a
 --           shard of a split product (the claim is on the product's slot)
+--   stream  the shard's orders stream, for the orders' database: each sale appends its
+--           order when the stream exists (a reset with --orders-db created it)
+-- A sale's extras travel in one table, `sale`: { shard = this shard's index, stream, and
+-- the request's idempotency key ('' for none) with its claim, keys and deadline }.
 -- A fencing token is '' when the holder presents none.
 
 -- The time in Redis, ms.
@@ -27,40 +31,40 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Whether a sale under idempotency key `idem.key` ('' for none) may go on: where the claim
+-- Whether a sale under idempotency key `sale.key` ('' for none) may go on: where the claim
 -- lives on this slot, only while it is still `holder`'s pending claim (a repeat that took
 -- an expired claim over sells instead, never both); on a shard of a split product, only
--- before the claim's deadline (`idem.deadline`, ms: after it a repeat may take the claim
+-- before the claim's deadline (`sale.deadline`, ms: after it a repeat may take the claim
 -- over, once it has seen no shard sold under the key). Returns nil when it may, else -7.
-local function keyed(idem, holder)
-  if idem.key == '' then
+local function keyed(sale, holder)
+  if sale.key == '' then
     return nil
   end
-  if redis.call('EXISTS', idem.claim) == 1 then
-    local c = redis.call('HMGET', idem.claim, 'state', 'holder')
+  if redis.call('EXISTS', sale.claim) == 1 then
+    local c = redis.call('HMGET', sale.claim, 'state', 'holder')
     if c[1] == 'pending' and c[2] == holder then
       return nil
     end
-  elseif now_ms() <= tonumber(idem.deadline) and redis.call('HEXISTS', idem.keys, idem.key) == 0 then
+  elseif now_ms() <= tonumber(sale.deadline) and redis.call('HEXISTS', sale.keys, sale.key) == 0 then
     return nil
   end
   return -7
 end
 
--- Records a sale under idempotency key `idem.key` ('' for none): the key -> `order` in the
+-- Records a sale under idempotency key `sale.key` ('' for none): the key -> `order` in the
 -- shard's `keys` (a second sale under one key here is counted, `keys_sold_twice`: the
 -- claims failed) and, where the claim lives on this slot, the sale as its answer — in the
 -- script that takes the unit, so no crash can separate the two.
-local function keyed_sale(idem, audit, order, instance, remaining)
-  if idem.key == '' then
+local function keyed_sale(sale, audit, order, instance, remaining)
+  if sale.key == '' then
     return
   end
-  if redis.call('HSETNX', idem.keys, idem.key, order) == 0 then
+  if redis.call('HSETNX', sale.keys, sale.key, order) == 0 then
     redis.call('HINCRBY', audit, 'keys_sold_twice', 1)
   end
-  if redis.call('EXISTS', idem.claim) == 1 then
-    redis.call('HSET', idem.claim, 'state', 'done', 'status', 200, 'outcome', 'deducted',
-      'order', order, 'shard', idem.shard, 'remaining', remaining, 'instance', instance)
+  if redis.call('EXISTS', sale.claim) == 1 then
+    redis.call('HSET', sale.claim, 'state', 'done', 'status', 200, 'outcome', 'deducted',
+      'order', order, 'shard', sale.shard, 'remaining', remaining, 'instance', instance)
   end
 end
 
@@ -111,8 +115,20 @@ local function over_limit(meta, buyers, user)
   return nil
 end
 
+-- Appends the order of a sale to the shard's orders stream, when it has one: the order
+-- id, the sale's epoch (the reset's, kept in the audit hash), the shard, who sold it and
+-- when (Redis time, ms).
+local function stream_order(sale, audit, order, instance, variant, user)
+  if redis.call('EXISTS', sale.stream) == 0 then
+    return
+  end
+  redis.call('XADD', sale.stream, '*', 'order', order,
+    'epoch', redis.call('HGET', audit, 'epoch') or '0', 'shard', sale.shard,
+    'instance', instance, 'variant', variant, 'user', user, 'at', now_ms())
+end
+
 -- Records the order of one unit sold to `user` ('' for nobody named).
-local function record(orders, buyers, audit, order, instance, variant, user)
+local function record(orders, buyers, audit, order, instance, variant, user, sale)
   local who = instance .. ' ' .. variant
   if user ~= '' then
     who = who .. ' ' .. user
@@ -120,6 +136,7 @@ local function record(orders, buyers, audit, order, instance, variant, user)
   end
   redis.call('HSET', orders, order, who)
   redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, 1)
+  stream_order(sale, audit, order, instance, variant, user)
 end
 
 -- The holder leaves: `take` is 'decr' (take one unit in Redis), 'set' (write `value`, a
@@ -128,15 +145,15 @@ end
 -- watchdog lock hash `lock` (only when the lock lives beside the stock).
 -- `user` is the buyer ('' for none); `limit` is 'check' (refuse a user at the product's
 -- per-user limit, here, inside the critical section) or 'record' (the application checked:
--- naive's check-then-act). `idem` is the request's idempotency key: { key ('' for none),
--- claim, keys, deadline, shard (this shard's index) }.
+-- naive's check-then-act). `sale` carries the sale's extras (the shard's index and
+-- stream, the idempotency key: see the top of this file).
 -- Returns the units left; -2 when the stock key is gone (a reset, or Redis lost it); -3
 -- when that holder no longer holds the lock (counted as lock_lost); -4 when the token is
 -- older than one the stock has seen (counted as fenced); -5 when the user has bought their
 -- limit, -6 when the product has a limit and no user was named; -7 when another request
 -- now serves the idempotency key. On -2 to -7 nothing is sold.
 local function commit(stock, inside, orders, audit, lock, fence, buyers, meta, holder, order,
-                      instance, variant, take, value, lock_holder, token, user, limit, idem)
+                      instance, variant, take, value, lock_holder, token, user, limit, sale)
   redis.call('ZREM', inside, holder)
   if redis.call('EXISTS', stock) == 0 then
     return -2
@@ -144,7 +161,7 @@ local function commit(stock, inside, orders, audit, lock, fence, buyers, meta, h
   if take == 'leave' then
     return tonumber(redis.call('GET', stock))
   end
-  local taken_over = keyed(idem, holder)
+  local taken_over = keyed(sale, holder)
   if taken_over then
     return taken_over
   end
@@ -174,7 +191,7 @@ local function commit(stock, inside, orders, audit, lock, fence, buyers, meta, h
   else
     remaining = redis.call('DECR', stock)
   end
-  record(orders, buyers, audit, order, instance, variant, user)
-  keyed_sale(idem, audit, order, instance, remaining)
+  record(orders, buyers, audit, order, instance, variant, user, sale)
+  keyed_sale(sale, audit, order, instance, remaining)
   return remaining
 end

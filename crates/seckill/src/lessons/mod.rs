@@ -192,7 +192,8 @@ async fn run(
             break;
         }
         status.lock().unwrap_or_else(|e| e.into_inner()).phase = index;
-        product::reset(store, locks, product, phase.stock, phase.shards, 0)
+        // The lessons' products are scratch: their orders stay in Redis only.
+        product::reset(store, locks, product, phase.stock, phase.shards, 0, false)
             .await
             .map_err(|err| format!("reset: {err}"))?;
         let url = |path: &str| {

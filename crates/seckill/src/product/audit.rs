@@ -22,6 +22,8 @@ pub struct Stats {
     pub product: String,
     /// Units set by the last reset.
     pub initial: i64,
+    /// Which sale this is: the number of the last reset.
+    pub epoch: i64,
     pub shards: u32,
     /// Units left, summed over shards (with the units in instances' shares).
     pub remaining: i64,
@@ -77,6 +79,9 @@ pub struct Stats {
     /// The master that holds each shard (`host:port`; the one server when standalone).
     pub shard_nodes: Vec<String>,
     pub locks: Vec<LockView>,
+    /// With `--orders-db`: Redis against the orders' database.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub orders_of_record: Option<crate::orders::Reconciliation>,
 }
 
 impl Stats {
@@ -202,6 +207,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
     let mut stats = Stats {
         product: product.to_string(),
         initial,
+        epoch: number("epoch").unwrap_or(0),
         shards,
         remaining: 0,
         in_shares: 0,
@@ -228,6 +234,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         shard_tags: layout.tags().to_vec(),
         shard_nodes: Vec::with_capacity(rows.len()),
         locks: Vec::with_capacity(rows.len()),
+        orders_of_record: None,
     };
     let mut bought: BTreeMap<String, i64> = BTreeMap::new();
     for (index, ((stock, orders, audit, claimed, buyers, keyed), lock)) in (0..).zip(rows) {

@@ -9,7 +9,7 @@ use futures_util::future::try_join_all;
 use redis::AsyncCommands;
 
 use crate::error::AppError;
-use crate::keys::{Layout, ProductId, ProductKeys, ShardKeys, shard_tag};
+use crate::keys::{Layout, ORDER_STREAMS, ProductId, ProductKeys, ShardKeys, shard_tag};
 use crate::store::{Master, Store, key_slot};
 
 /// The most shards a product may be split into.
@@ -18,7 +18,12 @@ pub const MAX_SHARDS: u32 = 64;
 pub const MAX_STOCK: i64 = 100_000_000;
 
 /// Sets a product's stock, split over `shards`, with `per_user` units one buyer may have
-/// (0: no limit), and clears its orders, buyers, audit and locks.
+/// (0: no limit), and clears its orders, buyers, audit and locks. Every reset starts a new
+/// sale, numbered by the meta's `epoch` (kept in each shard's audit too, for the orders
+/// stream's entries). With `streams` (the instance has `--orders-db`), each shard gets
+/// an orders stream and its consumer group, listed in [`ORDER_STREAMS`], unless it has
+/// them; a stream is never cleared by a reset (what waits there for the database outlives
+/// it), so once a product's orders are streamed, they stay streamed.
 ///
 /// On a Cluster the shards are placed round-robin over the masters (see [`place`]). Each
 /// shard is cleared and set in one `MULTI` on its own slot, all shards at once; the meta
@@ -32,8 +37,12 @@ pub async fn reset(
     stock: i64,
     shards: u32,
     per_user: i64,
+    streams: bool,
 ) -> Result<Layout, AppError> {
     let keys = ProductKeys::new(product);
+    // A new sale: idempotency keys claimed before it no longer answer for it, and its
+    // orders carry its number.
+    let epoch: i64 = store.conn().hincr(&keys.meta, "epoch", 1).await?;
     let old = recorded_layout(store, product).await?;
     let new = if shards <= 1 {
         Layout::unsplit(product)
@@ -67,8 +76,12 @@ pub async fn reset(
             pipe.atomic().del(&shard.stock_side()[..]).ignore();
             if let Some(units) = units {
                 pipe.set(&shard.stock, units).ignore();
+                pipe.hset(&shard.audit, "epoch", epoch).ignore();
             }
             pipe.query_async::<()>(&mut conn).await?;
+            if streams && units.is_some() {
+                create_stream(&mut conn, &shard.stream).await?;
+            }
             lock_conn.del::<_, ()>(&shard.lock_side()[..]).await
         }
     }))
@@ -76,7 +89,8 @@ pub async fn reset(
 
     let mut pipe = redis::pipe();
     pipe.atomic()
-        .del(&[&keys.audit, &keys.reserved])
+        // (The product's audit hash is its unsplit shard's, cleared with the shards.)
+        .del(&keys.reserved)
         .ignore()
         .hset_multiple(
             &keys.meta,
@@ -87,12 +101,38 @@ pub async fn reset(
                 ("per_user", per_user.to_string()),
             ],
         )
-        .ignore()
-        // A new sale: idempotency keys claimed before it no longer answer for it.
-        .hincr(&keys.meta, "epoch", 1)
         .ignore();
+    if shards > 1 {
+        // A split product's request counters (its own audit hash) know the sale too.
+        pipe.hset(&keys.audit, "epoch", epoch).ignore();
+    }
     pipe.query_async::<()>(&mut store.conn()).await?;
+    if streams {
+        let streams: Vec<String> = (0..new.shards())
+            .map(|index| keys.shard(&new, index).stream)
+            .collect();
+        let _: i64 = store.conn().sadd(ORDER_STREAMS, &streams).await?;
+    }
     Ok(new)
+}
+
+/// A shard's orders stream and its consumer group, unless they exist.
+async fn create_stream(
+    conn: &mut crate::store::RedisConn,
+    stream: &str,
+) -> Result<(), redis::RedisError> {
+    let created: Result<(), redis::RedisError> = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(stream)
+        .arg(crate::orders::GROUP)
+        .arg("0")
+        .arg("MKSTREAM")
+        .query_async(conn)
+        .await;
+    match created {
+        Err(err) if err.code() != Some("BUSYGROUP") => Err(err),
+        _ => Ok(()),
+    }
 }
 
 /// Tags for `shards` shards that go round-robin over `masters`: shard `i` on master

@@ -98,6 +98,7 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
         request.stock,
         request.shards,
         request.per_user,
+        state.orders.is_some(),
     )
     .await?;
     tracing::info!(%product, stock = request.stock, shards = request.shards, per_user = request.per_user, "stock reset");

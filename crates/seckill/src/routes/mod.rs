@@ -4,6 +4,7 @@ mod admin;
 mod deduct;
 mod health;
 pub mod openapi;
+mod orders;
 mod page;
 mod stock;
 
@@ -18,6 +19,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(deduct::router())
         .merge(stock::router())
+        .merge(orders::router())
         .merge(health::router())
         .merge(page::router())
         .nest("/admin", admin::router(state.clone()))

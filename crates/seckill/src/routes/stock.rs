@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 
 use super::params;
 use crate::error::AppError;
-use crate::keys::ProductId;
+use crate::keys::{Layout, ProductId};
 use crate::knobs::DEFAULT_PRODUCT;
+use crate::orders;
 use crate::product::{self, Stats};
 use crate::state::AppState;
 
@@ -39,9 +40,14 @@ async fn stats(
     headers: HeaderMap,
 ) -> Result<Json<Stats>, AppError> {
     let product = product_param(query.as_deref(), &headers)?;
-    Ok(Json(
-        product::stats(&state.store, &state.lock_store, &product).await?,
-    ))
+    let mut stats = product::stats(&state.store, &state.lock_store, &product).await?;
+    if let Some(db) = &state.orders {
+        let layout = Layout::from_meta(&product, stats.shards, Some(&stats.shard_tags.join(",")));
+        let reconciled =
+            orders::reconcile(&state.store, db, &product, &layout, stats.epoch, stats.sold);
+        stats.orders_of_record = Some(reconciled.await?);
+    }
+    Ok(Json(stats))
 }
 
 /// `product` is the only parameter these take.

@@ -176,6 +176,7 @@ async fn call<'a>(
         .key(&shard.meta)
         .key(&shard.buyers)
         .key(&shard.keys)
+        .key(&shard.stream)
         .arg(instance)
         .arg(SPEC.name);
     let mut count = 0;

@@ -142,6 +142,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                     .arg(d.user())
                     .key(shard.claim(keyed.0))
                     .key(&shard.keys)
+                    .key(&shard.stream)
                     .arg(&d.holder)
                     .arg(keyed.0)
                     .arg(keyed.1)

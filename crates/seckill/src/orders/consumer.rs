@@ -1,0 +1,400 @@
+//! An instance's consumer: moves orders from the shards' streams into the database.
+//!
+//! Per stream, each round: entries other consumers left pending longer than
+//! `--orders-claim-ms` (`XAUTOCLAIM`: their instance died, or its database connection
+//! did), else this consumer's own pending ones (an insert that failed), else new ones
+//! (`XREADGROUP … >`). A batch is inserted in one transaction and only then acknowledged,
+//! so an entry is acknowledged only once the database has its order; a crash in between
+//! leaves it pending, to be inserted again — which inserts nothing twice.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{RedisError, Value};
+use tokio::time::Instant;
+
+use super::{GROUP, Order, OrdersDb};
+use crate::keys::{ORDER_STREAMS, product_of_stream};
+use crate::store::Store;
+
+/// How the consumer runs.
+pub struct Consumer {
+    pub store: Store,
+    pub db: Arc<OrdersDb>,
+    /// Its name in the group: the instance's id.
+    pub name: String,
+    /// Pending this long, an entry is claimed from whoever has it.
+    pub claim_after: Duration,
+    /// Entries per read and per transaction.
+    pub batch: usize,
+}
+
+/// The streams are looked up again this often (a reset adds its product's).
+const REFRESH: Duration = Duration::from_secs(1);
+/// A round that found nothing waits this long before the next.
+const IDLE: Duration = Duration::from_millis(20);
+/// After an error (Redis or the database away), the next round waits this long.
+const BACKOFF: Duration = Duration::from_millis(500);
+/// Streams are trimmed at most this often.
+const TRIM_EVERY: Duration = Duration::from_secs(1);
+
+impl Consumer {
+    /// Applies the migrations (again and again until the database answers), then consumes
+    /// until the process ends.
+    pub fn spawn(self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            loop {
+                match self.db.migrate().await {
+                    Ok(()) => break,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "orders database not ready; trying again");
+                        tokio::time::sleep(BACKOFF * 4).await;
+                    }
+                }
+            }
+            self.run().await;
+        })
+    }
+
+    async fn run(&self) {
+        let mut streams: Vec<String> = Vec::new();
+        let mut refreshed: Option<Instant> = None;
+        let mut claimed = Instant::now();
+        let mut trimmed: HashMap<String, Instant> = HashMap::new();
+        loop {
+            if refreshed.is_none_or(|at| at.elapsed() >= REFRESH) {
+                let mut conn = self.store.conn();
+                match redis::cmd("SMEMBERS")
+                    .arg(ORDER_STREAMS)
+                    .query_async::<Vec<String>>(&mut conn)
+                    .await
+                {
+                    Ok(found) => {
+                        streams = found;
+                        refreshed = Some(Instant::now());
+                    }
+                    Err(err) => {
+                        tracing::warn!(error = %err, "orders: streams not listed");
+                        tokio::time::sleep(BACKOFF).await;
+                        continue;
+                    }
+                }
+            }
+            let claiming = claimed.elapsed() >= self.claim_after / 2;
+            if claiming {
+                claimed = Instant::now();
+            }
+            let mut moved = 0;
+            let mut failed = false;
+            for stream in &streams {
+                match self.round(stream, claiming).await {
+                    Ok(n) => moved += n,
+                    Err(err) => {
+                        failed = true;
+                        tracing::warn!(error = %err, stream, "orders: a batch stays in the stream");
+                    }
+                }
+                let due = trimmed
+                    .get(stream)
+                    .is_none_or(|at| at.elapsed() >= TRIM_EVERY);
+                if due && trim(&self.store, stream).await.is_ok() {
+                    trimmed.insert(stream.clone(), Instant::now());
+                }
+            }
+            if failed {
+                tokio::time::sleep(BACKOFF).await;
+            } else if moved == 0 {
+                tokio::time::sleep(IDLE).await;
+            }
+        }
+    }
+
+    /// One batch from `stream` into the database, acknowledged: how many entries.
+    async fn round(&self, stream: &str, claiming: bool) -> anyhow::Result<usize> {
+        let Some(product) = product_of_stream(stream) else {
+            return Ok(0);
+        };
+        let mut conn = self.store.conn();
+        let count = self.batch.to_string();
+        let mut entries = Vec::new();
+        if claiming {
+            let claimed: Value = redis::cmd("XAUTOCLAIM")
+                .arg(stream)
+                .arg(GROUP)
+                .arg(&self.name)
+                .arg(u64::try_from(self.claim_after.as_millis()).unwrap_or(u64::MAX))
+                .arg("0-0")
+                .arg("COUNT")
+                .arg(&count)
+                .query_async(&mut conn)
+                .await?;
+            if let Value::Array(parts) = claimed
+                && let Some(list) = parts.get(1)
+            {
+                entries = parse_entries(list);
+            }
+        }
+        for from in ["0", ">"] {
+            if !entries.is_empty() {
+                break;
+            }
+            let read: Value = redis::cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg(GROUP)
+                .arg(&self.name)
+                .arg("COUNT")
+                .arg(&count)
+                .arg("STREAMS")
+                .arg(stream)
+                .arg(from)
+                .query_async(&mut conn)
+                .await?;
+            entries = stream_entries(&read);
+        }
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        let orders: Vec<Order> = entries
+            .iter()
+            .filter_map(|(_, fields)| order(product.as_str(), fields))
+            .collect();
+        if !orders.is_empty() {
+            self.db.insert(&orders).await?;
+        }
+        let mut ack = redis::cmd("XACK");
+        ack.arg(stream).arg(GROUP);
+        for (id, _) in &entries {
+            ack.arg(id);
+        }
+        let _: i64 = ack.query_async(&mut conn).await?;
+        Ok(entries.len())
+    }
+}
+
+/// Trims `stream` below what the group has acknowledged: below its oldest pending entry,
+/// or up to the last one delivered when none is pending.
+async fn trim(store: &Store, stream: &str) -> Result<(), RedisError> {
+    let mut conn = store.conn();
+    let Some(backlog) = backlog(store, stream).await? else {
+        return Ok(());
+    };
+    let below = backlog.oldest_pending.or(backlog.last_delivered);
+    if let Some(id) = below {
+        let _: i64 = redis::cmd("XTRIM")
+            .arg(stream)
+            .arg("MINID")
+            .arg(id)
+            .query_async(&mut conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// What waits in one stream.
+#[derive(Debug, Clone, Default)]
+pub struct Backlog {
+    /// Entries delivered to a consumer and not acknowledged.
+    pub pending: i64,
+    /// Entries not delivered yet.
+    pub unread: i64,
+    pub oldest_pending: Option<String>,
+    pub last_delivered: Option<String>,
+    /// The oldest entry not yet in the database, if any: its id.
+    pub oldest: Option<String>,
+}
+
+/// The group's view of `stream`; `None` when the stream or its group is gone.
+pub async fn backlog(store: &Store, stream: &str) -> Result<Option<Backlog>, RedisError> {
+    let mut conn = store.conn();
+    let groups: Value = match redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(stream)
+        .query_async(&mut conn)
+        .await
+    {
+        Ok(groups) => groups,
+        // No such key: the product was reset without the database.
+        Err(err) if err.code() == Some("ERR") => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    let Some(group) = as_list(&groups)
+        .iter()
+        .map(as_map)
+        .find(|g| g.get("name").and_then(text).as_deref() == Some(GROUP))
+    else {
+        return Ok(None);
+    };
+    let number = |k: &str| group.get(k).and_then(integer).unwrap_or(0);
+    let mut backlog = Backlog {
+        pending: number("pending"),
+        unread: number("lag"),
+        last_delivered: group
+            .get("last-delivered-id")
+            .and_then(text)
+            .filter(|id| id != "0-0"),
+        ..Backlog::default()
+    };
+    if backlog.pending > 0 {
+        let summary: Value = redis::cmd("XPENDING")
+            .arg(stream)
+            .arg(GROUP)
+            .query_async(&mut conn)
+            .await?;
+        backlog.oldest_pending = as_list(&summary).get(1).and_then(text);
+        backlog.oldest = backlog.oldest_pending.clone();
+    } else if backlog.unread > 0 {
+        let from = backlog
+            .last_delivered
+            .as_ref()
+            .map_or("-".to_owned(), |id| format!("({id}"));
+        let first: Value = redis::cmd("XRANGE")
+            .arg(stream)
+            .arg(from)
+            .arg("+")
+            .arg("COUNT")
+            .arg(1)
+            .query_async(&mut conn)
+            .await?;
+        backlog.oldest = parse_entries(&first).into_iter().next().map(|(id, _)| id);
+    }
+    Ok(Some(backlog))
+}
+
+/// The time (ms) an entry id was made at.
+pub fn id_ms(id: &str) -> Option<i64> {
+    id.split('-').next()?.parse().ok()
+}
+
+type Entry = (String, HashMap<String, String>);
+
+/// The entries of an `XREADGROUP` reply for one stream.
+fn stream_entries(reply: &Value) -> Vec<Entry> {
+    let streams = as_list(reply);
+    match streams.first() {
+        // RESP2: [[name, entries]]
+        Some(Value::Array(pair)) => pair.get(1).map(parse_entries).unwrap_or_default(),
+        _ => match reply {
+            // RESP3: {name: entries}
+            Value::Map(map) => map
+                .first()
+                .map(|(_, v)| parse_entries(v))
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        },
+    }
+}
+
+/// `[[id, [field, value, …]], …]`; entries deleted meanwhile (nil fields) are skipped.
+fn parse_entries(list: &Value) -> Vec<Entry> {
+    as_list(list)
+        .iter()
+        .filter_map(|entry| {
+            let parts = as_list(entry);
+            let id = text(parts.first()?)?;
+            let flat = as_list(parts.get(1)?);
+            let fields = flat
+                .chunks(2)
+                .filter_map(|kv| Some((text(kv.first()?)?, text(kv.get(1)?)?)))
+                .collect();
+            Some((id, fields))
+        })
+        .collect()
+}
+
+/// An order from a stream entry of `product`'s.
+fn order(product: &str, fields: &HashMap<String, String>) -> Option<Order> {
+    let get = |k: &str| fields.get(k).cloned();
+    Some(Order {
+        id: get("order")?,
+        product: product.to_owned(),
+        epoch: get("epoch")?.parse().ok()?,
+        shard: get("shard")?.parse().ok()?,
+        instance: get("instance")?,
+        variant: get("variant")?,
+        buyer: get("user").filter(|u| !u.is_empty()),
+        sold_at_ms: get("at")?.parse().ok()?,
+    })
+}
+
+fn as_list(value: &Value) -> Vec<Value> {
+    match value {
+        Value::Array(items) | Value::Set(items) => items.clone(),
+        _ => Vec::new(),
+    }
+}
+
+fn as_map(value: &Value) -> HashMap<String, Value> {
+    match value {
+        Value::Map(pairs) => pairs
+            .iter()
+            .filter_map(|(k, v)| Some((text(k)?, v.clone())))
+            .collect(),
+        Value::Array(flat) => flat
+            .chunks(2)
+            .filter_map(|kv| Some((text(kv.first()?)?, kv.get(1)?.clone())))
+            .collect(),
+        _ => HashMap::new(),
+    }
+}
+
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn integer(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(n) => Some(*n),
+        other => text(other)?.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn reads_entries_and_their_orders() {
+        let reply = Value::Array(vec![Value::Array(vec![
+            bulk("seckill:{101}:orders:stream"),
+            Value::Array(vec![Value::Array(vec![
+                bulk("1700000000000-0"),
+                Value::Array(
+                    [
+                        "order",
+                        "o1",
+                        "epoch",
+                        "3",
+                        "shard",
+                        "0",
+                        "instance",
+                        "i1",
+                        "variant",
+                        "lua",
+                        "user",
+                        "",
+                        "at",
+                        "1700000000000",
+                    ]
+                    .map(bulk)
+                    .to_vec(),
+                ),
+            ])]),
+        ])]);
+        let entries = stream_entries(&reply);
+        assert_eq!(entries.len(), 1);
+        let order = order("101", &entries[0].1).unwrap();
+        assert_eq!(order.id, "o1");
+        assert_eq!((order.epoch, order.shard, order.buyer), (3, 0, None));
+        assert_eq!(id_ms(&entries[0].0), Some(1_700_000_000_000));
+    }
+}

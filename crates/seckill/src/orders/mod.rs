@@ -1,0 +1,265 @@
+//! Orders of record: PostgreSQL, fed from Redis Streams.
+//!
+//! Redis keeps the hot stock; the database keeps the orders. With `--orders-db`, every
+//! sale's script — the one that takes the unit — also appends the order to its shard's
+//! stream (`XADD`), so there is no moment when a unit is taken and its order is nowhere.
+//! Every instance runs a [`consumer`] in one consumer group: it reads entries in batches,
+//! inserts each batch in one transaction (`ON CONFLICT DO NOTHING` on the order id: a
+//! replay inserts nothing twice), then acknowledges them; entries a dead consumer left
+//! pending are claimed by another after `--orders-claim-ms`; the stream is trimmed only
+//! below what the group has acknowledged. With the database down, sales go on at Redis
+//! speed and the backlog waits in the streams; when it returns, it drains by itself.
+//!
+//! A product's orders go to the database when an instance with `--orders-db` reset it (the
+//! reset creates the streams and their group); `/stats` then reconciles the two stores.
+
+pub mod consumer;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::Context;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use serde::Serialize;
+use tokio_postgres::NoTls;
+
+use crate::error::AppError;
+
+/// The schema, in order; each applied once, in a transaction, recorded in
+/// `seckill_migrations`.
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../migrations/0001_orders.sql"))];
+
+/// The consumer group every instance reads the streams in.
+pub const GROUP: &str = "orders";
+
+/// One order as the stream carries it and the database keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Order {
+    pub id: String,
+    pub product: String,
+    pub epoch: i64,
+    pub shard: i32,
+    pub instance: String,
+    pub variant: String,
+    pub buyer: Option<String>,
+    /// When the sale's script ran, ms since the epoch (Redis time).
+    pub sold_at_ms: i64,
+}
+
+/// The orders' database: a small pool of connections.
+pub struct OrdersDb {
+    pool: Pool,
+}
+
+impl OrdersDb {
+    /// A pool on `url` (`postgres://user@host:port/db`); connections are made when needed,
+    /// so an instance starts while the database is away.
+    pub fn new(url: &str, timeout: Duration) -> anyhow::Result<Self> {
+        let mut config: tokio_postgres::Config = url.parse().context("--orders-db")?;
+        config.connect_timeout(timeout);
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(8)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(timeout))
+            .create_timeout(Some(timeout))
+            .recycle_timeout(Some(timeout))
+            .build()
+            .context("the orders' connection pool")?;
+        Ok(Self { pool })
+    }
+
+    /// Applies the migrations not applied yet; instances starting together take turns
+    /// (an advisory lock).
+    pub async fn migrate(&self) -> anyhow::Result<()> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        tx.batch_execute(
+            "SELECT pg_advisory_xact_lock(7211001);
+             CREATE TABLE IF NOT EXISTS seckill_migrations (
+                 version integer PRIMARY KEY,
+                 applied_at timestamptz NOT NULL DEFAULT now()
+             );",
+        )
+        .await?;
+        for (version, sql) in MIGRATIONS {
+            let applied = tx
+                .query_opt(
+                    "SELECT 1 FROM seckill_migrations WHERE version = $1",
+                    &[version],
+                )
+                .await?;
+            if applied.is_none() {
+                tx.batch_execute(sql)
+                    .await
+                    .with_context(|| format!("migration {version}"))?;
+                tx.execute(
+                    "INSERT INTO seckill_migrations (version) VALUES ($1)",
+                    &[version],
+                )
+                .await?;
+                tracing::info!(version, "orders database: migration applied");
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Inserts `orders` in one transaction; those already there are left as they are.
+    /// Returns how many were new.
+    pub async fn insert(&self, orders: &[Order]) -> anyhow::Result<u64> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let column = |f: fn(&Order) -> String| orders.iter().map(f).collect::<Vec<_>>();
+        let ids = column(|o| o.id.clone());
+        let products = column(|o| o.product.clone());
+        let instances = column(|o| o.instance.clone());
+        let variants = column(|o| o.variant.clone());
+        let epochs: Vec<i64> = orders.iter().map(|o| o.epoch).collect();
+        let shards: Vec<i32> = orders.iter().map(|o| o.shard).collect();
+        let buyers: Vec<Option<String>> = orders.iter().map(|o| o.buyer.clone()).collect();
+        let sold: Vec<f64> = orders
+            .iter()
+            .map(|o| o.sold_at_ms as f64 / 1000.0)
+            .collect();
+        let inserted = tx
+            .execute(
+                "INSERT INTO orders (id, product, epoch, shard, instance, variant, buyer, sold_at)
+                 SELECT id, product, epoch, shard, instance, variant, buyer, to_timestamp(sold)
+                 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::integer[], $5::text[],
+                             $6::text[], $7::text[], $8::float8[])
+                      AS t(id, product, epoch, shard, instance, variant, buyer, sold)
+                 ON CONFLICT (id) DO NOTHING",
+                &[
+                    &ids, &products, &epochs, &shards, &instances, &variants, &buyers, &sold,
+                ],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(inserted)
+    }
+
+    /// The ids of one sale's orders (a product between two resets).
+    pub async fn ids(&self, product: &str, epoch: i64) -> Result<BTreeSet<String>, AppError> {
+        let client = self.pool.get().await.map_err(unavailable)?;
+        let rows = client
+            .query(
+                "SELECT id FROM orders WHERE product = $1 AND epoch = $2",
+                &[&product, &epoch],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// One order, if the database has it.
+    pub async fn find(&self, id: &str) -> Result<Option<Order>, AppError> {
+        let client = self.pool.get().await.map_err(unavailable)?;
+        let row = client
+            .query_opt(
+                "SELECT id, product, epoch, shard, instance, variant, buyer,
+                        (extract(epoch FROM sold_at) * 1000)::bigint
+                 FROM orders WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(row.map(|r| Order {
+            id: r.get(0),
+            product: r.get(1),
+            epoch: r.get(2),
+            shard: r.get(3),
+            instance: r.get(4),
+            variant: r.get(5),
+            buyer: r.get(6),
+            sold_at_ms: r.get(7),
+        }))
+    }
+}
+
+/// The database did not answer: a 503 like Redis's.
+fn unavailable(err: impl std::fmt::Display) -> AppError {
+    AppError::NotConfigured(format!("the orders database is unavailable: {err}"))
+}
+
+/// Redis against the database, for one product's current sale (`/stats`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Reconciliation {
+    /// Whether this sale's orders go to the database at all: its reset was made by an
+    /// instance with `--orders-db` (which created the streams).
+    pub streamed: bool,
+    /// Orders in Redis (`sold`).
+    pub in_redis: i64,
+    /// Orders of this sale in the database; `null` while it does not answer.
+    pub in_database: Option<i64>,
+    /// Stream entries not yet in the database: pending with a consumer, or not read yet.
+    pub backlog: i64,
+    /// How long the oldest of them has waited, ms.
+    pub oldest_ms: Option<i64>,
+    /// Once the backlog is drained: orders in one store and not the other (must be 0);
+    /// `null` while entries wait.
+    pub drift: Option<i64>,
+}
+
+/// Reconciles `product`'s current sale (its `epoch`, `sold` orders in Redis over
+/// `layout`'s shards) with the database.
+pub async fn reconcile(
+    store: &crate::store::Store,
+    db: &OrdersDb,
+    product: &crate::keys::ProductId,
+    layout: &crate::keys::Layout,
+    epoch: i64,
+    sold: i64,
+) -> Result<Reconciliation, AppError> {
+    let keys = crate::keys::ProductKeys::new(product);
+    let mut reconciliation = Reconciliation {
+        streamed: true,
+        in_redis: sold,
+        in_database: None,
+        backlog: 0,
+        oldest_ms: None,
+        drift: None,
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    for index in 0..layout.shards() {
+        let stream = keys.shard(layout, index).stream;
+        let Some(backlog) = consumer::backlog(store, &stream).await? else {
+            reconciliation.streamed = false;
+            continue;
+        };
+        reconciliation.backlog += backlog.pending + backlog.unread;
+        if let Some(age) = backlog
+            .oldest
+            .as_deref()
+            .and_then(consumer::id_ms)
+            .map(|at| (now_ms - at).max(0))
+        {
+            reconciliation.oldest_ms = Some(reconciliation.oldest_ms.unwrap_or(0).max(age));
+        }
+    }
+    let Ok(in_database) = db.ids(product.as_str(), epoch).await else {
+        return Ok(reconciliation);
+    };
+    reconciliation.in_database = Some(in_database.len() as i64);
+    if reconciliation.backlog == 0 {
+        let in_redis = crate::product::recorded_orders(&mut store.conn(), product).await?;
+        let only_in_redis = in_redis
+            .keys()
+            .filter(|id| !in_database.contains(*id))
+            .count();
+        let only_in_database = in_database
+            .iter()
+            .filter(|id| !in_redis.contains_key(*id))
+            .count();
+        reconciliation.drift = Some((only_in_redis + only_in_database) as i64);
+    }
+    Ok(reconciliation)
+}

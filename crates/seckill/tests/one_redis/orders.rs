@@ -1,0 +1,128 @@
+//! Orders of record: every sale streamed from Redis into a real PostgreSQL, exactly once,
+//! and reconciled in `/stats`.
+
+use std::time::Duration;
+
+use seckill_testkit::{Api, Nginx, Postgres, Service, int};
+use serde_json::Value;
+
+use crate::SECKILL;
+
+/// Two instances with `--orders-db`, and Nginx.
+fn with_database(db: &Postgres) -> (Service, Nginx, Api) {
+    let url = db.url();
+    let cluster = Service::start(
+        SECKILL,
+        2,
+        &["--orders-db", &url, "--orders-claim-ms", "1000"],
+    );
+    let nginx = Nginx::start(&cluster.instances);
+    let api = Api::new(&nginx.url(""));
+    (cluster, nginx, api)
+}
+
+/// `/stats` once the backlog has drained and the two stores agree (or after `within`).
+async fn drained(api: &Api, product: &str, within: Duration) -> Value {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let stats = api.stats(product).await;
+        let record = &stats["orders_of_record"];
+        if record["backlog"] == 0 && record["drift"] == 0 {
+            return stats;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return stats;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Under lua and watchdog load through Nginx, every order answered 200 is in PostgreSQL
+/// once, and the stores agree once the backlog has drained.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_order_answered_200_reaches_postgres_once() {
+    let _turn = seckill_testkit::heavy_turn().await;
+    let db = Postgres::start();
+    let (_cluster, _nginx, api) = with_database(&db);
+    for (variant, requests, shards) in [
+        ("lua", 1_500, 1),
+        ("watchdog?work_ms=1", 400, 1),
+        ("segmented?work_ms=1", 400, 4),
+    ] {
+        api.reset("101", 5_000, shards).await;
+        let load = api
+            .load("101", variant)
+            .requests(requests)
+            .concurrency(50)
+            .keeping_orders();
+        let report = api.run(load).await;
+        assert_eq!(report.count(200), requests, "{variant}: {report:?}");
+        let stats = drained(&api, "101", Duration::from_secs(30)).await;
+        let record = &stats["orders_of_record"];
+        assert_eq!(record["streamed"], true, "{variant}: {stats}");
+        assert_eq!(record["drift"], 0, "{variant}: {stats}");
+        assert_eq!(
+            record["in_database"],
+            int(&stats, "sold"),
+            "{variant}: {stats}"
+        );
+        let epoch = int(&stats, "epoch");
+        let ids: Vec<String> = report.orders.iter().map(|o| format!("'{o}'")).collect();
+        let found = db.query(&format!(
+            "SELECT count(*) FROM orders WHERE epoch = {epoch} AND id IN ({})",
+            ids.join(",")
+        ));
+        assert_eq!(
+            found,
+            requests.to_string(),
+            "{variant}: every 200's order, once"
+        );
+    }
+    let (status, answer) = api.get("/orders/not-an-order?product=101").await;
+    assert_eq!(status, 404, "{answer}");
+}
+
+/// PostgreSQL stopped under load: sales go on (no 5xx), the backlog waits in the streams;
+/// started again, it drains by itself and the stores agree. `GET /orders/{id}` says
+/// pending, then recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sales_go_on_while_postgres_is_down_and_the_backlog_drains() {
+    let _turn = seckill_testkit::heavy_turn().await;
+    let mut db = Postgres::start();
+    let (_cluster, _nginx, api) = with_database(&db);
+    api.reset("101", 5_000, 1).await;
+    let warm = api
+        .run(api.load("101", "lua").requests(200).concurrency(20))
+        .await;
+    assert_eq!(warm.count(200), 200);
+    db.stop();
+    let load = api
+        .load("101", "lua")
+        .requests(1_000)
+        .concurrency(50)
+        .keeping_orders();
+    let report = api.run(load).await;
+    assert_eq!(
+        report.count(200),
+        1_000,
+        "no sale waits for the database: {report:?}"
+    );
+    let stats = api.stats("101").await;
+    let record = &stats["orders_of_record"];
+    assert!(record["backlog"].as_i64().unwrap_or(0) > 0, "{stats}");
+    assert_eq!(record["in_database"], Value::Null, "{stats}");
+    let order = &report.orders[0];
+    let (status, pending) = api.get(&format!("/orders/{order}?product=101")).await;
+    assert_eq!(status, 503, "the database is away: {pending}");
+
+    db.restart();
+    let stats = drained(&api, "101", Duration::from_secs(30)).await;
+    let record = &stats["orders_of_record"];
+    println!("after the restart: {record}");
+    assert_eq!(record["drift"], 0, "{stats}");
+    assert_eq!(record["in_database"], 1_200, "{stats}");
+    let (status, recorded) = api.get(&format!("/orders/{order}")).await;
+    assert_eq!(status, 200, "{recorded}");
+    assert_eq!(recorded["state"], "recorded");
+    assert_eq!(recorded["order"]["id"], order.as_str());
+}
