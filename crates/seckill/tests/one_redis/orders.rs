@@ -126,3 +126,111 @@ async fn sales_go_on_while_postgres_is_down_and_the_backlog_drains() {
     assert_eq!(recorded["state"], "recorded");
     assert_eq!(recorded["order"]["id"], order.as_str());
 }
+
+/// A consumer's instance SIGKILLed with entries pending (read, not yet in the database: it
+/// was down): the other instance claims them after `--orders-claim-ms` and inserts them;
+/// no order lost, none twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_consumers_pending_orders_are_claimed_by_another() {
+    let _turn = seckill_testkit::heavy_turn().await;
+    let mut db = Postgres::start();
+    let (mut cluster, _nginx, api) = with_database(&db);
+    api.reset("101", 5_000, 1).await;
+    db.stop();
+    let report = api
+        .run(api.load("101", "lua").requests(2_000).concurrency(50))
+        .await;
+    assert_eq!(report.count(200), 2_000, "{report:?}");
+    // Both consumers have read entries they could not insert.
+    let stream = crate::keys("101").whole().stream;
+    let dying = cluster.instances[0].addr.to_string();
+    let mut redis = cluster.redis.conn().await;
+    let mut held = 0;
+    for _ in 0..50 {
+        let summary: redis::Value = redis::cmd("XPENDING")
+            .arg(&stream)
+            .arg("orders")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        held = pending_of(&summary, &dying);
+        if held > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(held > 0, "the instance to kill holds pending entries");
+    cluster.instances[0].kill();
+    db.restart();
+    let survivor = cluster.api(1);
+    let stats = drained(&survivor, "101", Duration::from_secs(30)).await;
+    let record = &stats["orders_of_record"];
+    println!("{held} entries were pending with the killed instance; then: {record}");
+    assert_eq!(record["drift"], 0, "{stats}");
+    assert_eq!(record["in_database"], 2_000, "{stats}");
+    assert_eq!(
+        db.query("SELECT count(*) - count(DISTINCT id) FROM orders"),
+        "0",
+        "no order twice"
+    );
+}
+
+/// From an `XPENDING` summary, the entries `consumer` holds.
+fn pending_of(summary: &redis::Value, consumer: &str) -> i64 {
+    let redis::Value::Array(parts) = summary else {
+        return 0;
+    };
+    let Some(redis::Value::Array(consumers)) = parts.get(3) else {
+        return 0;
+    };
+    consumers
+        .iter()
+        .filter_map(|c| match c {
+            redis::Value::Array(pair) => {
+                let name: String = redis::from_redis_value(pair.first()?.clone()).ok()?;
+                let count: String = redis::from_redis_value(pair.get(1)?.clone()).ok()?;
+                (name == consumer).then(|| count.parse::<i64>().ok())?
+            }
+            _ => None,
+        })
+        .sum()
+}
+
+/// Redis SIGKILLed under load and restarted on its AOF: the streams survive with the stock
+/// (`appendfsync always`), and once drained every order in Redis — every 200's among them —
+/// is in the database, none twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_streams_survive_a_redis_crash_with_the_stock() {
+    let _turn = seckill_testkit::heavy_turn().await;
+    let db = Postgres::start();
+    let (mut cluster, _nginx, api) = with_database(&db);
+    api.reset("101", 10_000, 1).await;
+    let control = seckill_testkit::Control::default();
+    let load = api
+        .load("101", "lua")
+        .requests(3_000)
+        .concurrency(50)
+        .keeping_orders();
+    let running = api.spawn(load, &control);
+    for _ in 0..3_000 {
+        if control.answered() >= 800 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    cluster.redis.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.redis.restart();
+    let report = running.await.expect("the load");
+    let stats = drained(&api, "101", Duration::from_secs(30)).await;
+    let record = &stats["orders_of_record"];
+    println!("{:?}; then {record}", report.statuses);
+    assert_eq!(record["drift"], 0, "{stats}");
+    assert_eq!(record["in_database"], int(&stats, "sold"), "{stats}");
+    let ids: Vec<String> = report.orders.iter().map(|o| format!("'{o}'")).collect();
+    let found = db.query(&format!(
+        "SELECT count(*) FROM orders WHERE id IN ({})",
+        ids.join(",")
+    ));
+    assert_eq!(found, report.orders.len().to_string(), "every 200's order");
+}
