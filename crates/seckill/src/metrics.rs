@@ -54,7 +54,11 @@ pub struct Metrics {
 impl Metrics {
     /// Every series carries `instance="<id>"`: through Nginx, `/metrics` answers from a
     /// different instance each time, and the label says which.
-    pub fn new(instance: &str, watchdog: Arc<WatchdogCounters>) -> Self {
+    pub fn new(
+        instance: &str,
+        watchdog: Arc<WatchdogCounters>,
+        orders: &crate::orders::OrdersCounters,
+    ) -> Self {
         let labels = [(
             std::borrow::Cow::Borrowed("instance"),
             std::borrow::Cow::Owned(instance.to_owned()),
@@ -87,6 +91,26 @@ impl Metrics {
             lock_wait.clone(),
         );
         registry.register_collector(Box::new(LockCounters(watchdog)));
+        registry.register(
+            "orders_inserted",
+            "Orders the consumer inserted into the orders' database (--orders-db)",
+            orders.inserted.clone(),
+        );
+        registry.register(
+            "orders_acknowledged",
+            "Stream entries acknowledged once their orders were in the database",
+            orders.acknowledged.clone(),
+        );
+        registry.register(
+            "orders_claimed",
+            "Stream entries claimed from a consumer that left them pending",
+            orders.claimed.clone(),
+        );
+        registry.register(
+            "orders_failed_batches",
+            "Batches left in the stream: the database or Redis did not answer",
+            orders.failed_batches.clone(),
+        );
         let rss = Gauge::default();
         let peak_rss = Gauge::default();
         registry.register(

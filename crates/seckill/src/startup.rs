@@ -22,8 +22,8 @@ use crate::config::{ServeArgs, check_instance_id, instance_id_from};
 use crate::keys::LOCK_CHANNEL_PATTERN;
 use crate::lessons::Lessons;
 use crate::metrics::Metrics;
-use crate::orders::OrdersDb;
 use crate::orders::consumer::Consumer;
+use crate::orders::{OrdersCounters, OrdersDb};
 use crate::routes;
 use crate::state::{App, AppState, Settings};
 use crate::store::{Confirmations, RedisMode, Store, StoreConfig};
@@ -126,6 +126,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         store: &store,
         sale_confirmations: sale_confirmations.as_ref(),
     };
+    let order_counters = OrdersCounters::default();
     let orders = match &args.orders_db {
         Some(url) => {
             let db = Arc::new(OrdersDb::new(url, args.limits.redis_timeout() * 5)?);
@@ -135,6 +136,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
                 name: instance.clone(),
                 claim_after: Duration::from_millis(args.orders_claim_ms),
                 batch: usize::try_from(args.orders_batch).unwrap_or(500),
+                counters: order_counters.clone(),
             }
             .spawn();
             tracing::info!("orders of record: PostgreSQL (--orders-db), fed from Redis Streams");
@@ -154,7 +156,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         locks_beside_stock: args.lock_redis_url.is_none(),
         redlock,
         store,
-        metrics: Metrics::new(&instance, locks.counters()),
+        metrics: Metrics::new(&instance, locks.counters(), &order_counters),
         settings,
         holders: HolderIds::for_instance(&instance),
         locks,

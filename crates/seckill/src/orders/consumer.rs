@@ -14,7 +14,7 @@ use std::time::Duration;
 use redis::{RedisError, Value};
 use tokio::time::Instant;
 
-use super::{GROUP, Order, OrdersDb};
+use super::{GROUP, Order, OrdersCounters, OrdersDb};
 use crate::keys::{ORDER_STREAMS, product_of_stream};
 use crate::store::Store;
 
@@ -28,6 +28,7 @@ pub struct Consumer {
     pub claim_after: Duration,
     /// Entries per read and per transaction.
     pub batch: usize,
+    pub counters: OrdersCounters,
 }
 
 /// The streams are looked up again this often (a reset adds its product's).
@@ -92,6 +93,7 @@ impl Consumer {
                     Ok(n) => moved += n,
                     Err(err) => {
                         failed = true;
+                        self.counters.failed_batches.inc();
                         tracing::warn!(error = %err, stream, "orders: a batch stays in the stream");
                     }
                 }
@@ -133,6 +135,7 @@ impl Consumer {
                 && let Some(list) = parts.get(1)
             {
                 entries = parse_entries(list);
+                self.counters.claimed.inc_by(entries.len() as u64);
             }
         }
         for from in ["0", ">"] {
@@ -160,14 +163,18 @@ impl Consumer {
             .filter_map(|(_, fields)| order(product.as_str(), fields))
             .collect();
         if !orders.is_empty() {
-            self.db.insert(&orders).await?;
+            let inserted = self.db.insert(&orders).await?;
+            self.counters.inserted.inc_by(inserted);
         }
         let mut ack = redis::cmd("XACK");
         ack.arg(stream).arg(GROUP);
         for (id, _) in &entries {
             ack.arg(id);
         }
-        let _: i64 = ack.query_async(&mut conn).await?;
+        let acknowledged: i64 = ack.query_async(&mut conn).await?;
+        self.counters
+            .acknowledged
+            .inc_by(u64::try_from(acknowledged).unwrap_or(0));
         Ok(entries.len())
     }
 }

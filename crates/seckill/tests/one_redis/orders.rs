@@ -173,6 +173,11 @@ async fn a_killed_consumers_pending_orders_are_claimed_by_another() {
         "0",
         "no order twice"
     );
+    let claimed = survivor.metric("seckill_orders_claimed_total").await;
+    assert!(
+        claimed >= held as f64,
+        "the survivor claimed them: {claimed} < {held}"
+    );
 }
 
 /// From an `XPENDING` summary, the entries `consumer` holds.
