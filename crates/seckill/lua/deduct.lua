@@ -38,10 +38,12 @@ local orders = {}
 local bought = {}
 local sold, sold_out, refused = 0, 0, 0
 local claims = 7
+-- Whether the orders stream exists: asked at the first sale, once per call.
+local streaming
 for i = 3, #ARGV, 5 do
   local order, user, holder = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local sale = { key = ARGV[i + 3], deadline = ARGV[i + 4], keys = KEYS[6], shard = '0',
-    stream = KEYS[7] }
+    stream = KEYS[7], streaming = streaming }
   if sale.key ~= '' then
     claims = claims + 1
     sale.claim = KEYS[claims]
@@ -78,6 +80,7 @@ for i = 3, #ARGV, 5 do
       orders[#orders + 1] = who
     end
     stream_order(sale, KEYS[3], order, ARGV[1], ARGV[2], user)
+    streaming = sale.streaming
     keyed_sale(sale, KEYS[3], order, ARGV[1], left)
   end
   answers[#answers + 1] = answer

@@ -40,8 +40,10 @@ local function keyed(sale, holder)
   if sale.key == '' then
     return nil
   end
-  if redis.call('EXISTS', sale.claim) == 1 then
-    local c = redis.call('HMGET', sale.claim, 'state', 'holder')
+  local c = redis.call('HMGET', sale.claim, 'state', 'holder')
+  -- Remembered for keyed_sale, which always follows.
+  sale.claimed_here = c[1] ~= false
+  if sale.claimed_here then
     if c[1] == 'pending' and c[2] == holder then
       return nil
     end
@@ -51,10 +53,11 @@ local function keyed(sale, holder)
   return -7
 end
 
--- Records a sale under idempotency key `sale.key` ('' for none): the key -> `order` in the
--- shard's `keys` (a second sale under one key here is counted, `keys_sold_twice`: the
--- claims failed) and, where the claim lives on this slot, the sale as its answer — in the
--- script that takes the unit, so no crash can separate the two.
+-- After `keyed` let the sale go on: records it under idempotency key `sale.key` ('' for
+-- none): the key -> `order` in the shard's `keys` (a second sale under one key here is
+-- counted, `keys_sold_twice`: the claims failed) and, where the claim lives on this slot,
+-- the sale as its answer — in the script that takes the unit, so no crash can separate
+-- the two.
 local function keyed_sale(sale, audit, order, instance, remaining)
   if sale.key == '' then
     return
@@ -62,7 +65,7 @@ local function keyed_sale(sale, audit, order, instance, remaining)
   if redis.call('HSETNX', sale.keys, sale.key, order) == 0 then
     redis.call('HINCRBY', audit, 'keys_sold_twice', 1)
   end
-  if redis.call('EXISTS', sale.claim) == 1 then
+  if sale.claimed_here then
     redis.call('HSET', sale.claim, 'state', 'done', 'status', 200, 'outcome', 'deducted',
       'order', order, 'shard', sale.shard, 'remaining', remaining, 'instance', instance)
   end
@@ -118,8 +121,13 @@ end
 -- Appends the order of a sale to the shard's orders stream, when it has one: the order
 -- id, the sale's epoch (the reset's, kept in the audit hash), the shard, who sold it and
 -- when (Redis time, ms).
+-- Whether the stream exists is asked once per `sale` table (`sale.streaming`): a call
+-- that records several sales shares one answer.
 local function stream_order(sale, audit, order, instance, variant, user)
-  if redis.call('EXISTS', sale.stream) == 0 then
+  if sale.streaming == nil then
+    sale.streaming = redis.call('EXISTS', sale.stream) == 1
+  end
+  if not sale.streaming then
     return
   end
   redis.call('XADD', sale.stream, '*', 'order', order,
