@@ -121,11 +121,23 @@ impl Api {
 
     /// `POST /admin/reset` with a per-user limit, which must succeed.
     pub async fn reset_limited(&self, product: &str, stock: i64, shards: u32, per_user: i64) {
-        let body = json!({
+        self.reset_with(json!({
             "product": product, "stock": stock, "shards": shards, "per_user": per_user,
-        });
+        }))
+        .await;
+    }
+
+    /// `POST /admin/reset` with `body` (any of its terms), which must succeed.
+    pub async fn reset_with(&self, body: Value) -> Value {
         let (status, answer) = self.post_json("/admin/reset", &body).await;
-        assert_eq!(status, 200, "reset {product}: {answer}");
+        assert_eq!(status, 200, "reset {body}: {answer}");
+        answer
+    }
+
+    /// `POST /orders/<order>/pay?product=<product>`.
+    pub async fn pay(&self, product: &str, order: &str) -> (u16, Value) {
+        self.post(&format!("/orders/{order}/pay?product={product}"))
+            .await
     }
 
     /// `users` buyers (`u0`, `u1`, …) each clicking `clicks` times at once, all together,

@@ -12,7 +12,8 @@
 -- KEYS[8]  meta    (the product's, when the shard is the whole product)
 -- KEYS[9]  the idempotency key's claim on this slot
 -- KEYS[10] keys    (hash: idempotency key -> order)
--- KEYS[11] stream  (the shard's orders stream, written when it exists)
+-- KEYS[11] stream  (the shard's orders stream, written when the sale is streamed)
+-- KEYS[12] unpaid  (sorted set: order -> deadline to pay by, with a payment window)
 -- ARGV[1]  holder id
 -- ARGV[2]  order id
 -- ARGV[3]  instance id
@@ -33,4 +34,4 @@
 return commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1],
   ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10],
   { claim = KEYS[9], keys = KEYS[10], key = ARGV[11], deadline = ARGV[12], shard = ARGV[13],
-    stream = KEYS[11] })
+    stream = KEYS[11], unpaid = KEYS[12], call = {} })

@@ -16,7 +16,8 @@
 -- KEYS[11] meta    (the product's, when the shard is the whole product)
 -- KEYS[12] the idempotency key's claim on this slot
 -- KEYS[13] keys    (hash: idempotency key -> order)
--- KEYS[14] stream  (the shard's orders stream, written when it exists)
+-- KEYS[14] stream  (the shard's orders stream, written when the sale is streamed)
+-- KEYS[15] unpaid  (sorted set: order -> deadline to pay by, with a payment window)
 -- ARGV[1]  holder id (in the lock and in the audit)
 -- ARGV[2]  order id
 -- ARGV[3]  instance id
@@ -40,7 +41,7 @@
 local left = commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10], KEYS[11],
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], '', ARGV[1], '', ARGV[11], 'check',
   { claim = KEYS[12], keys = KEYS[13], key = ARGV[12], deadline = ARGV[13], shard = ARGV[14],
-    stream = KEYS[14] })
+    stream = KEYS[14], unpaid = KEYS[15], call = {} })
 if left == -3 then
   return { left, false }
 end

@@ -12,8 +12,9 @@
 -- KEYS[4]  meta    (the product's: `per_user`, units one buyer may have; none: no limit)
 -- KEYS[5]  buyers  (hash: user -> units sold to them)
 -- KEYS[6]  keys    (hash: idempotency key -> order)
--- KEYS[7]  stream  (the orders stream, written when it exists)
--- KEYS[8..] the claims of the deductions that carry an idempotency key, in their order
+-- KEYS[7]  stream  (the orders stream, written when the sale is streamed)
+-- KEYS[8]  unpaid  (sorted set: order -> deadline to pay by, with a payment window)
+-- KEYS[9..] the claims of the deductions that carry an idempotency key, in their order
 -- ARGV[1]  instance id
 -- ARGV[2]  variant name
 -- ARGV[3..] per deduction, first come first served, five arguments: an order id, its buyer
@@ -37,13 +38,13 @@ local answers = { stock }
 local orders = {}
 local bought = {}
 local sold, sold_out, refused = 0, 0, 0
-local claims = 7
--- Whether the orders stream exists: asked at the first sale, once per call.
-local streaming
+local claims = 8
+-- The sale's terms (lib/critical.lua's `terms`): read at the first sale, once per call.
+local call = {}
 for i = 3, #ARGV, 5 do
   local order, user, holder = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local sale = { key = ARGV[i + 3], deadline = ARGV[i + 4], keys = KEYS[6], shard = '0',
-    stream = KEYS[7], streaming = streaming }
+    stream = KEYS[7], unpaid = KEYS[8], call = call }
   if sale.key ~= '' then
     claims = claims + 1
     sale.claim = KEYS[claims]
@@ -79,8 +80,7 @@ for i = 3, #ARGV, 5 do
     else
       orders[#orders + 1] = who
     end
-    stream_order(sale, KEYS[3], order, ARGV[1], ARGV[2], user)
-    streaming = sale.streaming
+    ordered(sale, KEYS[3], order, ARGV[1], ARGV[2], user)
     keyed_sale(sale, KEYS[3], order, ARGV[1], left)
   end
   answers[#answers + 1] = answer

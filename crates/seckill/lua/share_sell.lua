@@ -11,7 +11,8 @@
 -- KEYS[6]  buyers  (hash: user -> units sold to them)
 -- KEYS[7]  the idempotency key's claim (the product's slot)
 -- KEYS[8]  keys    (hash: idempotency key -> order)
--- KEYS[9]  stream  (the orders stream, written when it exists)
+-- KEYS[9]  stream  (the orders stream, written when the sale is streamed)
+-- KEYS[10] unpaid  (sorted set: order -> deadline to pay by, with a payment window)
 -- ARGV[1]  claim id
 -- ARGV[2]  lease, ms
 -- ARGV[3]  order id
@@ -35,7 +36,7 @@ if refused then
   return refused
 end
 local sale = { claim = KEYS[7], keys = KEYS[8], key = ARGV[8], deadline = ARGV[9], shard = '0',
-  stream = KEYS[9] }
+  stream = KEYS[9], unpaid = KEYS[10], call = {} }
 local taken_over = keyed(sale, ARGV[7])
 if taken_over then
   return taken_over
@@ -57,6 +58,6 @@ else
   redis.call('HSET', KEYS[3], ARGV[3], ARGV[4] .. ' ' .. ARGV[5])
 end
 redis.call('HINCRBY', KEYS[4], 'sold/' .. ARGV[4] .. '/' .. ARGV[5], 1)
-stream_order(sale, KEYS[4], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+ordered(sale, KEYS[4], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 keyed_sale(sale, KEYS[4], ARGV[3], ARGV[4], left)
 return left

@@ -162,6 +162,13 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub orders_batch: u64,
 
+    /// How often this instance expires reservations unpaid in time, ms (a sale with a
+    /// payment window, `pay_within_ms` at reset). Every instance sweeps; a payment after
+    /// the deadline is refused whenever the sweep runs.
+    #[arg(long, env = "SECKILL_EXPIRY_SWEEP_MS", default_value_t = 200,
+          value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub expiry_sweep_ms: u64,
+
     /// How long an `Idempotency-Key` is remembered, seconds: a repeat within it gets the
     /// first answer again (default one day; at most thirty).
     #[arg(long, env = "SECKILL_IDEMPOTENCY_TTL_S", default_value_t = 86_400,

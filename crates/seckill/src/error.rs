@@ -28,6 +28,15 @@ pub enum AppError {
     #[error("order {0} is not known")]
     UnknownOrder(String),
 
+    /// 410: the order's time to pay ran out before the payment: its unit went back to the
+    /// stock (the payment lost the race, or came late).
+    #[error("order {0} expired unpaid: its unit went back on sale")]
+    Expired(String),
+
+    /// 409: the order was sold with no payment window: there is nothing to pay.
+    #[error("order {0} was sold outright: nothing to pay")]
+    NotReserved(String),
+
     /// 409: the request conflicts with what is under way (a lesson already running).
     #[error("{0}")]
     Conflict(String),
@@ -66,7 +75,8 @@ impl AppError {
                 StatusCode::NOT_FOUND
             }
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::Conflict(_) | Self::NotReserved(_) => StatusCode::CONFLICT,
+            Self::Expired(_) => StatusCode::GONE,
             Self::KeyReused(..) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::RedisUnavailable(_) | Self::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -83,6 +93,8 @@ impl AppError {
             Self::UnknownOrder(_) => "unknown_order",
             Self::Unauthorized => "unauthorized",
             Self::Conflict(_) => "conflict",
+            Self::Expired(_) => "expired",
+            Self::NotReserved(_) => "not_reserved",
             Self::KeyReused(..) => "key_reused",
             Self::Forbidden => "forbidden",
             Self::RedisUnavailable(_) => "redis_unavailable",

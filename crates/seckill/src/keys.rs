@@ -15,6 +15,26 @@ pub const LOCK_CHANNEL_PATTERN: &str = "seckill:*:lock:released";
 /// an instance with `--orders-db` adds its product's.
 pub const ORDER_STREAMS: &str = "seckill:orders:streams";
 
+/// Set of every shard's `unpaid` sorted set (`ShardKeys::unpaid`) the instances sweep for
+/// expired reservations: a reset with a payment window adds its product's.
+pub const UNPAID_SETS: &str = "seckill:orders:unpaid";
+
+/// The shard whose `unpaid` set `unpaid` is (`seckill:{101/3.1}:unpaid`: a shard of 101,
+/// split), its product, and whether the product is split; `None` for any other key.
+/// (The shard's index is not in its key; it is 0 here.)
+pub fn shard_of_unpaid(unpaid: &str) -> Option<(ProductId, bool, ShardKeys)> {
+    let inner = unpaid.strip_prefix("seckill:{")?.strip_suffix("}:unpaid")?;
+    let (product, split) = match inner.split_once('/') {
+        Some((product, rest)) => {
+            let placed = rest.chars().all(|c| c.is_ascii_digit() || c == '.');
+            (product, (!rest.is_empty() && placed).then_some(true)?)
+        }
+        None => (inner, false),
+    };
+    let product = ProductId::parse(product).ok()?;
+    Some((product, split, ShardKeys::with_tag(&tag(inner), 0)))
+}
+
 /// The product whose shard's orders stream `stream` is (`seckill:{101/3.1}:orders:stream`
 /// is 101's), if it is one.
 pub fn product_of_stream(stream: &str) -> Option<ProductId> {
@@ -249,6 +269,12 @@ pub struct ShardKeys {
     /// later reset leaves it: the entries carry their sale's epoch, and what still waits
     /// for the database is never dropped.
     pub stream: String,
+    /// With a payment window (`pay_within_ms` at reset): sorted set order id -> the time
+    /// (ms) it must be paid by. A sale adds its order; a payment or its expiry removes it
+    /// (`lua/pay.lua`, `lua/expire.lua`). Its size is the units reserved.
+    pub unpaid: String,
+    /// Hash: order id -> `paid` or `expired`, written once per order.
+    pub settled: String,
     /// The product's meta (`per_user`) when the shard is the whole product; for a shard of
     /// a split product, a key on its slot that does not exist (no limit is checked there:
     /// the product's `reserved` is).
@@ -281,6 +307,8 @@ impl ShardKeys {
             buyers: key(tag, "buyers"),
             keys: key(tag, "keys"),
             stream: key(tag, "orders:stream"),
+            unpaid: key(tag, "unpaid"),
+            settled: key(tag, "settled"),
             meta: key(tag, "meta"),
             audit: key(tag, "audit"),
             fence: key(tag, "fence"),
@@ -323,11 +351,13 @@ impl ShardKeys {
 
     /// The shard's keys in the stock store (all but its lock), for a reset to delete.
     /// (Not its orders stream: what waits there for the database outlives a reset.)
-    pub fn stock_side(&self) -> [&str; 10] {
+    pub fn stock_side(&self) -> [&str; 12] {
         [
             &self.stock,
             &self.inside,
             &self.orders,
+            &self.unpaid,
+            &self.settled,
             &self.buyers,
             &self.keys,
             &self.audit,
@@ -405,8 +435,24 @@ mod tests {
         assert_eq!(claim, "seckill:{101}:idem:k:1.a");
         let placed = Layout::from_meta(&id, 2, Some("101/0,101/1.4"));
         let stream = ProductKeys::new(&id).shard(&placed, 1).stream;
-        assert_eq!(product_of_stream(&stream), Some(id));
+        assert_eq!(product_of_stream(&stream), Some(id.clone()));
         assert_eq!(product_of_stream("seckill:{a}b}:orders:stream"), None);
+        let shard = ProductKeys::new(&id).shard(&placed, 1);
+        let (product, split, found) = shard_of_unpaid(&shard.unpaid).unwrap();
+        assert_eq!(
+            (product, split, found.stock),
+            (id.clone(), true, shard.stock)
+        );
+        let whole = ProductKeys::new(&id).whole();
+        let (product, split, found) = shard_of_unpaid(&whole.unpaid).unwrap();
+        assert_eq!((product, split, found.settled), (id, false, whole.settled));
+        for bad in [
+            "seckill:{a:b}:unpaid",
+            "seckill:{1/x}:unpaid",
+            "seckill:{1/}:unpaid",
+        ] {
+            assert!(shard_of_unpaid(bad).is_none(), "{bad}");
+        }
     }
 
     #[test]

@@ -30,6 +30,7 @@
 //! - [`keys`] — every Redis key, built in one place; product ids that cannot smuggle keys.
 //! - [`scripts`] — the Lua scripts from `lua/`, each loaded once, with their arguments.
 //! - [`orders`] — the orders of record: PostgreSQL fed from Redis Streams, and its consumer.
+//! - [`payment`] — payment or expiry: a sale with a payment window reserves its unit.
 //! - [`metrics`] — the Prometheus registry behind `/metrics`.
 //! - [`error`] — [`error::AppError`], the one error type handlers return, and its statuses.
 //! - [`telemetry`] — tracing set-up.
@@ -43,6 +44,7 @@ pub mod knobs;
 pub mod lessons;
 pub mod metrics;
 pub mod orders;
+pub mod payment;
 pub mod product;
 pub mod routes;
 pub mod scripts;

@@ -56,6 +56,12 @@ pub static SHARE_SELL: LazyLock<Script> = script!([CRITICAL_LUA], "share_sell.lu
 /// A split product's per-user limit: reserve a unit for a buyer, or give it back.
 pub static RESERVE: LazyLock<Script> = script!("reserve.lua");
 
+/// Pay for a reserved order (or find it expired), on its shard.
+static PAY: LazyLock<Script> = script!([CRITICAL_LUA], "pay.lua");
+
+/// Expire a shard's reservations that were not paid in time.
+static EXPIRE: LazyLock<Script> = script!([CRITICAL_LUA], "expire.lua");
+
 /// Claim an idempotency key before serving its request, or find its answer.
 pub static IDEM_CLAIM: LazyLock<Script> = script!("idem_claim.lua");
 
@@ -96,13 +102,15 @@ impl Sale<'_> {
     }
 
     /// The keys and arguments of the sale's extras (`lib/critical.lua`'s `sale`: the
-    /// idempotency key, the orders stream), after everything else the script takes.
+    /// idempotency key, the orders stream, the unpaid reservations), after everything
+    /// else the script takes.
     fn fill_keyed(&self, script: &mut ScriptInvocation<'_>) {
         let (key, deadline) = self.keyed.unwrap_or(("", 0));
         script
             .key(self.shard.claim(key))
             .key(&self.shard.keys)
             .key(&self.shard.stream)
+            .key(&self.shard.unpaid)
             .arg(key)
             .arg(deadline)
             .arg(self.shard.index);
@@ -209,6 +217,34 @@ pub fn commit_release(
         .arg(successor.map_or(0, |s| millis(s.hold)))
         .arg(sale.user);
     sale.fill_keyed(&mut script);
+    script
+}
+
+/// The keys `pay.lua` and `expire.lua` both take, for `shard`.
+fn settling(script: &'static Script, shard: &ShardKeys) -> ScriptInvocation<'static> {
+    let mut script = script.prepare_invoke();
+    script
+        .key(&shard.unpaid)
+        .key(&shard.settled)
+        .key(&shard.stock)
+        .key(&shard.orders)
+        .key(&shard.buyers)
+        .key(&shard.audit)
+        .key(&shard.stream);
+    script
+}
+
+/// `pay.lua`: pay for `order` on `shard`.
+pub fn pay(shard: &ShardKeys, order: &str) -> ScriptInvocation<'static> {
+    let mut script = settling(&PAY, shard);
+    script.arg(order);
+    script
+}
+
+/// `expire.lua`: expire up to `at_most` of `shard`'s reservations that are due.
+pub fn expire(shard: &ShardKeys, at_most: usize) -> ScriptInvocation<'static> {
+    let mut script = settling(&EXPIRE, shard);
+    script.arg(at_most);
     script
 }
 

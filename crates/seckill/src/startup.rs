@@ -147,6 +147,11 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
             None
         }
     };
+    crate::payment::Sweeper {
+        store: store.clone(),
+        every: Duration::from_millis(args.expiry_sweep_ms),
+    }
+    .spawn();
     let variant_state = VARIANTS
         .iter()
         .filter_map(|v| Some((*v, (v.spec().start?)(&start))))

@@ -20,9 +20,15 @@
 --           claim when the shard is the whole product; a key that does not exist for a
 --           shard of a split product (the claim is on the product's slot)
 --   stream  the shard's orders stream, for the orders' database: each sale appends its
---           order when the stream exists (a reset with --orders-db created it)
--- A sale's extras travel in one table, `sale`: { shard = this shard's index, stream, and
--- the request's idempotency key ('' for none) with its claim, keys and deadline }.
+--           order when the reset said it is streamed (audit `streamed`: an instance with
+--           --orders-db created the stream)
+--   unpaid  sorted set: order id -> the time (ms) it must be paid by, when the reset gave
+--           the sale a payment window (audit `pay_within_ms`): a sale is then a
+--           reservation until paid or expired (lua/pay.lua, lua/expire.lua)
+--   settled hash: order id -> `paid` or `expired`, once one of them happened
+-- A sale's extras travel in one table, `sale`: { shard = this shard's index, stream,
+-- unpaid, the request's idempotency key ('' for none) with its claim, keys and deadline,
+-- and `call`, a table every sale of one script call shares (what `terms` read) }.
 -- A fencing token is '' when the holder presents none.
 
 -- The time in Redis, ms.
@@ -118,21 +124,66 @@ local function over_limit(meta, buyers, user)
   return nil
 end
 
--- Appends the order of a sale to the shard's orders stream, when it has one: the order
--- id, the sale's epoch (the reset's, kept in the audit hash), the shard, who sold it and
--- when (Redis time, ms).
--- Whether the stream exists is asked once per `sale` table (`sale.streaming`): a call
--- that records several sales shares one answer.
-local function stream_order(sale, audit, order, instance, variant, user)
-  if sale.streaming == nil then
-    sale.streaming = redis.call('EXISTS', sale.stream) == 1
+-- The terms of this shard's sale, as its reset wrote them in the audit hash: its epoch,
+-- whether its orders are streamed, its payment window (ms, 0 for none). Read once per
+-- call: the sales of one call share `sale.call`.
+local function terms(sale, audit)
+  local call = sale.call
+  if call.epoch == nil then
+    local t = redis.call('HMGET', audit, 'epoch', 'streamed', 'pay_within_ms')
+    call.epoch = t[1] or '0'
+    call.streaming = t[2] == '1'
+    call.pay_within = tonumber(t[3] or '0')
   end
-  if not sale.streaming then
+  return call
+end
+
+-- What follows every sale's order: with a payment window, the order is a reservation
+-- until paid or expired (`unpaid`, scored by its deadline); when streamed, it is appended
+-- to the shard's orders stream, for the database: the order id, the sale's epoch, the
+-- shard, who sold it, when (Redis time, ms) and the deadline to pay by ('' for none).
+local function ordered(sale, audit, order, instance, variant, user)
+  local call = terms(sale, audit)
+  if call.pay_within <= 0 and not call.streaming then
     return
   end
-  redis.call('XADD', sale.stream, '*', 'order', order,
-    'epoch', redis.call('HGET', audit, 'epoch') or '0', 'shard', sale.shard,
-    'instance', instance, 'variant', variant, 'user', user, 'at', now_ms())
+  local now = now_ms()
+  local pay_by = ''
+  if call.pay_within > 0 then
+    pay_by = now + call.pay_within
+    redis.call('ZADD', sale.unpaid, pay_by, order)
+  end
+  if call.streaming then
+    redis.call('XADD', sale.stream, '*', 'order', order, 'epoch', call.epoch,
+      'shard', sale.shard, 'instance', instance, 'variant', variant, 'user', user,
+      'at', now, 'pay_by', pay_by)
+  end
+end
+
+-- Settles reserved order `order` of a shard (`k`: its unpaid, settled, stock, orders,
+-- buyers, audit and stream keys) as `outcome`, 'paid' or 'expired', at `now` (ms). The
+-- caller has checked it is still unpaid: this runs once per order. An expired order's
+-- unit goes back to the shard's stock and its buyer's slot is freed (here, where the
+-- shard counts them; a split product's reservation on its own slot is the caller's).
+-- Returns the order's buyer ('' for none).
+local function settle(k, order, outcome, now)
+  redis.call('ZREM', k.unpaid, order)
+  redis.call('HSET', k.settled, order, outcome)
+  redis.call('HINCRBY', k.audit, outcome, 1)
+  local who = redis.call('HGET', k.orders, order) or ''
+  local user = string.match(who, '^%S+ %S+ (%S+)$') or ''
+  if outcome == 'expired' then
+    redis.call('INCR', k.stock)
+    if user ~= '' and tonumber(redis.call('HGET', k.buyers, user) or '0') > 0 then
+      redis.call('HINCRBY', k.buyers, user, -1)
+    end
+  end
+  local t = redis.call('HMGET', k.audit, 'epoch', 'streamed')
+  if t[2] == '1' then
+    redis.call('XADD', k.stream, '*', 'settled', outcome, 'order', order,
+      'epoch', t[1] or '0', 'at', now)
+  end
+  return user
 end
 
 -- Records the order of one unit sold to `user` ('' for nobody named).
@@ -144,7 +195,7 @@ local function record(orders, buyers, audit, order, instance, variant, user, sal
   end
   redis.call('HSET', orders, order, who)
   redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, 1)
-  stream_order(sale, audit, order, instance, variant, user)
+  ordered(sale, audit, order, instance, variant, user)
 end
 
 -- The holder leaves: `take` is 'decr' (take one unit in Redis), 'set' (write `value`, a

@@ -193,7 +193,12 @@ async fn run(
         }
         status.lock().unwrap_or_else(|e| e.into_inner()).phase = index;
         // The lessons' products are scratch: their orders stay in Redis only.
-        product::reset(store, locks, product, phase.stock, phase.shards, 0, false)
+        let terms = product::Terms {
+            stock: phase.stock,
+            shards: phase.shards,
+            ..product::Terms::default()
+        };
+        product::reset(store, locks, product, terms, false)
             .await
             .map_err(|err| format!("reset: {err}"))?;
         let url = |path: &str| {

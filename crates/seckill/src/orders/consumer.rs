@@ -14,7 +14,7 @@ use std::time::Duration;
 use redis::{RedisError, Value};
 use tokio::time::Instant;
 
-use super::{GROUP, Order, OrdersCounters, OrdersDb};
+use super::{Batch, GROUP, Order, OrdersCounters, OrdersDb, Settlement};
 use crate::keys::{ORDER_STREAMS, product_of_stream};
 use crate::store::Store;
 
@@ -158,12 +158,9 @@ impl Consumer {
         if entries.is_empty() {
             return Ok(0);
         }
-        let orders: Vec<Order> = entries
-            .iter()
-            .filter_map(|(_, fields)| order(product.as_str(), fields))
-            .collect();
-        if !orders.is_empty() {
-            let inserted = self.db.insert(&orders).await?;
+        let batch = batch(product.as_str(), &entries);
+        if !batch.orders.is_empty() || !batch.settlements.is_empty() {
+            let inserted = self.db.insert(&batch).await?;
             self.counters.inserted.inc_by(inserted);
         }
         let mut ack = redis::cmd("XACK");
@@ -309,6 +306,20 @@ fn parse_entries(list: &Value) -> Vec<Entry> {
         .collect()
 }
 
+/// What `entries` of `product`'s stream carry: orders, and settled reservations
+/// (entries with a `settled` field). An entry that is neither is acknowledged and dropped.
+fn batch(product: &str, entries: &[Entry]) -> Batch {
+    let mut batch = Batch::default();
+    for (_, fields) in entries {
+        if fields.contains_key("settled") {
+            batch.settlements.extend(settlement(product, fields));
+        } else {
+            batch.orders.extend(order(product, fields));
+        }
+    }
+    batch
+}
+
 /// An order from a stream entry of `product`'s.
 fn order(product: &str, fields: &HashMap<String, String>) -> Option<Order> {
     let get = |k: &str| fields.get(k).cloned();
@@ -321,6 +332,19 @@ fn order(product: &str, fields: &HashMap<String, String>) -> Option<Order> {
         variant: get("variant")?,
         buyer: get("user").filter(|u| !u.is_empty()),
         sold_at_ms: get("at")?.parse().ok()?,
+        pay_by_ms: get("pay_by").and_then(|at| at.parse().ok()),
+    })
+}
+
+/// A settled reservation from a stream entry of `product`'s.
+fn settlement(product: &str, fields: &HashMap<String, String>) -> Option<Settlement> {
+    let get = |k: &str| fields.get(k).cloned();
+    Some(Settlement {
+        id: get("order")?,
+        product: product.to_owned(),
+        epoch: get("epoch")?.parse().ok()?,
+        outcome: get("settled").filter(|o| o == "paid" || o == "expired")?,
+        settled_at_ms: get("at")?.parse().ok()?,
     })
 }
 
@@ -402,6 +426,24 @@ mod tests {
         let order = order("101", &entries[0].1).unwrap();
         assert_eq!(order.id, "o1");
         assert_eq!((order.epoch, order.shard, order.buyer), (3, 0, None));
+        assert_eq!(order.pay_by_ms, None);
+        let settled: HashMap<String, String> = [
+            ("settled", "paid"),
+            ("order", "o1"),
+            ("epoch", "3"),
+            ("at", "17"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .into();
+        let batch = batch(
+            "101",
+            &[("1-0".into(), settled.clone()), entries[0].clone()],
+        );
+        assert_eq!((batch.orders.len(), batch.settlements.len()), (1, 1));
+        assert_eq!(batch.settlements[0].outcome, "paid");
+        let mut bogus = settled;
+        bogus.insert("settled".into(), "both".into());
+        assert!(settlement("101", &bogus).is_none());
         assert_eq!(id_ms(&entries[0].0), Some(1_700_000_000_000));
     }
 }

@@ -15,7 +15,7 @@
 
 pub mod consumer;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -27,7 +27,10 @@ use crate::error::AppError;
 
 /// The schema, in order; each applied once, in a transaction, recorded in
 /// `seckill_migrations`.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../migrations/0001_orders.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../../migrations/0001_orders.sql")),
+    (2, include_str!("../../migrations/0002_settlements.sql")),
+];
 
 /// The consumer group every instance reads the streams in.
 pub const GROUP: &str = "orders";
@@ -57,6 +60,27 @@ pub struct Order {
     pub buyer: Option<String>,
     /// When the sale's script ran, ms since the epoch (Redis time).
     pub sold_at_ms: i64,
+    /// With a payment window: the time it must be paid by, ms.
+    pub pay_by_ms: Option<i64>,
+}
+
+/// How a reservation ended, as the stream carries it and the database keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Settlement {
+    pub id: String,
+    pub product: String,
+    pub epoch: i64,
+    /// `paid` or `expired`.
+    pub outcome: String,
+    /// When the payment or expiry script ran, ms (Redis time).
+    pub settled_at_ms: i64,
+}
+
+/// What one read of a stream carries to the database: orders, and reservations settled.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    pub orders: Vec<Order>,
+    pub settlements: Vec<Settlement>,
 }
 
 /// The orders' database: a small pool of connections.
@@ -124,36 +148,63 @@ impl OrdersDb {
         Ok(())
     }
 
-    /// Inserts `orders` in one transaction; those already there are left as they are.
-    /// Returns how many were new.
-    pub async fn insert(&self, orders: &[Order]) -> anyhow::Result<u64> {
+    /// Inserts `batch` in one transaction; orders and settlements already there are left
+    /// as they are. Returns how many rows were new.
+    pub async fn insert(&self, batch: &Batch) -> anyhow::Result<u64> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
-        let column = |f: fn(&Order) -> String| orders.iter().map(f).collect::<Vec<_>>();
-        let ids = column(|o| o.id.clone());
-        let products = column(|o| o.product.clone());
-        let instances = column(|o| o.instance.clone());
-        let variants = column(|o| o.variant.clone());
-        let epochs: Vec<i64> = orders.iter().map(|o| o.epoch).collect();
-        let shards: Vec<i32> = orders.iter().map(|o| o.shard).collect();
-        let buyers: Vec<Option<String>> = orders.iter().map(|o| o.buyer.clone()).collect();
-        let sold: Vec<f64> = orders
-            .iter()
-            .map(|o| o.sold_at_ms as f64 / 1000.0)
-            .collect();
-        let inserted = tx
-            .execute(
-                "INSERT INTO orders (id, product, epoch, shard, instance, variant, buyer, sold_at)
-                 SELECT id, product, epoch, shard, instance, variant, buyer, to_timestamp(sold)
-                 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::integer[], $5::text[],
-                             $6::text[], $7::text[], $8::float8[])
-                      AS t(id, product, epoch, shard, instance, variant, buyer, sold)
-                 ON CONFLICT (id) DO NOTHING",
-                &[
-                    &ids, &products, &epochs, &shards, &instances, &variants, &buyers, &sold,
-                ],
-            )
-            .await?;
+        let mut inserted = 0;
+        let orders = &batch.orders;
+        if !orders.is_empty() {
+            let column = |f: fn(&Order) -> String| orders.iter().map(f).collect::<Vec<_>>();
+            let ids = column(|o| o.id.clone());
+            let products = column(|o| o.product.clone());
+            let instances = column(|o| o.instance.clone());
+            let variants = column(|o| o.variant.clone());
+            let epochs: Vec<i64> = orders.iter().map(|o| o.epoch).collect();
+            let shards: Vec<i32> = orders.iter().map(|o| o.shard).collect();
+            let buyers: Vec<Option<String>> = orders.iter().map(|o| o.buyer.clone()).collect();
+            let sold: Vec<f64> = orders.iter().map(|o| seconds(o.sold_at_ms)).collect();
+            let pay_by: Vec<Option<f64>> =
+                orders.iter().map(|o| o.pay_by_ms.map(seconds)).collect();
+            inserted += tx
+                .execute(
+                    "INSERT INTO orders (id, product, epoch, shard, instance, variant, buyer,
+                                         sold_at, pay_by)
+                     SELECT id, product, epoch, shard, instance, variant, buyer,
+                            to_timestamp(sold), to_timestamp(pay_by)
+                     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::integer[],
+                                 $5::text[], $6::text[], $7::text[], $8::float8[],
+                                 $9::float8[])
+                          AS t(id, product, epoch, shard, instance, variant, buyer, sold,
+                               pay_by)
+                     ON CONFLICT (id) DO NOTHING",
+                    &[
+                        &ids, &products, &epochs, &shards, &instances, &variants, &buyers, &sold,
+                        &pay_by,
+                    ],
+                )
+                .await?;
+        }
+        let settled = &batch.settlements;
+        if !settled.is_empty() {
+            let column = |f: fn(&Settlement) -> String| settled.iter().map(f).collect::<Vec<_>>();
+            let ids = column(|s| s.id.clone());
+            let products = column(|s| s.product.clone());
+            let outcomes = column(|s| s.outcome.clone());
+            let epochs: Vec<i64> = settled.iter().map(|s| s.epoch).collect();
+            let at: Vec<f64> = settled.iter().map(|s| seconds(s.settled_at_ms)).collect();
+            inserted += tx
+                .execute(
+                    "INSERT INTO order_settlements (id, product, epoch, outcome, settled_at)
+                     SELECT id, product, epoch, outcome, to_timestamp(at)
+                     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[],
+                                 $5::float8[]) AS t(id, product, epoch, outcome, at)
+                     ON CONFLICT (id) DO NOTHING",
+                    &[&ids, &products, &epochs, &outcomes, &at],
+                )
+                .await?;
+        }
         tx.commit().await?;
         Ok(inserted)
     }
@@ -171,29 +222,60 @@ impl OrdersDb {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    /// One order, if the database has it.
-    pub async fn find(&self, id: &str) -> Result<Option<Order>, AppError> {
+    /// How one sale's reservations ended, as the database has it: order id -> outcome.
+    pub async fn settlements(
+        &self,
+        product: &str,
+        epoch: i64,
+    ) -> Result<BTreeMap<String, String>, AppError> {
+        let client = self.pool.get().await.map_err(unavailable)?;
+        let rows = client
+            .query(
+                "SELECT id, outcome FROM order_settlements WHERE product = $1 AND epoch = $2",
+                &[&product, &epoch],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// One order, if the database has it, with what became of it: `sold` (no payment
+    /// window), `reserved` (not paid yet, as far as the database knows), `paid`, `expired`.
+    pub async fn find(&self, id: &str) -> Result<Option<(Order, String)>, AppError> {
         let client = self.pool.get().await.map_err(unavailable)?;
         let row = client
             .query_opt(
-                "SELECT id, product, epoch, shard, instance, variant, buyer,
-                        (extract(epoch FROM sold_at) * 1000)::bigint
-                 FROM orders WHERE id = $1",
+                "SELECT o.id, o.product, o.epoch, o.shard, o.instance, o.variant, o.buyer,
+                        (extract(epoch FROM o.sold_at) * 1000)::bigint,
+                        (extract(epoch FROM o.pay_by) * 1000)::bigint,
+                        coalesce(s.outcome,
+                                 CASE WHEN o.pay_by IS NULL THEN 'sold' ELSE 'reserved' END)
+                 FROM orders o LEFT JOIN order_settlements s ON s.id = o.id
+                 WHERE o.id = $1",
                 &[&id],
             )
             .await
             .map_err(unavailable)?;
-        Ok(row.map(|r| Order {
-            id: r.get(0),
-            product: r.get(1),
-            epoch: r.get(2),
-            shard: r.get(3),
-            instance: r.get(4),
-            variant: r.get(5),
-            buyer: r.get(6),
-            sold_at_ms: r.get(7),
+        Ok(row.map(|r| {
+            let order = Order {
+                id: r.get(0),
+                product: r.get(1),
+                epoch: r.get(2),
+                shard: r.get(3),
+                instance: r.get(4),
+                variant: r.get(5),
+                buyer: r.get(6),
+                sold_at_ms: r.get(7),
+                pay_by_ms: r.get(8),
+            };
+            (order, r.get(9))
         }))
     }
+}
+
+/// Ms since the epoch, as seconds for `to_timestamp`.
+fn seconds(ms: i64) -> f64 {
+    ms as f64 / 1000.0
 }
 
 /// The database did not answer: a 503 like Redis's.
@@ -215,8 +297,13 @@ pub struct Reconciliation {
     pub backlog: i64,
     /// How long the oldest of them has waited, ms.
     pub oldest_ms: Option<i64>,
-    /// Once the backlog is drained: orders in one store and not the other (must be 0);
-    /// `null` while entries wait.
+    /// Reservations paid or expired, in Redis (a sale with a payment window).
+    pub settled_in_redis: i64,
+    /// The same in the database; `null` while it does not answer.
+    pub settled_in_database: Option<i64>,
+    /// Once the backlog is drained: orders in one store and not the other, and
+    /// reservations settled in one and not the other or differently (must be 0); `null`
+    /// while entries wait.
     pub drift: Option<i64>,
 }
 
@@ -237,6 +324,8 @@ pub async fn reconcile(
         in_database: None,
         backlog: 0,
         oldest_ms: None,
+        settled_in_redis: 0,
+        settled_in_database: None,
         drift: None,
     };
     let now_ms = std::time::SystemTime::now()
@@ -258,12 +347,19 @@ pub async fn reconcile(
             reconciliation.oldest_ms = Some(reconciliation.oldest_ms.unwrap_or(0).max(age));
         }
     }
-    let Ok(in_database) = db.ids(product.as_str(), epoch).await else {
+    let mut conn = store.conn();
+    let settled = crate::product::settled_orders(&mut conn, product).await?;
+    reconciliation.settled_in_redis = settled.len() as i64;
+    let (Ok(in_database), Ok(settled_in_database)) = (
+        db.ids(product.as_str(), epoch).await,
+        db.settlements(product.as_str(), epoch).await,
+    ) else {
         return Ok(reconciliation);
     };
     reconciliation.in_database = Some(in_database.len() as i64);
+    reconciliation.settled_in_database = Some(settled_in_database.len() as i64);
     if reconciliation.backlog == 0 {
-        let in_redis = crate::product::recorded_orders(&mut store.conn(), product).await?;
+        let in_redis = crate::product::recorded_orders(&mut conn, product).await?;
         let only_in_redis = in_redis
             .keys()
             .filter(|id| !in_database.contains(*id))
@@ -272,7 +368,15 @@ pub async fn reconcile(
             .iter()
             .filter(|id| !in_redis.contains_key(*id))
             .count();
-        reconciliation.drift = Some((only_in_redis + only_in_database) as i64);
+        let settled_apart = settled
+            .iter()
+            .filter(|(id, outcome)| settled_in_database.get(*id) != Some(*outcome))
+            .count()
+            + settled_in_database
+                .keys()
+                .filter(|id| !settled.contains_key(*id))
+                .count();
+        reconciliation.drift = Some((only_in_redis + only_in_database + settled_apart) as i64);
     }
     Ok(reconciliation)
 }

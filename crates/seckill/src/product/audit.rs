@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::MAX_SHARDS;
 use crate::error::AppError;
-use crate::keys::{Layout, ProductId, ProductKeys};
+use crate::keys::{Layout, ProductId, ProductKeys, ShardKeys};
 use crate::store::{Store, master_of};
 
 /// The audit of one product.
@@ -34,9 +34,12 @@ pub struct Stats {
     pub reclaimed: i64,
     /// Orders recorded: one per 200.
     pub sold: i64,
-    /// `sold - initial`, when positive: units sold that never existed.
+    /// Units buyers hold, `sold - expired` (with a payment window, reservations that
+    /// expired gave their units back).
+    pub held: i64,
+    /// `held - initial`, when positive: units sold that never existed.
     pub oversold: i64,
-    /// `sold - (initial - remaining)`, when positive: sales the stock never saw, because a
+    /// `held - (initial - remaining)`, when positive: sales the stock never saw, because a
     /// write based on a stale read overwrote them.
     pub lost_updates: i64,
     /// Requests answered 409: nothing left.
@@ -79,6 +82,9 @@ pub struct Stats {
     /// The master that holds each shard (`host:port`; the one server when standalone).
     pub shard_nodes: Vec<String>,
     pub locks: Vec<LockView>,
+    /// With a payment window (`pay_within_ms` at reset): what became of the reservations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payment: Option<Payment>,
     /// With `--orders-db`: Redis against the orders' database.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub orders_of_record: Option<crate::orders::Reconciliation>,
@@ -107,6 +113,8 @@ impl Stats {
                     "lock_unconfirmed" => self.lock_unconfirmed += count,
                     "limit_reached" => self.limit_reached += count,
                     "reclaimed" => self.reclaimed += count,
+                    "paid" => self.payment.get_or_insert_default().paid += count,
+                    "expired" => self.payment.get_or_insert_default().expired += count,
                     "keys_sold_twice" => self.idempotency.keys_sold_twice += count,
                     "replayed" => self.idempotency.replayed += count,
                     "in_flight" => self.idempotency.in_flight += count,
@@ -115,6 +123,21 @@ impl Stats {
             }
         }
     }
+}
+
+/// A sale with a payment window: every order a reservation until paid or expired.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Payment {
+    pub pay_within_ms: i64,
+    /// Orders not paid yet and not expired: their units are held for their buyers.
+    pub reserved: i64,
+    /// Orders paid in time.
+    pub paid: i64,
+    /// Orders unpaid in time: their units went back to the stock.
+    pub expired: i64,
+    /// `initial = remaining + reserved + paid`: every unit is for sale, reserved or paid,
+    /// once.
+    pub balanced: bool,
 }
 
 /// What idempotency keys came to.
@@ -171,6 +194,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         Vec<i64>,
         BTreeMap<String, i64>,
         i64,
+        i64,
     );
     let lock_conn = locks.conn();
     let rows: Vec<(ShardRow, seckill_lock::LockState)> =
@@ -185,7 +209,8 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
                     .hgetall(&shard.audit)
                     .hvals(&shard.claims)
                     .hgetall(&shard.buyers)
-                    .hlen(&shard.keys);
+                    .hlen(&shard.keys)
+                    .zcard(&shard.unpaid);
                 let row = pipe.query_async::<ShardRow>(&mut conn).await?;
                 let lock = seckill_lock::inspect::inspect(&mut lock_conn, &shard.lock).await?;
                 Ok::<_, AppError>((row, lock))
@@ -213,6 +238,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         in_shares: 0,
         reclaimed: 0,
         sold: 0,
+        held: 0,
         oversold: 0,
         lost_updates: 0,
         sold_out: 0,
@@ -234,11 +260,14 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         shard_tags: layout.tags().to_vec(),
         shard_nodes: Vec::with_capacity(rows.len()),
         locks: Vec::with_capacity(rows.len()),
+        payment: None,
         orders_of_record: None,
     };
+    let mut reserved_units = 0;
     let mut bought: BTreeMap<String, i64> = BTreeMap::new();
-    for (index, ((stock, orders, audit, claimed, buyers, keyed), lock)) in (0..).zip(rows) {
+    for (index, ((stock, orders, audit, claimed, buyers, keyed, unpaid), lock)) in (0..).zip(rows) {
         stats.idempotency.keyed_sales += keyed;
+        reserved_units += unpaid;
         for (user, units) in buyers {
             *bought.entry(user).or_default() += units;
         }
@@ -288,9 +317,18 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         .iter()
         .map(|(user, units)| (units - bought.get(user).copied().unwrap_or(0)).max(0))
         .sum();
-    stats.oversold = (stats.sold - stats.initial).max(0);
+    let pay_within_ms = number("pay_within_ms").unwrap_or(0);
+    if pay_within_ms > 0 || stats.payment.is_some() {
+        let payment = stats.payment.get_or_insert_default();
+        payment.pay_within_ms = pay_within_ms;
+        payment.reserved = reserved_units;
+        payment.balanced = stats.initial == stats.remaining + payment.reserved + payment.paid;
+    }
+    let expired = stats.payment.as_ref().map_or(0, |p| p.expired);
+    stats.held = stats.sold - expired;
+    stats.oversold = (stats.held - stats.initial).max(0);
     let left_the_stock = stats.initial - stats.remaining;
-    stats.lost_updates = (stats.sold - left_the_stock).max(0);
+    stats.lost_updates = (stats.held - left_the_stock).max(0);
     Ok(stats)
 }
 
@@ -312,10 +350,27 @@ async fn keys_in_several_shards(
 }
 
 /// Every order recorded for `product`, over all its shards, wherever its reset put them:
-/// order id -> `"<instance> <variant>"`. On a Cluster, `conn` reaches every slot.
+/// order id -> `"<instance> <variant>[ <user>]"`. On a Cluster, `conn` reaches every slot.
 pub async fn recorded_orders<C: ConnectionLike + Send>(
     conn: &mut C,
     product: &ProductId,
+) -> Result<BTreeMap<String, String>, RedisError> {
+    every_shard_hash(conn, product, |shard| &shard.orders).await
+}
+
+/// How every settled reservation of `product` ended: order id -> `paid` or `expired`.
+pub async fn settled_orders<C: ConnectionLike + Send>(
+    conn: &mut C,
+    product: &ProductId,
+) -> Result<BTreeMap<String, String>, RedisError> {
+    every_shard_hash(conn, product, |shard| &shard.settled).await
+}
+
+/// One hash of each of `product`'s shards (`which`), merged.
+async fn every_shard_hash<C: ConnectionLike + Send>(
+    conn: &mut C,
+    product: &ProductId,
+    which: fn(&ShardKeys) -> &String,
 ) -> Result<BTreeMap<String, String>, RedisError> {
     let keys = ProductKeys::new(product);
     let (shards, tags): (Option<u32>, Option<String>) = redis::cmd("HMGET")
@@ -326,13 +381,13 @@ pub async fn recorded_orders<C: ConnectionLike + Send>(
         .await?;
     let shards = shards.unwrap_or(1).clamp(1, MAX_SHARDS);
     let layout = Layout::from_meta(product, shards, tags.as_deref());
-    let mut orders = BTreeMap::new();
+    let mut merged = BTreeMap::new();
     for index in 0..layout.shards() {
         let shard: BTreeMap<String, String> = redis::cmd("HGETALL")
-            .arg(&keys.shard(&layout, index).orders)
+            .arg(which(&keys.shard(&layout, index)))
             .query_async(conn)
             .await?;
-        orders.extend(shard);
+        merged.extend(shard);
     }
-    Ok(orders)
+    Ok(merged)
 }

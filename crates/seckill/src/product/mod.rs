@@ -3,27 +3,47 @@
 
 mod audit;
 
-pub use audit::{LockView, Stats, recorded_orders, stats};
+pub use audit::{LockView, Stats, recorded_orders, settled_orders, stats};
 
 use futures_util::future::try_join_all;
 use redis::AsyncCommands;
 
 use crate::error::AppError;
-use crate::keys::{Layout, ORDER_STREAMS, ProductId, ProductKeys, ShardKeys, shard_tag};
+use crate::keys::{
+    Layout, ORDER_STREAMS, ProductId, ProductKeys, ShardKeys, UNPAID_SETS, shard_tag,
+};
 use crate::store::{Master, Store, key_slot};
 
 /// The most shards a product may be split into.
 pub const MAX_SHARDS: u32 = 64;
+/// The longest payment window a reset may set: a day.
+pub const MAX_PAY_WITHIN_MS: i64 = 86_400_000;
 /// The most units a reset may set.
 pub const MAX_STOCK: i64 = 100_000_000;
 
-/// Sets a product's stock, split over `shards`, with `per_user` units one buyer may have
-/// (0: no limit), and clears its orders, buyers, audit and locks. Every reset starts a new
-/// sale, numbered by the meta's `epoch` (kept in each shard's audit too, for the orders
-/// stream's entries). With `streams` (the instance has `--orders-db`), each shard gets
+/// What a reset sets: the terms of a new sale.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Terms {
+    /// Units for sale.
+    pub stock: i64,
+    /// Shards the stock is split over (1: unsplit).
+    pub shards: u32,
+    /// Units one buyer may have (0: no limit).
+    pub per_user: i64,
+    /// How long a buyer has to pay (0: a sale is final). With a window, a sale reserves
+    /// its unit until `POST /orders/{id}/pay`, and the unit returns to its shard if
+    /// unpaid in time (see `crate::payment`).
+    pub pay_within_ms: i64,
+}
+
+/// Sets a product's stock as `terms` say, and clears its orders, buyers, reservations,
+/// audit and locks. Every reset starts a new sale, numbered by the meta's `epoch` (kept in
+/// each shard's audit too, with the payment window and whether its orders are streamed,
+/// for the sale scripts). With `streams` (the instance has `--orders-db`), each shard gets
 /// an orders stream and its consumer group, listed in [`ORDER_STREAMS`], unless it has
 /// them; a stream is never cleared by a reset (what waits there for the database outlives
-/// it), so once a product's orders are streamed, they stay streamed.
+/// it), so once a product's orders are streamed, they stay streamed. With a payment
+/// window, each shard's `unpaid` set is listed in [`UNPAID_SETS`] for the sweepers.
 ///
 /// On a Cluster the shards are placed round-robin over the masters (see [`place`]). Each
 /// shard is cleared and set in one `MULTI` on its own slot, all shards at once; the meta
@@ -34,11 +54,15 @@ pub async fn reset(
     store: &Store,
     locks: &Store,
     product: &ProductId,
-    stock: i64,
-    shards: u32,
-    per_user: i64,
+    terms: Terms,
     streams: bool,
 ) -> Result<Layout, AppError> {
+    let Terms {
+        stock,
+        shards,
+        per_user,
+        pay_within_ms,
+    } = terms;
     let keys = ProductKeys::new(product);
     // A new sale: idempotency keys claimed before it no longer answer for it, and its
     // orders carry its number.
@@ -72,15 +96,31 @@ pub async fn reset(
         let mut conn = conn.clone();
         let mut lock_conn = lock_conn.clone();
         async move {
+            // Streamed: this instance streams, or an earlier reset made the stream.
+            let streamed =
+                units.is_some() && (streams || conn.exists::<_, bool>(&shard.stream).await?);
+            if streams && units.is_some() {
+                create_stream(&mut conn, &shard.stream).await?;
+            }
             let mut pipe = redis::pipe();
             pipe.atomic().del(&shard.stock_side()[..]).ignore();
             if let Some(units) = units {
                 pipe.set(&shard.stock, units).ignore();
-                pipe.hset(&shard.audit, "epoch", epoch).ignore();
+                pipe.hset_multiple(
+                    &shard.audit,
+                    &[
+                        ("epoch", epoch),
+                        ("streamed", i64::from(streamed)),
+                        ("pay_within_ms", pay_within_ms),
+                    ],
+                )
+                .ignore();
             }
             pipe.query_async::<()>(&mut conn).await?;
-            if streams && units.is_some() {
-                create_stream(&mut conn, &shard.stream).await?;
+            if units.is_some() && pay_within_ms > 0 {
+                conn.sadd::<_, _, ()>(UNPAID_SETS, &shard.unpaid).await?;
+            } else {
+                conn.srem::<_, _, ()>(UNPAID_SETS, &shard.unpaid).await?;
             }
             lock_conn.del::<_, ()>(&shard.lock_side()[..]).await
         }
@@ -99,6 +139,7 @@ pub async fn reset(
                 ("shards", shards.to_string()),
                 ("tags", new.to_meta()),
                 ("per_user", per_user.to_string()),
+                ("pay_within_ms", pay_within_ms.to_string()),
             ],
         )
         .ignore();

@@ -17,7 +17,7 @@ use subtle::ConstantTimeEq;
 use crate::error::AppError;
 use crate::keys::ProductId;
 use crate::lessons;
-use crate::product::{self, MAX_SHARDS, MAX_STOCK};
+use crate::product::{self, MAX_PAY_WITHIN_MS, MAX_SHARDS, MAX_STOCK, Terms};
 use crate::state::AppState;
 
 pub fn router(state: AppState) -> Router<AppState> {
@@ -64,6 +64,9 @@ struct ResetRequest {
     /// Units one user may buy; 0 (the default): no limit.
     #[serde(default)]
     per_user: i64,
+    /// How long a buyer has to pay, ms; 0 (the default): a sale is final.
+    #[serde(default)]
+    pay_within_ms: i64,
 }
 
 fn one_shard() -> u32 {
@@ -73,7 +76,7 @@ fn one_shard() -> u32 {
 async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, AppError> {
     let request: ResetRequest = json_body(
         &body,
-        r#"{"product": "101", "stock": 100, "shards": 1, "per_user": 0}"#,
+        r#"{"product": "101", "stock": 100, "shards": 1, "per_user": 0, "pay_within_ms": 0}"#,
     )?;
     let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
     if !(0..=MAX_STOCK).contains(&request.stock) {
@@ -91,23 +94,33 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
             "per_user must be from 0 (no limit) to {MAX_STOCK}"
         )));
     }
+    if !(0..=MAX_PAY_WITHIN_MS).contains(&request.pay_within_ms) {
+        return Err(AppError::BadRequest(format!(
+            "pay_within_ms must be from 0 (a sale is final) to {MAX_PAY_WITHIN_MS}"
+        )));
+    }
+    let terms = Terms {
+        stock: request.stock,
+        shards: request.shards,
+        per_user: request.per_user,
+        pay_within_ms: request.pay_within_ms,
+    };
     let layout = product::reset(
         &state.store,
         &state.lock_store,
         &product,
-        request.stock,
-        request.shards,
-        request.per_user,
+        terms,
         state.orders.is_some(),
     )
     .await?;
-    tracing::info!(%product, stock = request.stock, shards = request.shards, per_user = request.per_user, "stock reset");
+    tracing::info!(%product, ?terms, "stock reset");
     Ok(Json(json!({
         "outcome": "reset",
         "product": product.as_str(),
         "stock": request.stock,
         "shards": request.shards,
         "per_user": request.per_user,
+        "pay_within_ms": request.pay_within_ms,
         "shard_tags": layout.tags(),
     })))
 }

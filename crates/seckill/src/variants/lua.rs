@@ -177,6 +177,7 @@ async fn call<'a>(
         .key(&shard.buyers)
         .key(&shard.keys)
         .key(&shard.stream)
+        .key(&shard.unpaid)
         .arg(instance)
         .arg(SPEC.name);
     let mut count = 0;

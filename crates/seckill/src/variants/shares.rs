@@ -143,6 +143,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                     .key(shard.claim(keyed.0))
                     .key(&shard.keys)
                     .key(&shard.stream)
+                    .key(&shard.unpaid)
                     .arg(&d.holder)
                     .arg(keyed.0)
                     .arg(keyed.1)

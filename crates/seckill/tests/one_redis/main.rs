@@ -15,6 +15,7 @@ mod idempotency;
 mod nginx;
 mod orders;
 mod partial_failure;
+mod payment;
 mod progression;
 mod redlock;
 mod resilience;

@@ -1,0 +1,161 @@
+//! Payment or expiry: a sale with a payment window is a reservation.
+//!
+//! A reset may give a sale `pay_within_ms`. Every sale's script then also adds its order to
+//! its shard's `unpaid` sorted set, scored by the time it must be paid by. From there an
+//! order leaves exactly once, by one of two scripts on the shard's slot:
+//!
+//! - [`pay`] (`lua/pay.lua`, `POST /orders/{id}/pay`): before the deadline, the order is
+//!   paid and keeps its unit; after it, the payment finds it expired — expiring it on the
+//!   spot if no sweep has yet, so the answer never depends on how late a sweep runs.
+//! - [`Sweeper`] (`lua/expire.lua`): every instance, every `--expiry-sweep-ms`, expires the
+//!   reservations whose time ran out: the unit goes back to the stock it came from (its
+//!   shard, or the pool of `shares`) and the buyer's slot is freed.
+//!
+//! The two cannot interleave (Redis runs one script at a time per slot), so a payment
+//! racing the expiry either wins, or is answered 410 `expired` — never both. The expiry
+//! needs no timer process of its own: the deadlines are in Redis, any instance sweeps
+//! them, and a sweep that dies half-way leaves the rest for the next. The audit's
+//! invariant becomes `initial = remaining + reserved + paid`.
+//!
+//! One step is not atomic: a split product's per-user reservations live on the product's
+//! slot, apart from the shards, so an expired order's buyer gets that reservation back in a
+//! second call. An instance that dies between the two leaves the buyer one unit short
+//! (`/stats` `reserved_unsold`), never one over.
+
+use std::time::Duration;
+
+use futures_util::future::try_join_all;
+use redis::Value;
+
+use crate::error::AppError;
+use crate::keys::{ProductId, ProductKeys, UNPAID_SETS, shard_of_unpaid};
+use crate::product;
+use crate::scripts;
+use crate::store::Store;
+
+/// What a payment came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paid {
+    /// Paid now: the unit is the buyer's.
+    Now,
+    /// Paid by an earlier request: nothing changed.
+    Before,
+}
+
+/// Pays for `order` of `product`: `Paid`, or `Expired` (410), `NotReserved` (409: sold
+/// with no payment window), `UnknownOrder` (404).
+pub async fn pay(store: &Store, product: &ProductId, order: &str) -> Result<Paid, AppError> {
+    let layout = product::layout(store, product).await?;
+    let keys = ProductKeys::new(product);
+    let conn = store.conn();
+    // Each shard is asked at once; only the one that sold the order does anything.
+    let answers: Vec<Vec<Value>> = try_join_all((0..layout.shards()).map(|index| {
+        let shard = keys.shard(&layout, index);
+        let mut conn = conn.clone();
+        async move { scripts::pay(&shard, order).invoke_async(&mut conn).await }
+    }))
+    .await?;
+    for answer in answers {
+        let code = answer.first().and_then(integer).unwrap_or(0);
+        match code {
+            1 => return Ok(Paid::Now),
+            2 => return Ok(Paid::Before),
+            -1 => {
+                if layout.shards() > 1
+                    && let Some(buyer) = answer.get(1).and_then(text).filter(|b| !b.is_empty())
+                {
+                    give_back(store, &keys, &buyer).await?;
+                }
+                return Err(AppError::Expired(order.to_owned()));
+            }
+            -2 => return Err(AppError::NotReserved(order.to_owned())),
+            _ => {}
+        }
+    }
+    Err(AppError::UnknownOrder(order.to_owned()))
+}
+
+/// A split product's per-user reservation of `buyer`'s, given back (`lua/reserve.lua`).
+async fn give_back(store: &Store, keys: &ProductKeys, buyer: &str) -> Result<(), AppError> {
+    let _: i64 = scripts::RESERVE
+        .key(&keys.meta)
+        .key(&keys.reserved)
+        .arg(buyer)
+        .arg("give")
+        .invoke_async(&mut store.conn())
+        .await?;
+    Ok(())
+}
+
+/// Expires the reservations whose time to pay ran out, on every instance.
+pub struct Sweeper {
+    pub store: Store,
+    /// How often: `--expiry-sweep-ms`.
+    pub every: Duration,
+}
+
+/// Orders one `expire.lua` call expires at most (a shard with more due is called again).
+const BATCH: usize = 200;
+
+impl Sweeper {
+    /// Sweeps until the process ends. A sweep that fails (Redis away) is tried again at the
+    /// next tick; nothing is lost meanwhile, the deadlines are in Redis.
+    pub fn spawn(self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(self.every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Err(err) = self.sweep().await {
+                    tracing::warn!(error = %err, "expiry sweep failed; trying again");
+                }
+            }
+        })
+    }
+
+    /// One sweep over every registered `unpaid` set: how many orders it expired.
+    pub async fn sweep(&self) -> Result<usize, AppError> {
+        let mut conn = self.store.conn();
+        let sets: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(UNPAID_SETS)
+            .query_async(&mut conn)
+            .await?;
+        let mut expired = 0;
+        for set in sets {
+            let Some((product, split, shard)) = shard_of_unpaid(&set) else {
+                continue;
+            };
+            loop {
+                let buyers: Vec<String> = scripts::expire(&shard, BATCH)
+                    .invoke_async(&mut conn)
+                    .await?;
+                expired += buyers.len();
+                if split {
+                    let keys = ProductKeys::new(&product);
+                    for buyer in buyers.iter().filter(|b| !b.is_empty()) {
+                        give_back(&self.store, &keys, buyer).await?;
+                    }
+                }
+                if buyers.len() < BATCH {
+                    break;
+                }
+            }
+        }
+        Ok(expired)
+    }
+}
+
+fn integer(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(n) => Some(*n),
+        _ => None,
+    }
+}
+
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
