@@ -20,8 +20,18 @@ impl Service<'_> {
     /// `POST /admin/reset`: the product's stock, split over `shards`, with the bench's
     /// `--per-user` limit.
     pub async fn reset(&self, stock: i64, shards: u32) -> anyhow::Result<()> {
+        self.reset_streamed(stock, shards, true).await
+    }
+
+    /// [`Self::reset`], its orders going to the database (`orders`) or staying in Redis.
+    pub async fn reset_streamed(
+        &self,
+        stock: i64,
+        shards: u32,
+        orders: bool,
+    ) -> anyhow::Result<()> {
         let product = &self.args.product;
-        self.reset_product(product, stock, shards, self.args.per_user)
+        self.reset_with(product, stock, shards, self.args.per_user, orders)
             .await
     }
 
@@ -33,6 +43,18 @@ impl Service<'_> {
         shards: u32,
         per_user: i64,
     ) -> anyhow::Result<()> {
+        self.reset_with(product, stock, shards, per_user, true)
+            .await
+    }
+
+    async fn reset_with(
+        &self,
+        product: &str,
+        stock: i64,
+        shards: u32,
+        per_user: i64,
+        orders: bool,
+    ) -> anyhow::Result<()> {
         let admin = self.args.admin_url.as_deref().unwrap_or(&self.args.url);
         let mut request = self
             .http
@@ -42,6 +64,7 @@ impl Service<'_> {
                 "stock": stock,
                 "shards": shards,
                 "per_user": per_user,
+                "orders_of_record": orders,
             }));
         if let Some(token) = &self.args.admin_token {
             request = request.bearer_auth(token);

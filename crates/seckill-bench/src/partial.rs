@@ -162,6 +162,7 @@ async fn side_by_side(service: &Service<'_>, stopped: bool) -> Vec<Row> {
             requests: load.answered() as u64,
             concurrency: 0,
             first: None,
+            orders: true,
         };
         rows.push(Row::from_load(scenario, load));
     }

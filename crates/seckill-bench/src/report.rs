@@ -43,8 +43,22 @@ pub struct Row {
     pub redis_cpu_us_per_unit: Option<f64>,
     /// The same, master by master (`host:port`), when the store has more than one.
     pub redis_cpu_us_per_unit_by_master: Vec<(String, f64)>,
+    /// The orders suite, a row whose orders went to the database: how they drained.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain: Option<Drain>,
     /// `/stats` after the load, as the service returned it (null for a baseline).
     pub stats: Value,
+}
+
+/// How a row's orders reached the database.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drain {
+    /// Stream entries not yet in the database when the load ended.
+    pub backlog_at_end: i64,
+    /// From the load's end until every order was in the database (backlog 0, drift 0).
+    pub drained_after_s: f64,
+    /// Orders into the database per second, over the load and that tail.
+    pub orders_per_s: f64,
 }
 
 impl Row {
@@ -77,6 +91,7 @@ impl Row {
             redis_commands_per_unit: None,
             redis_cpu_us_per_unit: None,
             redis_cpu_us_per_unit_by_master: Vec::new(),
+            drain: None,
             stats: Value::Null,
             scenario,
         }

@@ -1,7 +1,7 @@
 //! A run: for each scenario, reset the stock, drive the load through Nginx, read `/stats`
 //! and Redis's `INFO`; then the table, the ratios, the JSON and the chart.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -13,8 +13,8 @@ use crate::admin::Service;
 use crate::args::BenchArgs;
 use crate::ratios::ratios;
 use crate::redis_usage::{Masters, spent};
-use crate::report::{Report, Row};
-use crate::scenario::Scenario;
+use crate::report::{Drain, Report, Row};
+use crate::scenario::{Key, Scenario};
 use crate::suites::Suite;
 use crate::{chart, partial, suites, table};
 
@@ -135,7 +135,9 @@ pub(crate) async fn run_one(
     let Some(variant) = scenario.variant else {
         return run_baseline(service, base, scenario).await;
     };
-    service.reset(scenario.stock, scenario.shards).await?;
+    service
+        .reset_streamed(scenario.stock, scenario.shards, scenario.orders)
+        .await?;
     let mut url = format!("{base}/deduct_stock/{variant}?product={}", args.product);
     if let Some(first) = &scenario.first {
         let response = service.http.post(format!("{url}&{first}")).send().await?;
@@ -164,12 +166,17 @@ pub(crate) async fn run_one(
         load = load.keyed(key_prefix());
     }
     let load = drive(service.http, load, &scenario).await;
+    let ended = Instant::now();
     let spent = match (info, before) {
         (Some(masters), Some(before)) => spent(&before, &masters.read().await?),
         _ => Vec::new(),
     };
 
     let stats = service.stats().await?;
+    let drain = match scenario.key {
+        Key::Orders { on: true, .. } => Some(drained(service, &stats, ended, &load).await?),
+        _ => None,
+    };
     let field = |name: &str| stats[name].as_i64().unwrap_or_default();
     let (initial, sold, remaining) = (field("initial"), field("sold"), field("remaining"));
     let real_units = sold.min(initial - remaining).max(0);
@@ -210,8 +217,52 @@ pub(crate) async fn run_one(
         redis_commands_per_unit: per_unit(commands),
         redis_cpu_us_per_unit: per_unit(cpu_us),
         redis_cpu_us_per_unit_by_master: by_master,
+        drain,
         stats,
         scenario,
+    })
+}
+
+/// Waits (up to a minute) until the orders of a row whose sale was streamed are all in
+/// the database and the two stores agree: how big the backlog was when the load ended,
+/// and how long it took to drain.
+async fn drained(
+    service: &Service<'_>,
+    stats: &Value,
+    ended: Instant,
+    load: &LoadReport,
+) -> anyhow::Result<Drain> {
+    let record = &stats["orders_of_record"];
+    if record["streamed"] != true {
+        bail!(
+            "the orders suite needs instances with --orders-db (POSTGRES=1 scripts/cluster.sh start): {}",
+            if record.is_null() {
+                "no orders_of_record in /stats".into()
+            } else {
+                record.to_string()
+            }
+        );
+    }
+    let backlog_at_end = record["backlog"].as_i64().unwrap_or_default();
+    let sold = stats["sold"].as_i64().unwrap_or_default();
+    let mut last = record.clone();
+    while ended.elapsed() < Duration::from_secs(60) {
+        if last["backlog"] == 0 && last["drift"] == 0 && last["in_database"] == sold {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        last = service.stats().await?["orders_of_record"].clone();
+    }
+    let drained_after = ended.elapsed();
+    let drift = last["drift"].as_i64();
+    if drift != Some(0) {
+        bail!("the orders did not drain within a minute of the load: {last}");
+    }
+    let total = load.elapsed + drained_after;
+    Ok(Drain {
+        backlog_at_end,
+        drained_after_s: drained_after.as_secs_f64(),
+        orders_per_s: sold as f64 / total.as_secs_f64().max(1e-9),
     })
 }
 

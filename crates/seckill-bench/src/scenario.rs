@@ -46,6 +46,13 @@ pub enum Key {
     /// Redlock at 100 connections with this many of its five servers up (the partial
     /// suite).
     RedlockUp(u32),
+    /// The orders suite: `variant` with its orders streamed to the database (`on`) or
+    /// kept in Redis only, in round `round`.
+    Orders {
+        variant: Variant,
+        on: bool,
+        round: u64,
+    },
 }
 
 impl fmt::Display for Key {
@@ -74,6 +81,9 @@ impl fmt::Display for Key {
                 write!(f, "{probe}, replica {replica}")
             }
             Self::RedlockUp(up) => write!(f, "redlock @100, {up} of 5 up"),
+            Self::Orders { variant, on, .. } => {
+                write!(f, "{variant}, orders db {}", if on { "on" } else { "off" })
+            }
             Self::Waiters {
                 variant,
                 shards,
@@ -116,6 +126,9 @@ pub struct Scenario {
     pub concurrency: u64,
     /// Knobs of a request sent alone before the load (a fault).
     pub first: Option<String>,
+    /// Whether the reset lets the orders go to the database (with `--orders-db`; `false`
+    /// keeps them in Redis only, for the orders suite's comparison).
+    pub orders: bool,
 }
 
 impl Scenario {
@@ -139,6 +152,7 @@ impl Scenario {
             requests,
             concurrency,
             first: None,
+            orders: true,
         }
     }
 
@@ -156,6 +170,7 @@ impl Scenario {
             requests,
             concurrency,
             first: None,
+            orders: true,
         }
     }
 
@@ -173,6 +188,7 @@ impl Scenario {
             requests: phase.requests as u64,
             concurrency: phase.concurrency as u64,
             first: phase.first.map(str::to_owned),
+            orders: true,
         }
     }
 
@@ -265,6 +281,14 @@ mod tests {
                 "watchdog",
             ),
             (Key::Baseline("/readyz"), "readyz (one PING)"),
+            (
+                Key::Orders {
+                    variant: watchdog,
+                    on: false,
+                    round: 1,
+                },
+                "watchdog, orders db off",
+            ),
             (
                 Key::Clients {
                     variant: watchdog,

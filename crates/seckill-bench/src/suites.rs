@@ -35,6 +35,10 @@ pub enum Suite {
     /// Redlock with two of five servers down. Needs --replica-pid and --redlock-down-pids
     /// (`scripts/partial-failure.sh` gives them); not part of `performance`.
     Partial,
+    /// Orders of record: lua and watchdog with their orders streamed into PostgreSQL
+    /// against kept in Redis only, rounds alternating; and how fast the consumers drain
+    /// the streams. Needs instances with --orders-db (`POSTGRES=1 scripts/cluster.sh`).
+    Orders,
     /// All of the performance suites, one after the other.
     Performance,
 }
@@ -65,8 +69,10 @@ pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
         Suite::Handoff => handoff(args),
         Suite::Fair => fair(args),
         Suite::Shares => shares(args),
+        Suite::Orders => orders(args),
         // Its rows are loads side by side, run by `partial.rs`.
         Suite::Partial => Vec::new(),
+        // (`orders` is not in it: it needs the database.)
         Suite::Performance => [
             ceiling(args),
             waiting(args),
@@ -259,6 +265,34 @@ fn shares(args: &BenchArgs) -> Vec<Scenario> {
         for (variant, shards) in [(variant("segmented"), args.shards), (variant("shares"), 1)] {
             let requests = requests_at(args, work_ms);
             rows.push(at_waiters(variant, shards, work_ms, "", requests));
+        }
+    }
+    rows
+}
+
+/// Each round: lua (ten times `--requests`, as the ceiling) and watchdog at [`WAITERS`]
+/// (with `--work-ms`), each with the database off, then on.
+fn orders(args: &BenchArgs) -> Vec<Scenario> {
+    let mut rows = Vec::new();
+    for round in 0..args.rounds {
+        for name in ["lua", "watchdog"] {
+            let variant = variant(name);
+            for on in [false, true] {
+                let key = Key::Orders { variant, on, round };
+                let row = if name == "lua" {
+                    Scenario::selling(
+                        key,
+                        variant,
+                        String::new(),
+                        args.requests * 10,
+                        args.concurrency,
+                    )
+                } else {
+                    let knobs = knobs(variant, args.work_ms, 10_000, "");
+                    Scenario::selling(key, variant, knobs, args.requests, WAITERS)
+                };
+                rows.push(Scenario { orders: on, ..row });
+            }
         }
     }
     rows

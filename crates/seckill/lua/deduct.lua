@@ -39,8 +39,9 @@ local orders = {}
 local bought = {}
 local sold, sold_out, refused = 0, 0, 0
 local claims = 8
--- The sale's terms (lib/critical.lua's `terms`): read at the first sale, once per call.
-local call = {}
+-- The sale's terms (lib/critical.lua's `terms`): read at the first sale, once per call;
+-- the call's orders, streamed in one entry at the end.
+local call = { lines = {} }
 for i = 3, #ARGV, 5 do
   local order, user, holder = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local sale = { key = ARGV[i + 3], deadline = ARGV[i + 4], keys = KEYS[6], shard = '0',
@@ -89,6 +90,9 @@ if sold > 0 then
   redis.call('DECRBY', KEYS[1], sold)
   redis.call('HSET', KEYS[2], unpack(orders))
   redis.call('HINCRBY', KEYS[3], 'sold/' .. ARGV[1] .. '/' .. ARGV[2], sold)
+end
+if #call.lines > 0 then
+  stream_orders(KEYS[7], call, '0', ARGV[1], ARGV[2], table.concat(call.lines, ','))
 end
 if sold_out > 0 then
   redis.call('HINCRBY', KEYS[3], 'sold_out', sold_out)

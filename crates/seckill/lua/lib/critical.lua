@@ -138,25 +138,41 @@ local function terms(sale, audit)
   return call
 end
 
+-- Appends orders to the shard's orders stream, for the database: one entry for the orders
+-- `lines` ("<order id> <buyer>" each, the buyer '' for none, comma-separated) of one call,
+-- with the sale's epoch, the shard, who sold them, when (Redis time, ms) and the deadline
+-- to pay by ('' for none).
+local function stream_orders(stream, call, shard, instance, variant, lines)
+  local pay_by = ''
+  if call.pay_within > 0 then
+    pay_by = call.now + call.pay_within
+  end
+  redis.call('XADD', stream, '*', 'orders', lines, 'epoch', call.epoch, 'shard', shard,
+    'instance', instance, 'variant', variant, 'at', call.now, 'pay_by', pay_by)
+end
+
 -- What follows every sale's order: with a payment window, the order is a reservation
--- until paid or expired (`unpaid`, scored by its deadline); when streamed, it is appended
--- to the shard's orders stream, for the database: the order id, the sale's epoch, the
--- shard, who sold it, when (Redis time, ms) and the deadline to pay by ('' for none).
+-- until paid or expired (`unpaid`, scored by its deadline); when streamed, it goes to the
+-- shard's orders stream — at once, or, when the script collects its call's orders
+-- (`sale.call.lines`, a list), in the one entry it appends at its end.
 local function ordered(sale, audit, order, instance, variant, user)
   local call = terms(sale, audit)
   if call.pay_within <= 0 and not call.streaming then
     return
   end
-  local now = now_ms()
-  local pay_by = ''
+  if call.now == nil then
+    call.now = now_ms()
+  end
   if call.pay_within > 0 then
-    pay_by = now + call.pay_within
-    redis.call('ZADD', sale.unpaid, pay_by, order)
+    redis.call('ZADD', sale.unpaid, call.now + call.pay_within, order)
   end
   if call.streaming then
-    redis.call('XADD', sale.stream, '*', 'order', order, 'epoch', call.epoch,
-      'shard', sale.shard, 'instance', instance, 'variant', variant, 'user', user,
-      'at', now, 'pay_by', pay_by)
+    local line = order .. ' ' .. user
+    if call.lines then
+      call.lines[#call.lines + 1] = line
+    else
+      stream_orders(sale.stream, call, sale.shard, instance, variant, line)
+    end
   end
 end
 

@@ -198,7 +198,7 @@ async fn run(
             shards: phase.shards,
             ..product::Terms::default()
         };
-        product::reset(store, locks, product, terms, false)
+        product::reset(store, locks, product, terms, product::Streaming::AsBefore)
             .await
             .map_err(|err| format!("reset: {err}"))?;
         let url = |path: &str| {

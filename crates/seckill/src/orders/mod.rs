@@ -287,7 +287,8 @@ fn unavailable(err: impl std::fmt::Display) -> AppError {
 #[derive(Debug, Clone, Serialize)]
 pub struct Reconciliation {
     /// Whether this sale's orders go to the database at all: its reset was made by an
-    /// instance with `--orders-db` (which created the streams).
+    /// instance with `--orders-db` (which created the streams) and did not opt out
+    /// (`orders_of_record: false`). When not, nothing else is compared.
     pub streamed: bool,
     /// Orders in Redis (`sold`).
     pub in_redis: i64,
@@ -332,9 +333,17 @@ pub async fn reconcile(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     for index in 0..layout.shards() {
-        let stream = keys.shard(layout, index).stream;
-        let Some(backlog) = consumer::backlog(store, &stream).await? else {
+        let shard = keys.shard(layout, index);
+        // Whether this sale's orders go to the database, as its reset said.
+        let streamed: Option<i64> = redis::cmd("HGET")
+            .arg(&shard.audit)
+            .arg("streamed")
+            .query_async(&mut store.conn())
+            .await?;
+        if streamed != Some(1) {
             reconciliation.streamed = false;
+        }
+        let Some(backlog) = consumer::backlog(store, &shard.stream).await? else {
             continue;
         };
         reconciliation.backlog += backlog.pending + backlog.unread;
@@ -346,6 +355,11 @@ pub async fn reconcile(
         {
             reconciliation.oldest_ms = Some(reconciliation.oldest_ms.unwrap_or(0).max(age));
         }
+    }
+    if !reconciliation.streamed {
+        // Orders in Redis only: nothing to reconcile (what the backlog holds is an
+        // earlier sale's).
+        return Ok(reconciliation);
     }
     let mut conn = store.conn();
     let settled = crate::product::settled_orders(&mut conn, product).await?;

@@ -36,13 +36,27 @@ pub struct Terms {
     pub pay_within_ms: i64,
 }
 
+/// Whether a new sale's orders go to the orders' database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Streaming {
+    /// Yes: the instance has `--orders-db`; each shard gets its stream and group if it has
+    /// none.
+    Streamed,
+    /// As before: streamed if the product's streams exist (a reset by an instance with
+    /// `--orders-db` made them), so once a product's orders are streamed, they stay so.
+    AsBefore,
+    /// No, this sale keeps its orders in Redis only (what the database costs is measured
+    /// against it); what waits in the streams still drains.
+    Off,
+}
+
 /// Sets a product's stock as `terms` say, and clears its orders, buyers, reservations,
 /// audit and locks. Every reset starts a new sale, numbered by the meta's `epoch` (kept in
 /// each shard's audit too, with the payment window and whether its orders are streamed,
-/// for the sale scripts). With `streams` (the instance has `--orders-db`), each shard gets
-/// an orders stream and its consumer group, listed in [`ORDER_STREAMS`], unless it has
-/// them; a stream is never cleared by a reset (what waits there for the database outlives
-/// it), so once a product's orders are streamed, they stay streamed. With a payment
+/// for the sale scripts). `streaming` says whether its orders are streamed to the
+/// database: a streamed shard has an orders stream and its consumer group, listed in
+/// [`ORDER_STREAMS`]; a stream is never cleared by a reset (what waits there for the
+/// database outlives it). With a payment
 /// window, each shard's `unpaid` set is listed in [`UNPAID_SETS`] for the sweepers.
 ///
 /// On a Cluster the shards are placed round-robin over the masters (see [`place`]). Each
@@ -55,8 +69,9 @@ pub async fn reset(
     locks: &Store,
     product: &ProductId,
     terms: Terms,
-    streams: bool,
+    streaming: Streaming,
 ) -> Result<Layout, AppError> {
+    let streams = streaming == Streaming::Streamed;
     let Terms {
         stock,
         shards,
@@ -97,8 +112,12 @@ pub async fn reset(
         let mut lock_conn = lock_conn.clone();
         async move {
             // Streamed: this instance streams, or an earlier reset made the stream.
-            let streamed =
-                units.is_some() && (streams || conn.exists::<_, bool>(&shard.stream).await?);
+            let streamed = units.is_some()
+                && match streaming {
+                    Streaming::Streamed => true,
+                    Streaming::AsBefore => conn.exists::<_, bool>(&shard.stream).await?,
+                    Streaming::Off => false,
+                };
             if streams && units.is_some() {
                 create_stream(&mut conn, &shard.stream).await?;
             }

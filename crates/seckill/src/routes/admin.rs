@@ -17,7 +17,7 @@ use subtle::ConstantTimeEq;
 use crate::error::AppError;
 use crate::keys::ProductId;
 use crate::lessons;
-use crate::product::{self, MAX_PAY_WITHIN_MS, MAX_SHARDS, MAX_STOCK, Terms};
+use crate::product::{self, MAX_PAY_WITHIN_MS, MAX_SHARDS, MAX_STOCK, Streaming, Terms};
 use crate::state::AppState;
 
 pub fn router(state: AppState) -> Router<AppState> {
@@ -67,6 +67,14 @@ struct ResetRequest {
     /// How long a buyer has to pay, ms; 0 (the default): a sale is final.
     #[serde(default)]
     pay_within_ms: i64,
+    /// With `--orders-db`, whether this sale's orders go to the database (the default);
+    /// `false` keeps them in Redis only (the bench measures what the database costs).
+    #[serde(default = "yes")]
+    orders_of_record: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn one_shard() -> u32 {
@@ -105,14 +113,13 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
         per_user: request.per_user,
         pay_within_ms: request.pay_within_ms,
     };
-    let layout = product::reset(
-        &state.store,
-        &state.lock_store,
-        &product,
-        terms,
-        state.orders.is_some(),
-    )
-    .await?;
+    let streaming = match (state.orders.is_some(), request.orders_of_record) {
+        (true, true) => Streaming::Streamed,
+        (false, true) => Streaming::AsBefore,
+        (_, false) => Streaming::Off,
+    };
+    let layout =
+        product::reset(&state.store, &state.lock_store, &product, terms, streaming).await?;
     tracing::info!(%product, ?terms, "stock reset");
     Ok(Json(json!({
         "outcome": "reset",
@@ -121,6 +128,7 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
         "shards": request.shards,
         "per_user": request.per_user,
         "pay_within_ms": request.pay_within_ms,
+        "orders_of_record": streaming != Streaming::Off && state.orders.is_some(),
         "shard_tags": layout.tags(),
     })))
 }

@@ -15,8 +15,10 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use super::stock::product_param;
+use super::stock::reconcile;
 use crate::error::AppError;
+use crate::keys::ProductId;
+use crate::knobs::DEFAULT_PRODUCT;
 use crate::lessons::{LESSONS, Lesson};
 use crate::product;
 use crate::state::AppState;
@@ -51,15 +53,41 @@ async fn variants() -> Json<Value> {
 
 /// `/stats`, with a product that was never reset as `{"stats": null}` rather than a 404:
 /// to the page that is a state to show ("no stock yet"), not an error to log in the
-/// browser's console several times a second.
+/// browser's console several times a second. With `orders=1`, reconciled against the
+/// orders' database as `/stats` is (the page asks for it every few polls: it reads every
+/// order id of the sale from both stores).
 async fn live(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Json<Value>, AppError> {
-    let product = product_param(query.as_deref(), &headers)?;
+    let params = super::params(query.as_deref(), &headers, &[])?;
+    let mut reconciled = false;
+    let mut product = None;
+    for (name, value) in &params {
+        match (name.as_str(), value.as_str()) {
+            ("orders", "1") if !reconciled => reconciled = true,
+            ("product", value) if product.is_none() => {
+                product = Some(ProductId::parse(value).map_err(AppError::BadRequest)?);
+            }
+            _ => {
+                return Err(AppError::BadRequest(
+                    "the parameters are product and orders=1, each once".into(),
+                ));
+            }
+        }
+    }
+    let product = match product {
+        Some(product) => product,
+        None => ProductId::parse(DEFAULT_PRODUCT).map_err(AppError::BadRequest)?,
+    };
     match product::stats(&state.store, &state.lock_store, &product).await {
-        Ok(stats) => Ok(Json(json!({ "stats": stats }))),
+        Ok(mut stats) => {
+            if reconciled {
+                reconcile(&state, &product, &mut stats).await?;
+            }
+            Ok(Json(json!({ "stats": stats })))
+        }
         Err(AppError::UnknownProduct(_)) => Ok(Json(json!({ "stats": null }))),
         Err(err) => Err(err),
     }

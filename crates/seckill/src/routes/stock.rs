@@ -41,20 +41,27 @@ async fn stats(
 ) -> Result<Json<Stats>, AppError> {
     let product = product_param(query.as_deref(), &headers)?;
     let mut stats = product::stats(&state.store, &state.lock_store, &product).await?;
-    if let Some(db) = &state.orders {
-        let layout = Layout::from_meta(&product, stats.shards, Some(&stats.shard_tags.join(",")));
-        let reconciled =
-            orders::reconcile(&state.store, db, &product, &layout, stats.epoch, stats.sold);
-        stats.orders_of_record = Some(reconciled.await?);
-    }
+    reconcile(&state, &product, &mut stats).await?;
     Ok(Json(stats))
 }
 
+/// With `--orders-db`: `stats` gains Redis reconciled against the database.
+pub(super) async fn reconcile(
+    state: &AppState,
+    product: &ProductId,
+    stats: &mut Stats,
+) -> Result<(), AppError> {
+    if let Some(db) = &state.orders {
+        let layout = Layout::from_meta(product, stats.shards, Some(&stats.shard_tags.join(",")));
+        let reconciled =
+            orders::reconcile(&state.store, db, product, &layout, stats.epoch, stats.sold);
+        stats.orders_of_record = Some(reconciled.await?);
+    }
+    Ok(())
+}
+
 /// `product` is the only parameter these take.
-pub(super) fn product_param(
-    query: Option<&str>,
-    headers: &HeaderMap,
-) -> Result<ProductId, AppError> {
+fn product_param(query: Option<&str>, headers: &HeaderMap) -> Result<ProductId, AppError> {
     let params = params(query, headers, &[])?;
     match params.as_slice() {
         [] => Ok(ProductId::parse(DEFAULT_PRODUCT).expect("the default product id is valid")),

@@ -148,7 +148,7 @@ async fn keyed_clients_lose_nothing_when_an_instance_is_killed_under_load() {
 }
 
 /// The bench's flags, as a user types them after `seckill-bench`.
-fn bench_args(args: &[&str]) -> seckill_bench::BenchArgs {
+pub(crate) fn bench_args(args: &[&str]) -> seckill_bench::BenchArgs {
     Cli::parse_from(std::iter::once("seckill-bench").chain(args.iter().copied())).args
 }
 

@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use seckill_testkit::{Api, Nginx, Postgres, Service, int};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::SECKILL;
+use crate::nginx::bench_args;
 
 /// Two instances with `--orders-db`, and Nginx.
 fn with_database(db: &Postgres) -> (Service, Nginx, Api) {
@@ -76,6 +77,12 @@ async fn every_order_answered_200_reaches_postgres_once() {
             found,
             requests.to_string(),
             "{variant}: every 200's order, once"
+        );
+        let (status, recorded) = api.get(&format!("/orders/{}", report.orders[0])).await;
+        assert_eq!(
+            (status, &recorded["status"]),
+            (200, &json!("sold")),
+            "{recorded}"
         );
     }
     let (status, answer) = api.get("/orders/not-an-order?product=101").await;
@@ -238,4 +245,56 @@ async fn the_streams_survive_a_redis_crash_with_the_stock() {
         ids.join(",")
     ));
     assert_eq!(found, report.orders.len().to_string(), "every 200's order");
+}
+
+/// The bench's orders suite: lua and watchdog with their orders streamed into PostgreSQL
+/// and kept in Redis only, from one run; a streamed row's orders all reach the database
+/// (the bench waits for it and times the drain), a row kept in Redis streams none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bench_measures_what_the_database_costs() {
+    let _turn = seckill_testkit::heavy_turn().await;
+    let db = Postgres::start();
+    let (cluster, nginx, _api) = with_database(&db);
+    let (url, redis_url) = (nginx.url(""), cluster.redis.url());
+    let args = bench_args(&[
+        "--suite",
+        "orders",
+        "--rounds",
+        "1",
+        "--requests",
+        "100",
+        "--concurrency",
+        "20",
+        "--url",
+        &url,
+        "--redis-url",
+        &redis_url,
+    ]);
+    let report = seckill_bench::run(args).await.expect("the suite ran");
+    assert_eq!(report.rows.len(), 4);
+    for row in &report.rows {
+        let label = &row.scenario.label;
+        assert_eq!(row.count(200) as i64, row.sold, "{label}");
+        let record = &row.stats["orders_of_record"];
+        assert_eq!(record["streamed"], row.scenario.orders, "{label}: {record}");
+        assert_eq!(row.drain.is_some(), row.scenario.orders, "{label}");
+        let epoch = int(&row.stats, "epoch");
+        let in_database = db.query(&format!(
+            "SELECT count(*) FROM orders WHERE product = '101' AND epoch = {epoch}"
+        ));
+        let expected = if row.scenario.orders { row.sold } else { 0 };
+        assert_eq!(in_database, expected.to_string(), "{label}");
+    }
+    for name in [
+        "orders of record cost, lua",
+        "orders of record cost, watchdog",
+        "orders drain, lua",
+    ] {
+        let ratio = report.ratios.iter().find(|r| r.name == name);
+        assert!(
+            ratio.is_some_and(|r| r.value > 0.0),
+            "{name}: {:?}",
+            report.ratios
+        );
+    }
 }
