@@ -288,7 +288,7 @@ stop() {
   for pidfile in "$RUN_DIR"/redis.pid "$RUN_DIR"/redis-*.pid; do
     [ -e "$pidfile" ] && stop_pid "$pidfile" "$(basename "$pidfile" .pid)"
   done
-  if [ -f "$RUN_DIR/postgres/postmaster.pid" ]; then
+  if [ -d "$RUN_DIR/postgres" ]; then
     scripts/postgres.sh stop "$RUN_DIR/postgres"
   fi
   say "stopped"
@@ -296,7 +296,8 @@ stop() {
 
 clean() {
   stop
-  rm -rf "$RUN_DIR/redis-data" "$RUN_DIR/replica-data" "$RUN_DIR/redis-cluster" "$RUN_DIR/redlock-data" "$RUN_DIR/postgres"
+  [ -d "$RUN_DIR/postgres" ] && scripts/postgres.sh clean "$RUN_DIR/postgres"
+  rm -rf "$RUN_DIR/redis-data" "$RUN_DIR/replica-data" "$RUN_DIR/redis-cluster" "$RUN_DIR/redlock-data"
   say "Redis and PostgreSQL data deleted"
 }
 

@@ -7,6 +7,7 @@
 #   scripts/postgres.sh start DIR PORT   initdb DIR if it is new, start on 127.0.0.1:PORT,
 #                                        create the database; prints the URL
 #   scripts/postgres.sh stop DIR         stop it (fast shutdown); the data stays
+#   scripts/postgres.sh clean DIR        stop it and delete its data
 #   scripts/postgres.sh url PORT         the URL the instances take (--orders-db)
 #
 # scripts/cluster.sh, the demo and the tests (seckill-testkit) all start it here.
@@ -29,9 +30,29 @@ as_owner() {
 
 url() { echo "postgres://postgres@127.0.0.1:$1/seckill"; }
 
+# Where DIR's data really lives. As root, the `postgres` user must reach DIR; under a
+# folder it cannot enter (a checkout in /root, mode 700), the data goes to a folder of
+# its own in /var/tmp named after DIR (the same for start and stop), and DIR says where.
+data_dir() {
+  local dir=$1 parent
+  parent=$(dirname "$dir")
+  mkdir -p "$parent"
+  if [ "$(id -u)" -ne 0 ] || runuser -u postgres -- test -x "$parent" 2>/dev/null; then
+    echo "$dir"
+  else
+    echo "/var/tmp/seckill-postgres-$(realpath -m "$dir" | sha1sum | cut -c1-12)"
+  fi
+}
+
 case "${1:-}" in
   start)
     dir=${2:?usage: scripts/postgres.sh start DIR PORT} port=${3:?usage: scripts/postgres.sh start DIR PORT}
+    real=$(data_dir "$dir")
+    if [ "$real" != "$dir" ]; then
+      mkdir -p "$dir"
+      echo "the postgres user cannot reach $dir: the data is in $real" >"$dir/WHERE"
+      dir=$real
+    fi
     mkdir -p "$dir"
     [ "$(id -u)" -eq 0 ] && chown postgres: "$dir" && chmod 700 "$dir"
     if [ ! -f "$dir/PG_VERSION" ]; then
@@ -46,15 +67,20 @@ case "${1:-}" in
     url "$port"
     ;;
   stop)
-    dir=${2:?usage: scripts/postgres.sh stop DIR}
+    dir=$(data_dir "${2:?usage: scripts/postgres.sh stop DIR}")
     [ -f "$dir/postmaster.pid" ] || exit 0
     as_owner "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null
+    ;;
+  clean)
+    given=${2:?usage: scripts/postgres.sh clean DIR}
+    "$0" stop "$given"
+    rm -rf "$(data_dir "$given")" "$given"
     ;;
   url)
     url "${2:?usage: scripts/postgres.sh url PORT}"
     ;;
   *)
-    echo "usage: scripts/postgres.sh start DIR PORT | stop DIR | url PORT" >&2
+    echo "usage: scripts/postgres.sh start DIR PORT | stop DIR | clean DIR | url PORT" >&2
     exit 2
     ;;
 esac

@@ -9,8 +9,8 @@
 #      client that is not loopback;
 #   3. scripts/fuzz-api.sh: schemathesis fuzzing the API from its OpenAPI description
 #      (SKIP_FUZZ=1 leaves it out).
-# Installs redis-server, redis-tools, redis-sentinel, nginx, openssl and iproute2 from
-# Debian's packages when missing, and (best effort) chromium and chromium-driver for the
+# Installs redis-server, redis-tools, redis-sentinel, nginx, postgresql (the orders
+# tests start their own server), openssl and iproute2 from Debian's packages when missing, and (best effort) chromium and chromium-driver for the
 # page's browser test, which skips, saying so, without them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
