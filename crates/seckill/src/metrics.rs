@@ -111,6 +111,17 @@ impl Metrics {
             "Batches left in the stream: the database or Redis did not answer",
             orders.failed_batches.clone(),
         );
+        registry.register(
+            "orders_backlog",
+            "Stream entries not yet in the database, over every orders stream (pending and \
+             not read), as this instance's consumer last saw them (once a second)",
+            orders.backlog.clone(),
+        );
+        registry.register(
+            "orders_oldest_waiting_ms",
+            "How long the oldest of them has waited, ms (0: none waits)",
+            orders.oldest_ms.clone(),
+        );
         let rss = Gauge::default();
         let peak_rss = Gauge::default();
         registry.register(

@@ -96,33 +96,58 @@ pub struct Sweeper {
 
 /// Orders one `expire.lua` call expires at most (a shard with more due is called again).
 const BATCH: usize = 200;
+/// The registry of `unpaid` sets is read again this often (a reset adds its product's).
+const REFRESH: Duration = Duration::from_secs(1);
+/// After a failed sweep (Redis away, a Cluster failing over), the next waits this long.
+const BACKOFF: Duration = Duration::from_secs(1);
 
 impl Sweeper {
-    /// Sweeps until the process ends. A sweep that fails (Redis away) is tried again at the
-    /// next tick; nothing is lost meanwhile, the deadlines are in Redis.
+    /// Sweeps until the process ends. A sweep that fails (Redis away) is tried again after
+    /// a pause; nothing is lost meanwhile, the deadlines are in Redis.
     pub fn spawn(self) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(self.every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut sets: Vec<String> = Vec::new();
+            let mut refreshed: Option<tokio::time::Instant> = None;
+            let mut failing = false;
             loop {
                 tick.tick().await;
-                if let Err(err) = self.sweep().await {
-                    tracing::warn!(error = %err, "expiry sweep failed; trying again");
+                let result = async {
+                    if refreshed.is_none_or(|at| at.elapsed() >= REFRESH) {
+                        sets = redis::cmd("SMEMBERS")
+                            .arg(UNPAID_SETS)
+                            .query_async(&mut self.store.conn())
+                            .await?;
+                        refreshed = Some(tokio::time::Instant::now());
+                    }
+                    self.sweep(&sets).await
+                }
+                .await;
+                match result {
+                    Ok(_) if failing => {
+                        failing = false;
+                        tracing::info!("expiry sweeps work again");
+                    }
+                    Ok(_) => {}
+                    Err(err) => {
+                        if !failing {
+                            tracing::warn!(error = %err, "expiry sweep failed; trying again every second");
+                        }
+                        failing = true;
+                        tokio::time::sleep(BACKOFF).await;
+                    }
                 }
             }
         })
     }
 
-    /// One sweep over every registered `unpaid` set: how many orders it expired.
-    pub async fn sweep(&self) -> Result<usize, AppError> {
+    /// One sweep over `sets` (`unpaid` sets): how many orders it expired.
+    pub async fn sweep(&self, sets: &[String]) -> Result<usize, AppError> {
         let mut conn = self.store.conn();
-        let sets: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(UNPAID_SETS)
-            .query_async(&mut conn)
-            .await?;
         let mut expired = 0;
         for set in sets {
-            let Some((product, split, shard)) = shard_of_unpaid(&set) else {
+            let Some((product, split, shard)) = shard_of_unpaid(set) else {
                 continue;
             };
             loop {

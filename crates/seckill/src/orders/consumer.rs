@@ -67,6 +67,8 @@ impl Consumer {
         let mut refreshed: Option<Instant> = None;
         let mut claimed = Instant::now();
         let mut trimmed: HashMap<String, Instant> = HashMap::new();
+        // What waits in each stream, as its last trim saw it: entries, and the oldest's age.
+        let mut waiting: HashMap<String, (i64, i64)> = HashMap::new();
         loop {
             if refreshed.is_none_or(|at| at.elapsed() >= REFRESH) {
                 let mut conn = self.store.conn();
@@ -104,10 +106,23 @@ impl Consumer {
                 let due = trimmed
                     .get(stream)
                     .is_none_or(|at| at.elapsed() >= TRIM_EVERY);
-                if due && trim(&self.store, stream).await.is_ok() {
+                if due && let Ok(backlog) = trim(&self.store, stream).await {
                     trimmed.insert(stream.clone(), Instant::now());
+                    let now = unix_ms();
+                    let waits = backlog.map_or((0, 0), |b| {
+                        let age = b.oldest.as_deref().and_then(id_ms).map(|at| now - at);
+                        (b.pending + b.unread, age.unwrap_or(0).max(0))
+                    });
+                    waiting.insert(stream.clone(), waits);
                 }
             }
+            waiting.retain(|stream, _| streams.contains(stream));
+            self.counters
+                .backlog
+                .set(waiting.values().map(|(entries, _)| entries).sum());
+            self.counters
+                .oldest_ms
+                .set(waiting.values().map(|(_, age)| *age).max().unwrap_or(0));
             if failed {
                 tokio::time::sleep(BACKOFF).await;
             } else if moved < self.batch {
@@ -181,13 +196,17 @@ impl Consumer {
 }
 
 /// Trims `stream` below what the group has acknowledged: below its oldest pending entry,
-/// or up to the last one delivered when none is pending.
-async fn trim(store: &Store, stream: &str) -> Result<(), RedisError> {
+/// or up to the last one delivered when none is pending. Returns what waits in it, as
+/// seen before the trim.
+async fn trim(store: &Store, stream: &str) -> Result<Option<Backlog>, RedisError> {
     let mut conn = store.conn();
     let Some(backlog) = backlog(store, stream).await? else {
-        return Ok(());
+        return Ok(None);
     };
-    let below = backlog.oldest_pending.or(backlog.last_delivered);
+    let below = backlog
+        .oldest_pending
+        .as_ref()
+        .or(backlog.last_delivered.as_ref());
     if let Some(id) = below {
         let _: i64 = redis::cmd("XTRIM")
             .arg(stream)
@@ -196,7 +215,14 @@ async fn trim(store: &Store, stream: &str) -> Result<(), RedisError> {
             .query_async(&mut conn)
             .await?;
     }
-    Ok(())
+    Ok(Some(backlog))
+}
+
+/// The time now, ms since the Unix epoch (as stream ids count it).
+pub fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// What waits in one stream.

@@ -46,6 +46,11 @@ pub struct OrdersCounters {
     pub claimed: prometheus_client::metrics::counter::Counter,
     /// Batches that stayed in the stream (the database or Redis did not answer).
     pub failed_batches: prometheus_client::metrics::counter::Counter,
+    /// Entries not yet in the database over every stream, at the last look (the
+    /// reconciliation's `backlog`, for every product at once).
+    pub backlog: prometheus_client::metrics::gauge::Gauge,
+    /// How long the oldest of them has waited, ms.
+    pub oldest_ms: prometheus_client::metrics::gauge::Gauge,
 }
 
 /// One order as the stream carries it and the database keeps it.
@@ -329,9 +334,7 @@ pub async fn reconcile(
         settled_in_database: None,
         drift: None,
     };
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let now_ms = consumer::unix_ms();
     for index in 0..layout.shards() {
         let shard = keys.shard(layout, index);
         // Whether this sale's orders go to the database, as its reset said.

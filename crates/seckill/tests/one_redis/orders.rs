@@ -22,6 +22,24 @@ fn with_database(db: &Postgres) -> (Service, Nginx, Api) {
     (cluster, nginx, api)
 }
 
+/// `name` as the first instance's `/metrics` says once it satisfies `wanted` (within 5 s,
+/// or the test fails).
+async fn metric_within(cluster: &Service, name: &str, wanted: impl Fn(f64) -> bool) -> f64 {
+    let api = cluster.api(0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let value = api.metric(name).await;
+        if wanted(value) {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} stayed {value}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// `/stats` once the backlog has drained and the two stores agree (or after `within`).
 async fn drained(api: &Api, product: &str, within: Duration) -> Value {
     let deadline = tokio::time::Instant::now() + within;
@@ -96,7 +114,7 @@ async fn every_order_answered_200_reaches_postgres_once() {
 async fn sales_go_on_while_postgres_is_down_and_the_backlog_drains() {
     let _turn = seckill_testkit::heavy_turn().await;
     let mut db = Postgres::start();
-    let (_cluster, _nginx, api) = with_database(&db);
+    let (cluster, _nginx, api) = with_database(&db);
     api.reset("101", 5_000, 1).await;
     let warm = api
         .run(api.load("101", "lua").requests(200).concurrency(20))
@@ -121,6 +139,9 @@ async fn sales_go_on_while_postgres_is_down_and_the_backlog_drains() {
     let order = &report.orders[0];
     let (status, pending) = api.get(&format!("/orders/{order}?product=101")).await;
     assert_eq!(status, 503, "the database is away: {pending}");
+    // /metrics: each consumer's look at the same backlog (once a second), from any instance.
+    let backlog = metric_within(&cluster, "seckill_orders_backlog", |v| v > 0.0).await;
+    println!("/metrics while the database is away: backlog {backlog}");
 
     db.restart();
     let stats = drained(&api, "101", Duration::from_secs(30)).await;
@@ -128,6 +149,7 @@ async fn sales_go_on_while_postgres_is_down_and_the_backlog_drains() {
     println!("after the restart: {record}");
     assert_eq!(record["drift"], 0, "{stats}");
     assert_eq!(record["in_database"], 1_200, "{stats}");
+    metric_within(&cluster, "seckill_orders_backlog", |v| v == 0.0).await;
     let (status, recorded) = api.get(&format!("/orders/{order}")).await;
     assert_eq!(status, 200, "{recorded}");
     assert_eq!(recorded["state"], "recorded");
