@@ -11,12 +11,15 @@ use crate::nginx::bench_args;
 
 /// Two instances with `--orders-db`, and Nginx.
 fn with_database(db: &Postgres) -> (Service, Nginx, Api) {
+    with_database_and(db, &[])
+}
+
+/// The same, the instances with `more` flags.
+fn with_database_and(db: &Postgres, more: &[&str]) -> (Service, Nginx, Api) {
     let url = db.url();
-    let cluster = Service::start(
-        SECKILL,
-        2,
-        &["--orders-db", &url, "--orders-claim-ms", "1000"],
-    );
+    let mut args = vec!["--orders-db", &url, "--orders-claim-ms", "1000"];
+    args.extend_from_slice(more);
+    let cluster = Service::start(SECKILL, 2, &args);
     let nginx = Nginx::start(&cluster.instances);
     let api = Api::new(&nginx.url(""));
     (cluster, nginx, api)
@@ -163,7 +166,9 @@ async fn sales_go_on_while_postgres_is_down_and_the_backlog_drains() {
 async fn a_killed_consumers_pending_orders_are_claimed_by_another() {
     let _turn = seckill_testkit::heavy_turn().await;
     let mut db = Postgres::start();
-    let (mut cluster, _nginx, api) = with_database(&db);
+    // Small reads, so that both consumers hold some: a lua call's sales share one entry,
+    // and one read of the default 500 entries could take them all.
+    let (mut cluster, _nginx, api) = with_database_and(&db, &["--orders-batch", "5"]);
     api.reset("101", 5_000, 1).await;
     db.stop();
     let report = api
