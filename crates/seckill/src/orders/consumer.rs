@@ -287,21 +287,8 @@ pub async fn backlog(store: &Store, stream: &str) -> Result<Option<Backlog>, Red
     } else if let Some(lag) = group.get("lag").and_then(integer) {
         lag.max(1)
     } else {
-        let from = backlog
-            .last_delivered
-            .as_ref()
-            .map_or("-".to_owned(), |id| format!("({id}"));
-        let after: Value = redis::cmd("XRANGE")
-            .arg(stream)
-            .arg(from)
-            .arg("+")
-            .arg("COUNT")
-            .arg(UNREAD_COUNTED)
-            .query_async(&mut conn)
-            .await?;
-        i64::try_from(as_list(&after).len())
-            .unwrap_or(i64::MAX)
-            .max(1)
+        let after = undelivered(&mut conn, stream, &backlog, UNREAD_COUNTED).await?;
+        i64::try_from(after.len()).unwrap_or(i64::MAX).max(1)
     };
     if backlog.pending > 0 {
         let summary: Value = redis::cmd("XPENDING")
@@ -312,21 +299,32 @@ pub async fn backlog(store: &Store, stream: &str) -> Result<Option<Backlog>, Red
         backlog.oldest_pending = as_list(&summary).get(1).and_then(text);
         backlog.oldest = backlog.oldest_pending.clone();
     } else if backlog.unread > 0 {
-        let from = backlog
-            .last_delivered
-            .as_ref()
-            .map_or("-".to_owned(), |id| format!("({id}"));
-        let first: Value = redis::cmd("XRANGE")
-            .arg(stream)
-            .arg(from)
-            .arg("+")
-            .arg("COUNT")
-            .arg(1)
-            .query_async(&mut conn)
-            .await?;
-        backlog.oldest = parse_entries(&first).into_iter().next().map(|(id, _)| id);
+        let first = undelivered(&mut conn, stream, &backlog, 1).await?;
+        backlog.oldest = first.into_iter().next().map(|(id, _)| id);
     }
     Ok(Some(backlog))
+}
+
+/// Up to `count` entries of `stream` after the last one delivered to the group.
+async fn undelivered(
+    conn: &mut crate::store::RedisConn,
+    stream: &str,
+    backlog: &Backlog,
+    count: usize,
+) -> Result<Vec<Entry>, RedisError> {
+    let from = backlog
+        .last_delivered
+        .as_ref()
+        .map_or("-".to_owned(), |id| format!("({id}"));
+    let entries: Value = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg(from)
+        .arg("+")
+        .arg("COUNT")
+        .arg(count)
+        .query_async(conn)
+        .await?;
+    Ok(parse_entries(&entries))
 }
 
 /// The time (ms) an entry id was made at.
