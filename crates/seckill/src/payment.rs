@@ -29,6 +29,7 @@ use redis::Value;
 
 use crate::error::AppError;
 use crate::keys::{ProductId, ProductKeys, UNPAID_SETS, shard_of_unpaid};
+use crate::orders::entries::{integer, text};
 use crate::product;
 use crate::scripts;
 use crate::store::Store;
@@ -167,20 +168,5 @@ impl Sweeper {
             }
         }
         Ok(expired)
-    }
-}
-
-fn integer(value: &Value) -> Option<i64> {
-    match value {
-        Value::Int(n) => Some(*n),
-        _ => None,
-    }
-}
-
-fn text(value: &Value) -> Option<String> {
-    match value {
-        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
     }
 }

@@ -27,6 +27,11 @@ pub const ALWAYS: [&str; 2] = ["product", "user"];
 /// The product sold when a request names none, as in the seed.
 pub const DEFAULT_PRODUCT: &str = "101";
 
+/// [`DEFAULT_PRODUCT`], parsed: the product a request that names none is about.
+pub fn default_product() -> ProductId {
+    ProductId::parse(DEFAULT_PRODUCT).expect("the default product id is valid")
+}
+
 /// One knob a request may set.
 #[derive(Debug, Clone, Copy)]
 pub struct Knob {
@@ -137,7 +142,7 @@ impl Knobs {
         };
 
         let product = match get("product") {
-            None => ProductId::parse(DEFAULT_PRODUCT).expect("the default product id is valid"),
+            None => default_product(),
             Some(raw) => ProductId::parse(raw).map_err(bad)?,
         };
         let user = get("user").map(UserId::parse).transpose().map_err(bad)?;

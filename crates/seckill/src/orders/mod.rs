@@ -14,6 +14,7 @@
 //! reset creates the streams and their group); `/stats` then reconciles the two stores.
 
 pub mod consumer;
+pub(crate) mod entries;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -353,7 +354,7 @@ pub async fn reconcile(
         if let Some(age) = backlog
             .oldest
             .as_deref()
-            .and_then(consumer::id_ms)
+            .and_then(entries::id_ms)
             .map(|at| (now_ms - at).max(0))
         {
             reconciliation.oldest_ms = Some(reconciliation.oldest_ms.unwrap_or(0).max(age));

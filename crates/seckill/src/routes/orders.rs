@@ -29,10 +29,7 @@ async fn pay(
     headers: HeaderMap,
 ) -> Result<Json<Value>, AppError> {
     let (id, product) = order_and_product(&id, query.as_deref(), &headers)?;
-    let product = match product {
-        Some(product) => product,
-        None => ProductId::parse(crate::knobs::DEFAULT_PRODUCT).map_err(AppError::BadRequest)?,
-    };
+    let product = product.unwrap_or_else(crate::knobs::default_product);
     let paid = payment::pay(&state.store, &product, id.as_str()).await?;
     Ok(Json(json!({
         "outcome": "paid",

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::stock::reconcile;
 use crate::error::AppError;
 use crate::keys::ProductId;
-use crate::knobs::DEFAULT_PRODUCT;
+use crate::knobs::default_product;
 use crate::lessons::{LESSONS, Lesson};
 use crate::product;
 use crate::state::AppState;
@@ -77,10 +77,7 @@ async fn live(
             }
         }
     }
-    let product = match product {
-        Some(product) => product,
-        None => ProductId::parse(DEFAULT_PRODUCT).map_err(AppError::BadRequest)?,
-    };
+    let product = product.unwrap_or_else(default_product);
     match product::stats(&state.store, &state.lock_store, &product).await {
         Ok(mut stats) => {
             if reconciled {

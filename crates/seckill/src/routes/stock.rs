@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::params;
 use crate::error::AppError;
 use crate::keys::{Layout, ProductId};
-use crate::knobs::DEFAULT_PRODUCT;
+use crate::knobs::default_product;
 use crate::orders;
 use crate::product::{self, Stats};
 use crate::state::AppState;
@@ -64,7 +64,7 @@ pub(super) async fn reconcile(
 fn product_param(query: Option<&str>, headers: &HeaderMap) -> Result<ProductId, AppError> {
     let params = params(query, headers, &[])?;
     match params.as_slice() {
-        [] => Ok(ProductId::parse(DEFAULT_PRODUCT).expect("the default product id is valid")),
+        [] => Ok(default_product()),
         [(name, value)] if name == "product" => {
             ProductId::parse(value).map_err(AppError::BadRequest)
         }
