@@ -140,6 +140,14 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u32).range(1..=256))]
     pub confirm_connections: u32,
 
+    /// Connections kept per master for `optimistic`'s transactions: `WATCH` is state of
+    /// the connection that sent it, so each transaction has one to itself from `WATCH` to
+    /// `EXEC`. When every one stays in use for --redis-timeout-ms, the request is answered
+    /// 503 `tx_busy`.
+    #[arg(long, env = "SECKILL_TX_CONNECTIONS", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub tx_connections: u32,
+
     /// How long that `WAIT` may take. Below --redis-timeout-ms, which bounds the command.
     #[arg(long, env = "SECKILL_REDIS_WAIT_TIMEOUT_MS", default_value_t = 500,
           value_parser = clap::value_parser!(u64).range(1..=60_000))]

@@ -92,7 +92,7 @@ impl AppError {
             Self::UnknownProduct(_) => "unknown_product",
             Self::UnknownOrder(_) => "unknown_order",
             Self::Unauthorized => "unauthorized",
-            Self::Conflict(_) => "conflict",
+            Self::Conflict(_) => "under_way",
             Self::Expired(_) => "expired",
             Self::NotReserved(_) => "not_reserved",
             Self::KeyReused(..) => "key_reused",

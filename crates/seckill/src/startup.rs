@@ -154,8 +154,14 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
     .spawn();
     let variant_state = VARIANTS
         .iter()
-        .filter_map(|v| Some((*v, (v.spec().start?)(&start))))
-        .collect();
+        .filter_map(|v| Some((*v, v.spec().start?)))
+        .map(|(v, start_it)| {
+            Ok((
+                v,
+                start_it(&start).with_context(|| format!("starting {v}"))?,
+            ))
+        })
+        .collect::<anyhow::Result<_>>()?;
     Ok(AppState::new(App {
         lock_store: lock_store.unwrap_or_else(|| store.clone()),
         locks_beside_stock: args.lock_redis_url.is_none(),

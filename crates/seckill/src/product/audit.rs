@@ -46,6 +46,13 @@ pub struct Stats {
     pub sold_out: i64,
     /// Requests answered 429 because the lock stayed held for their whole wait.
     pub lock_busy: i64,
+    /// Units left while buyers were turned away with nothing sold (429: `lock_busy`,
+    /// `optimistic`'s `conflict`): the fewer of the two. 0 once the stock is gone. The cost
+    /// of a lock that times out and of an optimistic lock that gives up.
+    pub undersold: i64,
+    /// `optimistic`: its transactions, when there were any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optimistic: Option<Optimistic>,
     /// Times a holder entered a critical section another holder was still inside.
     pub lock_overlaps: i64,
     /// Times a watchdog-lock holder found, at commit, that the lock was no longer its own
@@ -106,6 +113,10 @@ impl Stats {
                 match field.as_str() {
                     "sold_out" => self.sold_out += count,
                     "lock_busy" => self.lock_busy += count,
+                    "tx_commits" => self.optimistic.get_or_insert_default().commits += count,
+                    "tx_conflicts" => self.optimistic.get_or_insert_default().conflicts += count,
+                    "conflict" => self.optimistic.get_or_insert_default().conflict += count,
+                    "tx_busy" => self.optimistic.get_or_insert_default().tx_busy += count,
                     "lock_overlaps" => self.lock_overlaps += count,
                     "lock_lost" => self.lock_lost += count,
                     "unconfirmed" => self.unconfirmed += count,
@@ -138,6 +149,22 @@ pub struct Payment {
     /// `initial = remaining + reserved + paid`: every unit is for sale, reserved or paid,
     /// once.
     pub balanced: bool,
+}
+
+/// `optimistic`'s transactions: `WATCH`, read, `MULTI`, sale, `EXEC`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Optimistic {
+    /// Transactions that ran (`EXEC` with the stock unchanged since the read).
+    pub commits: i64,
+    /// Transactions that did not: the stock changed after the read, `EXEC` answered nil.
+    pub conflicts: i64,
+    /// `conflicts / (commits + conflicts)`: the chance that a try is wasted (seed 000's
+    /// rule: below about 0.2, the optimistic lock is the better one).
+    pub conflict_rate: f64,
+    /// Requests answered 429 `conflict`: every try conflicted.
+    pub conflict: i64,
+    /// Requests answered 503 `tx_busy`: no transaction connection came free.
+    pub tx_busy: i64,
 }
 
 /// What idempotency keys came to.
@@ -243,6 +270,8 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         lost_updates: 0,
         sold_out: 0,
         lock_busy: 0,
+        undersold: 0,
+        optimistic: None,
         lock_overlaps: 0,
         lock_lost: 0,
         unconfirmed: 0,
@@ -329,6 +358,17 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
     stats.oversold = (stats.held - stats.initial).max(0);
     let left_the_stock = stats.initial - stats.remaining;
     stats.lost_updates = (stats.held - left_the_stock).max(0);
+    let conflict = match &mut stats.optimistic {
+        Some(tx) => {
+            let tries = tx.commits + tx.conflicts;
+            if tries > 0 {
+                tx.conflict_rate = tx.conflicts as f64 / tries as f64;
+            }
+            tx.conflict
+        }
+        None => 0,
+    };
+    stats.undersold = stats.remaining.max(0).min(stats.lock_busy + conflict);
     Ok(stats)
 }
 

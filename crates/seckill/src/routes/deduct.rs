@@ -91,6 +91,14 @@ const UNCONFIRMED: &str = "the unit was taken and the order recorded on the mast
 const LIMIT_REACHED: &str =
     "this buyer already has as many units as the product allows one user (per_user)";
 
+/// What a `conflict` answer tells the client.
+const CONFLICT: &str = "the stock changed between the read and the sale on every try (the first \
+    and `retries` more): nothing was sold; units may be left, try again";
+
+/// What a `tx_busy` answer tells the client.
+const TX_BUSY: &str = "every transaction connection to the stock's master was in use \
+    (--tx-connections): nothing was tried, try again";
+
 /// What an `in_flight` answer tells the client.
 const IN_FLIGHT: &str = "another request with this Idempotency-Key is being served; this one \
     sold nothing: repeat the same request with the same key for its answer";
@@ -269,6 +277,8 @@ fn answer(
         | Outcome::LockUnconfirmed => {}
         Outcome::LimitReached => answer.note = Some(LIMIT_REACHED),
         Outcome::InFlight => answer.note = Some(IN_FLIGHT),
+        Outcome::Conflict => answer.note = Some(CONFLICT),
+        Outcome::TxBusy => answer.note = Some(TX_BUSY),
     }
     let mut response = json(status, &answer);
     if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::LOCKED {

@@ -18,10 +18,12 @@
 //! `--lock-redis-url` names another, as real deployments keep locks and data apart.
 
 mod confirm;
+mod pools;
 mod sentinel;
 mod topology;
 
 pub use confirm::{Confirmations, Confirmed};
+pub use pools::{Checkout, MasterPool, MasterPools, drop_broken};
 pub use sentinel::SentinelConn;
 pub use topology::{Master, key_slot, master_of};
 

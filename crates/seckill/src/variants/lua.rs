@@ -53,14 +53,14 @@ pub static SPEC: Spec = Spec {
 /// Most deductions in one call. Past a few dozen, a bigger call saves nothing more.
 pub const MAX_BATCH: usize = 128;
 
-fn start(start: &Start<'_>) -> VariantState {
+fn start(start: &Start<'_>) -> anyhow::Result<VariantState> {
     let capacity = usize::try_from(start.args.limits.max_in_flight).unwrap_or(usize::MAX);
-    Arc::new(LuaBatches::start(
+    Ok(Arc::new(LuaBatches::start(
         start.store.conn(),
         start.settings.instance.clone(),
         capacity,
         start.sale_confirmations.cloned(),
-    ))
+    )))
 }
 
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {

@@ -25,6 +25,7 @@ pub(crate) mod section;
 
 pub mod lua;
 pub mod naive;
+pub mod optimistic;
 pub mod redlock;
 pub mod segmented;
 pub mod setnx;
@@ -58,6 +59,7 @@ pub static VARIANTS: &[Variant] = &[
     Variant::of(&segmented::SPEC),
     Variant::of(&shares::SPEC),
     Variant::of(&lua::SPEC),
+    Variant::of(&optimistic::SPEC),
     Variant::of(&redlock::SPEC),
 ];
 
@@ -85,7 +87,7 @@ pub struct Spec {
     /// One deduction.
     pub deduct: for<'a> fn(&'a Deduction) -> BoxFuture<'a, Result<Outcome, AppError>>,
     /// What it keeps per instance, made once at start.
-    pub start: Option<fn(&Start<'_>) -> VariantState>,
+    pub start: Option<fn(&Start<'_>) -> anyhow::Result<VariantState>>,
 }
 
 /// What a variant keeps per instance; [`Deduction::state`] finds it again by its type.

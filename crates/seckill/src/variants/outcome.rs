@@ -38,11 +38,17 @@ pub enum Outcome {
     /// finish within the wait for it), or took this one's claim over; this one sold
     /// nothing. Repeat the same request with the same key for the answer.
     InFlight,
+    /// 429 (`optimistic`): the stock changed under every try (the first and `retries`
+    /// more): nothing was sold, though units may be left.
+    Conflict,
+    /// 503 (`optimistic`): every transaction connection to the stock's master stayed in use
+    /// for the whole wait; nothing was tried.
+    TxBusy,
 }
 
 impl Outcome {
     /// Every outcome's name, as answers, metrics and `/openapi.json` spell them.
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 12] = [
         "deducted",
         "sold_out",
         "lock_busy",
@@ -53,6 +59,8 @@ impl Outcome {
         "lock_unconfirmed",
         "limit_reached",
         "in_flight",
+        "conflict",
+        "tx_busy",
     ];
 
     pub fn name(&self) -> &'static str {
@@ -67,6 +75,8 @@ impl Outcome {
             Self::LockUnconfirmed => "lock_unconfirmed",
             Self::LimitReached => "limit_reached",
             Self::InFlight => "in_flight",
+            Self::Conflict => "conflict",
+            Self::TxBusy => "tx_busy",
         }
     }
 
@@ -76,11 +86,13 @@ impl Outcome {
             Self::SoldOut { .. } => StatusCode::CONFLICT,
             Self::LimitReached => StatusCode::FORBIDDEN,
             Self::InFlight => StatusCode::LOCKED,
-            Self::LockBusy => StatusCode::TOO_MANY_REQUESTS,
+            Self::LockBusy | Self::Conflict => StatusCode::TOO_MANY_REQUESTS,
             Self::Abandoned => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::LockLost | Self::Unconfirmed { .. } | Self::Fenced | Self::LockUnconfirmed => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::LockLost
+            | Self::Unconfirmed { .. }
+            | Self::Fenced
+            | Self::LockUnconfirmed
+            | Self::TxBusy => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -92,6 +104,8 @@ impl Outcome {
             Self::LockBusy => Some("lock_busy"),
             Self::LockUnconfirmed => Some("lock_unconfirmed"),
             Self::LimitReached => Some("limit_reached"),
+            Self::Conflict => Some("conflict"),
+            Self::TxBusy => Some("tx_busy"),
             _ => None,
         }
     }
@@ -121,6 +135,8 @@ mod tests {
             Outcome::LockUnconfirmed,
             Outcome::LimitReached,
             Outcome::InFlight,
+            Outcome::Conflict,
+            Outcome::TxBusy,
         ];
         assert_eq!(every.map(|o| o.name()), Outcome::NAMES);
     }

@@ -59,10 +59,10 @@ pub static SPEC: Spec = Spec {
 /// How often a request whose units all sit in other instances' shares looks again.
 const RECLAIM_POLL: Duration = Duration::from_millis(50);
 
-fn start(start: &Start<'_>) -> VariantState {
-    Arc::new(Shares::new(Duration::from_millis(
+fn start(start: &Start<'_>) -> anyhow::Result<VariantState> {
+    Ok(Arc::new(Shares::new(Duration::from_millis(
         start.args.share_lease_ms,
-    )))
+    ))))
 }
 
 /// This instance's shares, one per product, each behind its local lock.

@@ -13,6 +13,7 @@ mod hostile_input;
 mod http;
 mod idempotency;
 mod nginx;
+mod optimistic;
 mod orders;
 mod partial_failure;
 mod payment;
