@@ -163,6 +163,7 @@ async fn side_by_side(service: &Service<'_>, stopped: bool) -> Vec<Row> {
             concurrency: 0,
             first: None,
             orders: true,
+            products: 1,
         };
         rows.push(Row::from_load(scenario, load));
     }

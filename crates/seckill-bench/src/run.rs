@@ -135,9 +135,7 @@ pub(crate) async fn run_one(
     let Some(variant) = scenario.variant else {
         return run_baseline(service, base, scenario).await;
     };
-    service
-        .reset_streamed(scenario.stock, scenario.shards, scenario.orders)
-        .await?;
+    let others = reset_products(service, &scenario).await?;
     let mut url = format!("{base}/deduct_stock/{variant}?product={}", args.product);
     if let Some(first) = &scenario.first {
         let response = service.http.post(format!("{url}&{first}")).send().await?;
@@ -153,12 +151,21 @@ pub(crate) async fn run_one(
     if !scenario.knobs.is_empty() {
         url = format!("{url}&{}", scenario.knobs);
     }
+    let mut urls = vec![url];
+    for product in &others {
+        let mut url = format!("{base}/deduct_stock/{variant}?product={product}");
+        if !scenario.knobs.is_empty() {
+            url = format!("{url}&{}", scenario.knobs);
+        }
+        urls.push(url);
+    }
+    let urls = at_random(urls, scenario.requests);
 
     let before = match info {
         Some(masters) => Some(masters.read().await?),
         None => None,
     };
-    let mut load = Load::post(url).buyers(Buyers {
+    let mut load = Load::to(urls, Method::Post).buyers(Buyers {
         users: args.users.map(|u| usize::try_from(u).unwrap_or(usize::MAX)),
         clicks: usize::try_from(args.clicks).unwrap_or(1),
     });
@@ -172,7 +179,10 @@ pub(crate) async fn run_one(
         _ => Vec::new(),
     };
 
-    let stats = service.stats().await?;
+    let mut stats = service.stats().await?;
+    for product in &others {
+        add_stats(&mut stats, &service.stats_of(product).await?);
+    }
     let drain = match scenario.key {
         Key::Orders { on: true, .. } => Some(drained(service, &stats, ended, &load).await?),
         _ => None,
@@ -221,6 +231,73 @@ pub(crate) async fn run_one(
         stats,
         scenario,
     })
+}
+
+/// Resets `--product` for the scenario and the products besides it that its load is spread
+/// over (`<product>-1`, …), which it returns. Each has the scenario's whole stock: whichever
+/// products the requests pick, none runs out.
+async fn reset_products(service: &Service<'_>, scenario: &Scenario) -> anyhow::Result<Vec<String>> {
+    let args = service.args;
+    service
+        .reset_streamed(scenario.stock, scenario.shards, scenario.orders)
+        .await?;
+    let mut others = Vec::new();
+    for n in 1..scenario.products.max(1) {
+        let product = format!("{}-{n}", args.product);
+        service
+            .reset_product(&product, scenario.stock, scenario.shards, args.per_user)
+            .await?;
+        others.push(product);
+    }
+    Ok(others)
+}
+
+/// Several products' URLs: each request's product drawn at random (the same draw for every
+/// variant at a step, so their rows compare), as buyers spread over a catalogue. Taken in
+/// turn instead, the requests in flight at once would never share a product once there are
+/// as many products as connections. One URL: as it is.
+fn at_random(urls: Vec<String>, requests: u64) -> Vec<String> {
+    if urls.len() < 2 {
+        return urls;
+    }
+    // Request n goes to the n-th (modulo the length): a cycle long enough to look random.
+    let cycle = usize::try_from(requests).unwrap_or(usize::MAX).min(20_000);
+    let mut rng = fastrand::Rng::with_seed(urls.len() as u64);
+    (0..cycle)
+        .map(|_| urls[rng.usize(..urls.len())].clone())
+        .collect()
+}
+
+/// Adds another product's audit to `total`: every count, at the top and in `optimistic`.
+/// (The rest — the product, its shards, its locks — stays the first product's.)
+fn add_stats(total: &mut Value, other: &Value) {
+    fn add(total: &mut Value, other: &Value) {
+        let (Some(total), Some(other)) = (total.as_object_mut(), other.as_object()) else {
+            return;
+        };
+        for (field, value) in other {
+            match (total.get_mut(field), value.as_i64()) {
+                (Some(sum), Some(n)) if sum.is_i64() => *sum = json!(sum.as_i64().unwrap_or(0) + n),
+                (None, Some(n)) => {
+                    total.insert(field.clone(), json!(n));
+                }
+                _ => {}
+            }
+        }
+    }
+    add(total, other);
+    if total["optimistic"].is_null() && other["optimistic"].is_object() {
+        total["optimistic"] = json!({});
+    }
+    add(&mut total["optimistic"], &other["optimistic"]);
+    let tx = &total["optimistic"];
+    let (commits, conflicts) = (tx["commits"].as_i64(), tx["conflicts"].as_i64());
+    if let (Some(commits), Some(conflicts)) = (commits, conflicts)
+        && commits + conflicts > 0
+    {
+        total["optimistic"]["conflict_rate"] =
+            json!(conflicts as f64 / (commits + conflicts) as f64);
+    }
 }
 
 /// Waits (up to a minute) until the orders of a row whose sale was streamed are all in

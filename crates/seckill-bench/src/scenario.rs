@@ -46,6 +46,9 @@ pub enum Key {
     /// Redlock at 100 connections with this many of its five servers up (the partial
     /// suite).
     RedlockUp(u32),
+    /// The contention suite: `variant` with the same load spread over `products`
+    /// products.
+    Contention { variant: Variant, products: u32 },
     /// The orders suite: `variant` with its orders streamed to the database (`on`) or
     /// kept in Redis only, in round `round`.
     Orders {
@@ -81,6 +84,13 @@ impl fmt::Display for Key {
                 write!(f, "{probe}, replica {replica}")
             }
             Self::RedlockUp(up) => write!(f, "redlock @100, {up} of 5 up"),
+            Self::Contention {
+                variant,
+                products: 1,
+            } => write!(f, "{variant}, 1 product"),
+            Self::Contention { variant, products } => {
+                write!(f, "{variant}, {products} products")
+            }
             Self::Orders { variant, on, .. } => {
                 write!(f, "{variant}, orders db {}", if on { "on" } else { "off" })
             }
@@ -129,6 +139,9 @@ pub struct Scenario {
     /// Whether the reset lets the orders go to the database (with `--orders-db`; `false`
     /// keeps them in Redis only, for the orders suite's comparison).
     pub orders: bool,
+    /// Products the load is spread over, each request's drawn at random (`--product` and
+    /// `<product>-1`, …), each with the whole stock.
+    pub products: u32,
 }
 
 impl Scenario {
@@ -153,6 +166,7 @@ impl Scenario {
             concurrency,
             first: None,
             orders: true,
+            products: 1,
         }
     }
 
@@ -171,6 +185,7 @@ impl Scenario {
             concurrency,
             first: None,
             orders: true,
+            products: 1,
         }
     }
 
@@ -189,7 +204,14 @@ impl Scenario {
             concurrency: phase.concurrency as u64,
             first: phase.first.map(str::to_owned),
             orders: true,
+            products: 1,
         }
+    }
+
+    /// The same load spread over `products` products, each with its share of the stock.
+    pub fn over_products(mut self, products: u32) -> Self {
+        self.products = products.max(1);
+        self
     }
 
     pub fn on_shards(mut self, shards: u32) -> Self {

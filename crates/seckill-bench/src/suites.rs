@@ -39,6 +39,11 @@ pub enum Suite {
     /// against kept in Redis only, rounds alternating; and how fast the consumers drain
     /// the streams. Needs instances with --orders-db (`POSTGRES=1 scripts/cluster.sh`).
     Orders,
+    /// Seed 000's 20 % rule, measured: optimistic against watchdog and lua with the same
+    /// load spread over 1 to 64 products (the conflicts fall as the products grow): the
+    /// conflict rate, goodput and units left unsold at each step, and where optimistic
+    /// starts to pay.
+    Contention,
     /// All of the performance suites, one after the other.
     Performance,
 }
@@ -51,6 +56,14 @@ impl Suite {
 
 /// Past 16 the curve bends on this 2-core machine: 32 and 64 show where.
 pub const SHARD_CURVE: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// The contention suite's steps: products the same load is spread over, at random. Past 64
+/// because 100 connections with 2 ms of work still conflict often over 64 products.
+pub const PRODUCT_CURVE: [u32; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
+
+/// The variants the contention suite compares: the optimistic lock, the pessimistic one,
+/// and the lock-free script as the ceiling.
+pub const CONTENDERS: [&str; 3] = ["optimistic", "watchdog", "lua"];
 
 /// A variant the suites are about, by name.
 pub fn variant(name: &str) -> Variant {
@@ -70,6 +83,7 @@ pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
         Suite::Fair => fair(args),
         Suite::Shares => shares(args),
         Suite::Orders => orders(args),
+        Suite::Contention => contention(args),
         // Its rows are loads side by side, run by `partial.rs`.
         Suite::Partial => Vec::new(),
         // (`orders` is not in it: it needs the database.)
@@ -82,6 +96,7 @@ pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
             handoff(args),
             fair(args),
             shares(args),
+            contention(args),
         ]
         .concat(),
     }
@@ -293,6 +308,23 @@ fn orders(args: &BenchArgs) -> Vec<Scenario> {
                 };
                 rows.push(Scenario { orders: on, ..row });
             }
+        }
+    }
+    rows
+}
+
+/// At each step of [`PRODUCT_CURVE`], each of [`CONTENDERS`] under the same load (`--requests`
+/// from `--concurrency` connections, `--work-ms` where the variant takes it) spread over
+/// that many products, with stock for every request.
+fn contention(args: &BenchArgs) -> Vec<Scenario> {
+    let mut rows = Vec::new();
+    for products in PRODUCT_CURVE {
+        for name in CONTENDERS {
+            let variant = variant(name);
+            let key = Key::Contention { variant, products };
+            let knobs = knobs(variant, args.work_ms, args.wait_ms, "");
+            let row = Scenario::selling(key, variant, knobs, args.requests, args.concurrency);
+            rows.push(row.over_products(products));
         }
     }
     rows

@@ -11,6 +11,7 @@ use crate::report::Row;
 use crate::scenario::{Key, WAITERS};
 use crate::suites::{SHARD_CURVE, variant};
 
+mod contention;
 mod orders;
 
 /// A ratio a suite reports, against its target.
@@ -75,6 +76,7 @@ pub fn ratios(args: &BenchArgs, rows: &[Row], peak_rss: &[(String, u64)]) -> Vec
     ratios.extend(wait_ratios(args, rows));
     ratios.extend(shares_ratios(args, rows));
     ratios.extend(orders::ratios(args, rows));
+    ratios.extend(contention::ratios(rows));
     for (url, bytes) in peak_rss {
         ratios.push(Ratio {
             name: format!("peak RSS {url}"),

@@ -21,8 +21,9 @@ fn instances(redis: &RedisCluster, extra: &[&str]) -> Vec<Instance> {
 }
 
 /// On a 3-master Cluster, through Nginx: naive loses updates; setnx, token, watchdog,
-/// segmented (on shards across the masters) and lua sell exactly the stock, and the audit
-/// adds up, as on one Redis.
+/// segmented (on shards across the masters), lua and optimistic (its transactions on the
+/// master of the stock's slot) sell exactly the stock, and the audit adds up, as on one
+/// Redis.
 #[tokio::test]
 async fn progression_on_a_three_master_cluster_through_nginx() {
     let _turn = heavy_turn().await;
@@ -52,6 +53,7 @@ async fn progression_on_a_three_master_cluster_through_nginx() {
         ("watchdog?work_ms=1", 1),
         ("segmented?work_ms=1", 6),
         ("lua", 1),
+        ("optimistic", 1),
     ] {
         api.reset("101", 60, shards).await;
         let stats = api.sell_out_in_rounds("101", variant).await;
