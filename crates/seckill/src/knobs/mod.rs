@@ -57,6 +57,8 @@ pub enum Kind {
     Count { min: i64, max: i64 },
     /// One of `values`; unset when not given.
     Choice { values: &'static [&'static str] },
+    /// Distinct product ids, comma-separated, at most `max`; unset when not given.
+    Products { max: usize },
 }
 
 impl Knob {
@@ -87,12 +89,13 @@ pub enum Fault {
 }
 
 /// A parsed value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Value {
     Millis(Option<Duration>),
     Switch(bool),
     Count(Option<i64>),
     Choice(Option<&'static str>),
+    Products(Vec<ProductId>),
 }
 
 /// One request's knobs, every value inside the instance's bounds.
@@ -163,7 +166,7 @@ impl Knobs {
     /// `fault` and `pause_ms` together, refused unless the instance allows faults.
     fn read_fault(&self, faults_enabled: bool) -> Result<Option<Fault>, AppError> {
         let fault = match self.value(&FAULT) {
-            Some(Value::Choice(fault)) => fault,
+            Some(Value::Choice(fault)) => *fault,
             _ => None,
         };
         let pause = self.millis(&PAUSE_MS);
@@ -188,17 +191,17 @@ impl Knobs {
         })
     }
 
-    fn value(&self, knob: &Knob) -> Option<Value> {
+    fn value(&self, knob: &Knob) -> Option<&Value> {
         self.values
             .iter()
             .find(|(name, _)| *name == knob.name)
-            .map(|(_, value)| *value)
+            .map(|(_, value)| value)
     }
 
     /// A milliseconds knob's value; `None` when unset, or not one this variant takes.
     pub fn millis(&self, knob: &Knob) -> Option<Duration> {
         match self.value(knob) {
-            Some(Value::Millis(value)) => value,
+            Some(Value::Millis(value)) => *value,
             _ => None,
         }
     }
@@ -206,7 +209,7 @@ impl Knobs {
     /// A switch's value, or its default when this variant does not take it.
     pub fn switch(&self, knob: &Knob) -> bool {
         match (self.value(knob), knob.kind) {
-            (Some(Value::Switch(on)), _) => on,
+            (Some(Value::Switch(on)), _) => *on,
             (_, Kind::Switch { default }) => default,
             _ => false,
         }
@@ -215,8 +218,24 @@ impl Knobs {
     /// A count's value; `None` when unset.
     pub fn count(&self, knob: &Knob) -> Option<i64> {
         match self.value(knob) {
-            Some(Value::Count(value)) => value,
+            Some(Value::Count(value)) => *value,
             _ => None,
+        }
+    }
+
+    /// A choice's value; `None` when unset.
+    pub fn choice(&self, knob: &Knob) -> Option<&'static str> {
+        match self.value(knob) {
+            Some(Value::Choice(value)) => *value,
+            _ => None,
+        }
+    }
+
+    /// A list of products; empty when unset.
+    pub fn products(&self, knob: &Knob) -> &[ProductId] {
+        match self.value(knob) {
+            Some(Value::Products(products)) => products,
+            _ => &[],
         }
     }
 
@@ -304,6 +323,10 @@ fn read(knob: &Knob, raw: Option<&str>, limits: &Limits) -> Result<Value, AppErr
                 }
             },
         }),
+        Kind::Products { max } => Value::Products(match raw {
+            None => Vec::new(),
+            Some(raw) => products(knob.name, raw, max)?,
+        }),
         Kind::Choice { values } => Value::Choice(match raw {
             None => None,
             Some(raw) => match values.iter().find(|v| **v == raw) {
@@ -319,6 +342,22 @@ fn read(knob: &Knob, raw: Option<&str>, limits: &Limits) -> Result<Value, AppErr
             },
         }),
     })
+}
+
+/// `101,102,103`: distinct product ids, at least one, at most `max`.
+fn products(name: &str, raw: &str, max: usize) -> Result<Vec<ProductId>, AppError> {
+    let mut products: Vec<ProductId> = Vec::new();
+    for part in raw.split(',') {
+        if products.len() == max {
+            return Err(bad(format!("{name} takes at most {max} products")));
+        }
+        let product = ProductId::parse(part).map_err(|err| bad(format!("{name}: {err}")))?;
+        if products.contains(&product) {
+            return Err(bad(format!("{name} names product {} twice", quoted(part))));
+        }
+        products.push(product);
+    }
+    Ok(products)
 }
 
 fn bad(message: String) -> AppError {

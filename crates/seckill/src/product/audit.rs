@@ -50,6 +50,9 @@ pub struct Stats {
     /// `optimistic`'s `conflict`): the fewer of the two. 0 once the stock is gone. The cost
     /// of a lock that times out and of an optimistic lock that gives up.
     pub undersold: i64,
+    /// `multi`: the carts with this product that waited in vain for the cart's locks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multi: Option<Multi>,
     /// `optimistic`: its transactions, when there were any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub optimistic: Option<Optimistic>,
@@ -117,6 +120,9 @@ impl Stats {
                     "tx_conflicts" => self.optimistic.get_or_insert_default().conflicts += count,
                     "conflict" => self.optimistic.get_or_insert_default().conflict += count,
                     "tx_busy" => self.optimistic.get_or_insert_default().tx_busy += count,
+                    "multi_timed_out" => self.multi.get_or_insert_default().timed_out += count,
+                    "multi_waited_ms" => self.multi.get_or_insert_default().waited_ms += count,
+                    "multi_half_sold" => self.multi.get_or_insert_default().half_sold += count,
                     "lock_overlaps" => self.lock_overlaps += count,
                     "lock_lost" => self.lock_lost += count,
                     "unconfirmed" => self.unconfirmed += count,
@@ -149,6 +155,19 @@ pub struct Payment {
     /// `initial = remaining + reserved + paid`: every unit is for sale, reserved or paid,
     /// once.
     pub balanced: bool,
+}
+
+/// `multi`'s carts that held up this product.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Multi {
+    /// Carts with this product answered 429: a lock of the cart stayed held for the whole
+    /// wait (with `lock_order=given`, typically by a cart waiting for a lock this one held).
+    pub timed_out: i64,
+    /// How long those carts waited, ms, summed: the time the deadlock cost.
+    pub waited_ms: i64,
+    /// Lines of a cart refused after others of the cart were sold (0 unless a buyer's
+    /// limit or a lock was lost under the cart's locks).
+    pub half_sold: i64,
 }
 
 /// `optimistic`'s transactions: `WATCH`, read, `MULTI`, sale, `EXEC`.
@@ -271,6 +290,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         sold_out: 0,
         lock_busy: 0,
         undersold: 0,
+        multi: None,
         optimistic: None,
         lock_overlaps: 0,
         lock_lost: 0,

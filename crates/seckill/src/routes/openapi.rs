@@ -74,6 +74,10 @@ fn parameter(knob: &Knob, limits: &Limits) -> Value {
         Kind::Switch { .. } => json!({ "type": "string", "enum": ["on", "off"] }),
         Kind::Count { min, max } => json!({ "type": "integer", "minimum": min, "maximum": max }),
         Kind::Choice { values } => json!({ "type": "string", "enum": values }),
+        Kind::Products { max } => json!({
+            "type": "string",
+            "pattern": format!("^[A-Za-z0-9_-]{{1,64}}(,[A-Za-z0-9_-]{{1,64}}){{0,{}}}$", max - 1),
+        }),
     };
     json!({
         "name": knob.name,

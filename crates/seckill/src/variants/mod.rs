@@ -24,6 +24,7 @@ mod outcome;
 pub(crate) mod section;
 
 pub mod lua;
+pub mod multi;
 pub mod naive;
 pub mod optimistic;
 pub mod redlock;
@@ -61,6 +62,7 @@ pub static VARIANTS: &[Variant] = &[
     Variant::of(&lua::SPEC),
     Variant::of(&optimistic::SPEC),
     Variant::of(&redlock::SPEC),
+    Variant::of(&multi::SPEC),
 ];
 
 /// What a variant is, for everything that is not its deduction.

@@ -79,6 +79,13 @@ fn past_bound(knob: &Knob, limits: &Limits) -> Option<String> {
         Kind::Count { max, .. } => Some((max + 1).to_string()),
         Kind::Switch { .. } => Some("maybe".into()),
         Kind::Choice { .. } => Some("explode".into()),
+        // One product more than it takes.
+        Kind::Products { max } => Some(
+            (0..=max)
+                .map(|n| format!("p{n}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
     }
 }
 

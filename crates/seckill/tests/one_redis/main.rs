@@ -12,6 +12,7 @@ mod fencing;
 mod hostile_input;
 mod http;
 mod idempotency;
+mod multi;
 mod nginx;
 mod optimistic;
 mod orders;

@@ -1,0 +1,225 @@
+//! `multi` — a cart of several products, one unit each, all or nothing, under Redisson's
+//! MultiLock: every product's watchdog lock, taken one after another within one wait.
+//!
+//! `products=101,102,103` is the cart. The locks are taken in `lock_order`: `sorted` (the
+//! default: one global order, seed 000's rule 7) or `given` (the request's order). When a
+//! lock is not had before the wait runs out, the ones already taken are given back and the
+//! cart is answered 429 — nothing sold. With all the locks held, every product's stock is
+//! read; if one is out, the cart is answered 409 and nothing is sold; otherwise each
+//! product's unit is taken and its order recorded, and the locks are given back.
+//!
+//! The lesson: carts `101,102` and `102,101` at once with `lock_order=given`. One holds 101
+//! and waits for 102, the other holds 102 and waits for 101 — a deadlock that only the wait
+//! breaks: both give up, units stay unsold while buyers are turned away, and the time spent
+//! waiting is lost. `/stats` counts it per product (`multi`). With `sorted`, both take 101
+//! first; one waits for the other to finish, and the deadlock cannot happen.
+//!
+//! A cart is sold product by product (on a Cluster the products live on different slots,
+//! so no one script can take them all); everything that could refuse a line is checked
+//! under the locks first, and a line refused after others were taken anyway — a buyer's
+//! limit reached through a variant that takes no lock, a lock lost — is counted as
+//! `multi.half_sold`.
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use seckill_lock::{Lock, WatchdogLock};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::section::{Credentials, INSIDE_MARGIN, StockWrite};
+use super::{Deduction, Outcome, Spec};
+use crate::error::AppError;
+use crate::keys::{ProductKeys, ShardKeys};
+use crate::knobs::{DEFAULT_LOCK_WAIT_MS, Kind, Knob, WAIT_MS, WORK_MS};
+use crate::scripts;
+use crate::store::RedisConn;
+
+/// The most products one cart holds.
+pub const MAX_CART: usize = 8;
+
+/// `products`: the cart.
+pub const PRODUCTS: Knob = Knob {
+    name: "products",
+    doc: "multi: the cart, distinct product ids comma-separated (at most 8), one unit of \
+          each, all or nothing; without it the cart is `product` alone.",
+    kind: Kind::Products { max: MAX_CART },
+};
+
+/// `lock_order`: in which order the cart's locks are taken.
+pub const LOCK_ORDER: Knob = Knob {
+    name: "lock_order",
+    doc: "multi: sorted (the default) takes the cart's locks in one global order, so carts \
+          never wait on each other in a circle; given takes them in the order of `products`, \
+          and two carts with opposite orders deadlock until their waits run out.",
+    kind: Kind::Choice {
+        values: &["sorted", "given"],
+    },
+};
+
+pub static SPEC: Spec = Spec {
+    name: "multi",
+    summary: "A cart of several products under Redisson's MultiLock: all locks or none within the wait, lock_order sorted or given (the deadlock)",
+    color: "#455a64",
+    knobs: &[
+        WORK_MS,
+        WAIT_MS.defaulting_to(DEFAULT_LOCK_WAIT_MS),
+        PRODUCTS,
+        LOCK_ORDER,
+    ],
+    in_progression: false,
+    splits_stock: false,
+    must_finish: true,
+    // A cart's refusal is counted in every product of the cart.
+    counts_its_refusals: true,
+    deduct: |d| Box::pin(deduct(d)),
+    start: None,
+};
+
+async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
+    let cart = cart(d);
+    let started = Instant::now();
+    let deadline = started + d.knobs.wait();
+    let mut held: Vec<WatchdogLock<RedisConn>> = Vec::with_capacity(cart.len());
+    for product in &cart {
+        let mut lock = d
+            .app
+            .locks
+            .lock(product.whole().lock_keys(), &d.holder)
+            .expecting_to_hold(d.knobs.work() + INSIDE_MARGIN);
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lock.acquire(left).await {
+            Ok(true) => held.push(lock),
+            Ok(false) => {
+                release(d, &mut held).await;
+                d.app
+                    .metrics
+                    .lock_acquired(d.variant, false, started.elapsed());
+                count(d, &cart, "lock_busy", started.elapsed()).await?;
+                return Ok(Outcome::LockBusy);
+            }
+            Err(err) => {
+                release(d, &mut held).await;
+                return Err(err.into());
+            }
+        }
+    }
+    d.app
+        .metrics
+        .lock_acquired(d.variant, true, started.elapsed());
+    let sold = sell(d, &cart).await;
+    release(d, &mut held).await;
+    sold
+}
+
+/// The cart's products, in the order their locks are taken.
+fn cart(d: &Deduction) -> Vec<ProductKeys> {
+    let mut products = d.knobs.products(&PRODUCTS).to_vec();
+    if products.is_empty() {
+        products.push(d.knobs.product.clone());
+    }
+    if d.knobs.choice(&LOCK_ORDER) != Some("given") {
+        products.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    }
+    products.iter().map(ProductKeys::new).collect()
+}
+
+/// Gives back every lock taken, the last first.
+async fn release(d: &Deduction, held: &mut Vec<WatchdogLock<RedisConn>>) {
+    while let Some(mut lock) = held.pop() {
+        d.log_release(lock.release().await);
+    }
+}
+
+/// A cart turned away: `counter` in each product's audit; with `lock_busy`, the carts
+/// that waited in vain and how long.
+async fn count(
+    d: &Deduction,
+    cart: &[ProductKeys],
+    counter: &str,
+    waited: Duration,
+) -> Result<(), AppError> {
+    // One call per product: on a Cluster they live on different slots.
+    for product in cart {
+        let audit = product.whole().audit;
+        let mut one = redis::pipe();
+        one.hincr(&audit, counter, 1).ignore();
+        if counter == "lock_busy" {
+            let ms = i64::try_from(waited.as_millis()).unwrap_or(i64::MAX);
+            one.hincr(&audit, "multi_timed_out", 1)
+                .ignore()
+                .hincr(&audit, "multi_waited_ms", ms)
+                .ignore();
+        }
+        one.exec_async(&mut d.redis()).await?;
+    }
+    Ok(())
+}
+
+/// With every lock of the cart held: enter each product's critical section and read its
+/// stock; sell one unit of each, or nothing when one is out.
+async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> {
+    let shards: Vec<ShardKeys> = cart.iter().map(ProductKeys::whole).collect();
+    let stay = d.knobs.work() + INSIDE_MARGIN;
+    let mut stocks = Vec::with_capacity(shards.len());
+    for shard in &shards {
+        let (stock, _overlap): (Option<i64>, i64) = scripts::enter(shard, &d.holder, stay, None)
+            .invoke_async(&mut d.redis())
+            .await?;
+        stocks.push(stock);
+    }
+    let out = stocks.iter().position(|s| s.is_none_or(|units| units <= 0));
+    if let Some(out) = out {
+        leave(d, &shards).await?;
+        let Some(remaining) = stocks[out] else {
+            return Err(AppError::UnknownProduct(cart[out].product.to_string()));
+        };
+        count(d, cart, "sold_out", Duration::ZERO).await?;
+        return Ok(Outcome::SoldOut { remaining });
+    }
+    d.work().await;
+    let checkable = d.app.locks_beside_stock;
+    let credentials = Credentials {
+        lock_holder: checkable.then_some(d.holder.as_str()),
+        token: None,
+    };
+    let mut first = None;
+    for (line, shard) in shards.iter().enumerate() {
+        let order = Uuid::now_v7().to_string();
+        let remaining: i64 =
+            scripts::commit(&d.sale(shard, &order), StockWrite::Decrement, credentials)
+                .invoke_async(&mut d.redis())
+                .await?;
+        if remaining < 0 {
+            if line > 0 {
+                let _: i64 = d.redis().hincr(&shard.audit, "multi_half_sold", 1).await?;
+                tracing::warn!(
+                    cart = ?cart.iter().map(|p| p.product.to_string()).collect::<Vec<_>>(),
+                    code = remaining,
+                    "a cart's line was refused after others were sold"
+                );
+            }
+            leave(d, &shards[line + 1..]).await?;
+            return match remaining {
+                -2 => Err(AppError::UnknownProduct(cart[line].product.to_string())),
+                -3 => Ok(Outcome::LockLost),
+                code => d.refused(code),
+            };
+        }
+        first.get_or_insert((order, remaining, shard.index));
+    }
+    let (order, remaining, shard) = first.expect("a cart has at least one product");
+    Ok(Outcome::Deducted {
+        remaining,
+        order,
+        shard,
+    })
+}
+
+/// Leaves the critical sections of `shards` without selling.
+async fn leave(d: &Deduction, shards: &[ShardKeys]) -> Result<(), AppError> {
+    for shard in shards {
+        let _: u64 = d.redis().zrem(&shard.inside, &d.holder).await?;
+    }
+    Ok(())
+}
