@@ -15,6 +15,8 @@
 //!   when the work outlasts the lease.
 //! - [`Redlock`] — one lock over 3 or 5 independent masters, held by a majority, as the
 //!   Redis docs describe it; survives the loss of a minority of them.
+//! - [`RwLock`] — Redisson's read-write lock: many readers or one writer, reentrant, with
+//!   a watchdog, and a writer in line goes before new readers (no writer starvation).
 //!
 //! All of them implement [`Lock`]: [`acquire`](Lock::acquire) with a wait,
 //! [`release`](Lock::release), [`abandon`](Lock::abandon), [`is_lost`](Lock::is_lost).
@@ -38,6 +40,7 @@
 
 pub mod inspect;
 pub mod redlock;
+pub mod rw;
 mod scripts;
 pub mod setnx;
 pub mod token;
@@ -45,6 +48,7 @@ pub mod watchdog;
 
 pub use inspect::LockState;
 pub use redlock::{Redlock, RedlockLock};
+pub use rw::{RwKeys, RwLock, Side};
 pub use scripts::LOCK_LUA;
 pub use setnx::SetnxLock;
 pub use token::TokenLock;

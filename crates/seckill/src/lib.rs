@@ -31,11 +31,13 @@
 //! - [`scripts`] — the Lua scripts from `lua/`, each loaded once, with their arguments.
 //! - [`orders`] — the orders of record: PostgreSQL fed from Redis Streams, and its consumer.
 //! - [`payment`] — payment or expiry: a sale with a payment window reserves its unit.
+//! - [`close`] — closing a sale cleanly under a read-write lock (`/admin/close`, `guard`).
 //! - [`metrics`] — the Prometheus registry behind `/metrics`.
 //! - [`error`] — [`error::AppError`], the one error type handlers return, and its statuses.
 //! - [`telemetry`] — tracing set-up.
 //! - [`timer`] — a sleep that lasts what it says (`work_ms`), where tokio's rounds up a millisecond.
 
+pub mod close;
 pub mod config;
 pub mod error;
 pub mod idempotency;

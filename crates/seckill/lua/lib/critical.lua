@@ -268,5 +268,9 @@ local function commit(stock, inside, orders, audit, lock, fence, buyers, meta, h
   end
   record(orders, buyers, audit, order, instance, variant, user, sale)
   keyed_sale(sale, audit, order, instance, remaining)
+  -- A sale after `/admin/close` marked the product closed: it checked "open" before.
+  if redis.call('HEXISTS', meta, 'closed') == 1 then
+    redis.call('HINCRBY', audit, 'sold_after_close', 1)
+  end
   return remaining
 end

@@ -74,6 +74,12 @@ impl ProductKeys {
         }
     }
 
+    /// The read-write lock that closes the product's sale (`/admin/close`), on the meta's
+    /// slot.
+    pub fn rw_keys(&self) -> seckill_lock::RwKeys {
+        seckill_lock::RwKeys::under(&key(&tag(self.product.as_str()), "rw"))
+    }
+
     /// The keys of the whole stock of an unsplit product, under the product's own tag.
     pub fn whole(&self) -> ShardKeys {
         ShardKeys::with_tag(&tag(self.product.as_str()), 0)

@@ -50,6 +50,9 @@ pub struct Stats {
     /// `optimistic`'s `conflict`): the fewer of the two. 0 once the stock is gone. The cost
     /// of a lock that times out and of an optimistic lock that gives up.
     pub undersold: i64,
+    /// `/admin/close`: whether the sale is closed, and what came after.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub close: Option<Close>,
     /// `multi`: the carts with this product that waited in vain for the cart's locks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub multi: Option<Multi>,
@@ -120,6 +123,10 @@ impl Stats {
                     "tx_conflicts" => self.optimistic.get_or_insert_default().conflicts += count,
                     "conflict" => self.optimistic.get_or_insert_default().conflict += count,
                     "tx_busy" => self.optimistic.get_or_insert_default().tx_busy += count,
+                    "closed" => self.close.get_or_insert_default().refused += count,
+                    "sold_after_close" => {
+                        self.close.get_or_insert_default().sold_after_close += count;
+                    }
                     "multi_timed_out" => self.multi.get_or_insert_default().timed_out += count,
                     "multi_waited_ms" => self.multi.get_or_insert_default().waited_ms += count,
                     "multi_half_sold" => self.multi.get_or_insert_default().half_sold += count,
@@ -155,6 +162,18 @@ pub struct Payment {
     /// `initial = remaining + reserved + paid`: every unit is for sale, reserved or paid,
     /// once.
     pub balanced: bool,
+}
+
+/// A sale closed by `/admin/close`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Close {
+    /// Closed now (`/admin/reopen` opens it again).
+    pub closed: bool,
+    /// Deductions answered 410 `closed`: they checked after the close.
+    pub refused: i64,
+    /// Units sold after the close marked the product closed: deductions that checked
+    /// "open" just before it (`guard=check`). 0 with `guard=rw`.
+    pub sold_after_close: i64,
 }
 
 /// `multi`'s carts that held up this product.
@@ -290,6 +309,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         sold_out: 0,
         lock_busy: 0,
         undersold: 0,
+        close: None,
         multi: None,
         optimistic: None,
         lock_overlaps: 0,
@@ -366,6 +386,9 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         .iter()
         .map(|(user, units)| (units - bought.get(user).copied().unwrap_or(0)).max(0))
         .sum();
+    if meta.contains_key("closed") {
+        stats.close.get_or_insert_default().closed = true;
+    }
     let pay_within_ms = number("pay_within_ms").unwrap_or(0);
     if pay_within_ms > 0 || stats.payment.is_some() {
         let payment = stats.payment.get_or_insert_default();

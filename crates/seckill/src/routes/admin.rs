@@ -1,4 +1,4 @@
-//! `POST /admin/reset` and `POST /admin/unlock`. Admin needs the bearer token when one is configured, and answers
+//! `POST /admin/reset`, `/admin/unlock`, `/admin/close` and `/admin/reopen`, and the lessons. Admin needs the bearer token when one is configured, and answers
 //! loopback peers only when none is.
 
 use std::net::SocketAddr;
@@ -24,6 +24,8 @@ pub fn router(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/reset", post(reset))
         .route("/unlock", post(unlock))
+        .route("/close", post(close))
+        .route("/reopen", post(reopen))
         .route("/lesson", post(start_lesson).get(lesson_status))
         .route("/lesson/cancel", post(cancel_lesson))
         .route_layer(middleware::from_fn_with_state(state, require_admin))
@@ -148,6 +150,49 @@ async fn unlock(State(state): State<AppState>, body: Bytes) -> Result<Json<Value
     tracing::warn!(%product, freed, "locks deleted by an operator");
     Ok(Json(
         json!({ "outcome": "unlocked", "product": product.as_str(), "freed": freed }),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CloseRequest {
+    product: String,
+    /// How long to wait for the sales in flight (their read locks), ms.
+    #[serde(default = "close_wait_ms")]
+    wait_ms: u64,
+}
+
+fn close_wait_ms() -> u64 {
+    10_000
+}
+
+/// Closes a product's sale under its write lock: waits for the `guard=rw` deductions in
+/// flight, marks it closed. 409 when they still held it after `wait_ms`.
+async fn close(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, AppError> {
+    let request: CloseRequest = json_body(&body, r#"{"product": "101", "wait_ms": 10000}"#)?;
+    let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
+    let max = state.settings.limits.max_wait_ms;
+    if request.wait_ms > max {
+        return Err(AppError::BadRequest(format!(
+            "wait_ms must be from 0 to {max} (--max-wait-ms)"
+        )));
+    }
+    let closed = crate::close::close(
+        &state,
+        &product,
+        std::time::Duration::from_millis(request.wait_ms),
+    )
+    .await?;
+    Ok(Json(json!(closed)))
+}
+
+/// Opens a closed product's sale again.
+async fn reopen(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, AppError> {
+    let request: UnlockRequest = json_body(&body, r#"{"product": "101"}"#)?;
+    let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
+    crate::close::reopen(&state, &product).await?;
+    Ok(Json(
+        json!({ "outcome": "reopened", "product": product.as_str() }),
     ))
 }
 

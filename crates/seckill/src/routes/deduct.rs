@@ -99,6 +99,9 @@ const CONFLICT: &str = "the stock changed between the read and the sale on every
 const TX_BUSY: &str = "every transaction connection to the stock's master was in use \
     (--tx-connections): nothing was tried, try again";
 
+/// What a `closed` answer tells the client.
+const CLOSED: &str = "the sale of this product was closed (POST /admin/close); nothing was sold";
+
 /// What an `in_flight` answer tells the client.
 const IN_FLIGHT: &str = "another request with this Idempotency-Key is being served; this one \
     sold nothing: repeat the same request with the same key for its answer";
@@ -279,6 +282,7 @@ fn answer(
         Outcome::InFlight => answer.note = Some(IN_FLIGHT),
         Outcome::Conflict => answer.note = Some(CONFLICT),
         Outcome::TxBusy => answer.note = Some(TX_BUSY),
+        Outcome::Closed => answer.note = Some(CLOSED),
     }
     let mut response = json(status, &answer);
     if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::LOCKED {

@@ -49,7 +49,10 @@ impl Deduction {
     /// answer.
     pub async fn run(&self) -> Result<Outcome, AppError> {
         let spec = self.variant.spec();
-        let outcome = (spec.deduct)(self).await?;
+        let outcome = match self.knobs.choice(&crate::close::GUARD) {
+            None => (spec.deduct)(self).await?,
+            Some(guard) => crate::close::guarded(self, guard == "rw").await?,
+        };
         if let Some(counter) = outcome.refusal_counter()
             && !spec.counts_its_refusals
         {

@@ -50,7 +50,7 @@ pub static SPEC: Spec = Spec {
     name: "optimistic",
     summary: "WATCH the stock, MULTI/EXEC the sale: no lock, a changed stock aborts the transaction; retried, then 429 conflict",
     color: "#9e9d24",
-    knobs: &[WORK_MS, RETRIES],
+    knobs: &[WORK_MS, RETRIES, crate::close::GUARD],
     in_progression: true,
     splits_stock: false,
     // Cut short between WATCH and EXEC, its connection would go back to the pool mid-way.

@@ -41,6 +41,9 @@ pub enum Outcome {
     /// 429 (`optimistic`): the stock changed under every try (the first and `retries`
     /// more): nothing was sold, though units may be left.
     Conflict,
+    /// 410: the product's sale was closed (`/admin/close`) before this deduction checked
+    /// (`guard`); nothing was sold.
+    Closed,
     /// 503 (`optimistic`): every transaction connection to the stock's master stayed in use
     /// for the whole wait; nothing was tried.
     TxBusy,
@@ -48,7 +51,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome's name, as answers, metrics and `/openapi.json` spell them.
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 13] = [
         "deducted",
         "sold_out",
         "lock_busy",
@@ -61,6 +64,7 @@ impl Outcome {
         "in_flight",
         "conflict",
         "tx_busy",
+        "closed",
     ];
 
     pub fn name(&self) -> &'static str {
@@ -77,6 +81,7 @@ impl Outcome {
             Self::InFlight => "in_flight",
             Self::Conflict => "conflict",
             Self::TxBusy => "tx_busy",
+            Self::Closed => "closed",
         }
     }
 
@@ -85,6 +90,7 @@ impl Outcome {
             Self::Deducted { .. } => StatusCode::OK,
             Self::SoldOut { .. } => StatusCode::CONFLICT,
             Self::LimitReached => StatusCode::FORBIDDEN,
+            Self::Closed => StatusCode::GONE,
             Self::InFlight => StatusCode::LOCKED,
             Self::LockBusy | Self::Conflict => StatusCode::TOO_MANY_REQUESTS,
             Self::Abandoned => StatusCode::INTERNAL_SERVER_ERROR,
@@ -106,6 +112,7 @@ impl Outcome {
             Self::LimitReached => Some("limit_reached"),
             Self::Conflict => Some("conflict"),
             Self::TxBusy => Some("tx_busy"),
+            Self::Closed => Some("closed"),
             _ => None,
         }
     }
@@ -137,6 +144,7 @@ mod tests {
             Outcome::InFlight,
             Outcome::Conflict,
             Outcome::TxBusy,
+            Outcome::Closed,
         ];
         assert_eq!(every.map(|o| o.name()), Outcome::NAMES);
     }

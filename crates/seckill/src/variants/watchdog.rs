@@ -58,6 +58,7 @@ pub const KNOBS: &[Knob] = &[
     FENCE,
     FAIR,
     HANDOFF,
+    crate::close::GUARD,
 ];
 
 pub static SPEC: Spec = Spec {

@@ -6,6 +6,7 @@
 //! turn ([`seckill_testkit::heavy_turn`]), so two never measure each other on two cores.
 
 mod buyers;
+mod close;
 mod durability;
 mod failure_modes;
 mod fencing;

@@ -1,0 +1,212 @@
+//! A read-write lock, as Redisson's `RReadWriteLock`: many readers at once or one writer,
+//! reentrant, each holder's lease renewed by a watchdog until it gives the lock back.
+//!
+//! Four keys in one hash tag ([`RwKeys`]): `reads` (hash: reader -> hold count), `readers`
+//! (sorted set: reader -> the time its lease runs out, so a reader that died stops counting
+//! one lease later), `writer` (hash: the writer -> hold count, with the lease as its TTL)
+//! and `intent` (the writer first in line). A holder of the write lock may also take the
+//! read lock, as in Redisson.
+//!
+//! **A writer is not starved by a stream of readers.** A writer that finds readers inside
+//! writes its `intent` (renewed at every try, gone a second after it stops trying); a new
+//! reader that finds an intent waits, so the readers inside finish, none come in after
+//! them, and the writer gets the lock as soon as the last one leaves (writer preference).
+//! A reader that already holds the read lock may take it again (reentrant) even then.
+//!
+//! Waiting is polling, every few milliseconds: a read-write lock guards rare writes (a sale
+//! closed) against many readers, and readers wait only while a writer is in line.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redis::Script;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::{Connection, Lock, LockError, millis};
+
+/// How long a waiting writer's intent outlives its last try.
+pub const INTENT_TTL: Duration = Duration::from_secs(1);
+
+/// How often a waiter tries again (with up to as much again of jitter).
+const POLL: Duration = Duration::from_millis(2);
+
+static RW: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("../lua/rw.lua")));
+
+/// The keys of one read-write lock, all in one hash tag.
+#[derive(Debug, Clone)]
+pub struct RwKeys {
+    pub reads: String,
+    pub readers: String,
+    pub writer: String,
+    pub intent: String,
+}
+
+impl RwKeys {
+    /// The keys under `base` (which carries the hash tag): `<base>:reads`, …
+    pub fn under(base: &str) -> Self {
+        Self {
+            reads: format!("{base}:reads"),
+            readers: format!("{base}:readers"),
+            writer: format!("{base}:writer"),
+            intent: format!("{base}:intent"),
+        }
+    }
+}
+
+/// Which side of the lock a handle takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Read,
+    Write,
+}
+
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+        }
+    }
+}
+
+/// One holder's handle on one side of a read-write lock.
+pub struct RwLock<C: Connection> {
+    conn: C,
+    keys: RwKeys,
+    holder: String,
+    side: Side,
+    lease: Duration,
+    lost: Arc<AtomicBool>,
+    watchdog: Option<JoinHandle<()>>,
+}
+
+impl<C: Connection> RwLock<C> {
+    /// The `side` of the lock at `keys`, for `holder`, its lease `lease` renewed every
+    /// third of it while held.
+    pub fn new(conn: C, keys: RwKeys, holder: &str, side: Side, lease: Duration) -> Self {
+        Self {
+            conn,
+            keys,
+            holder: holder.to_owned(),
+            side,
+            lease: lease.max(Duration::from_millis(30)),
+            lost: Arc::new(AtomicBool::new(false)),
+            watchdog: None,
+        }
+    }
+
+    async fn call(&self, op: &str) -> Result<bool, LockError> {
+        call(
+            &mut self.conn.clone(),
+            &self.keys,
+            op,
+            &self.holder,
+            self.lease,
+        )
+        .await
+    }
+
+    /// Renews the lease every third of it until released; marks the lock lost when a
+    /// renewal finds it gone.
+    fn watch(&mut self) {
+        let (mut conn, keys, holder, lease) = (
+            self.conn.clone(),
+            self.keys.clone(),
+            self.holder.clone(),
+            self.lease,
+        );
+        let (op, lost) = (format!("renew_{}", self.side.name()), self.lost.clone());
+        self.watchdog = Some(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(lease / 3).await;
+                match call(&mut conn, &keys, &op, &holder, lease).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        lost.store(true, Ordering::Release);
+                        return;
+                    }
+                    // Redis away: try again next tick; the lease may still outlast it.
+                    Err(_) => {}
+                }
+            }
+        }));
+    }
+
+    fn stop_watching(&mut self) {
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.abort();
+        }
+    }
+}
+
+async fn call<C: Connection>(
+    conn: &mut C,
+    keys: &RwKeys,
+    op: &str,
+    holder: &str,
+    lease: Duration,
+) -> Result<bool, LockError> {
+    let done: i64 = RW
+        .key(&keys.reads)
+        .key(&keys.readers)
+        .key(&keys.writer)
+        .key(&keys.intent)
+        .arg(op)
+        .arg(holder)
+        .arg(millis(lease))
+        .arg(millis(INTENT_TTL))
+        .invoke_async(conn)
+        .await?;
+    Ok(done == 1)
+}
+
+impl<C: Connection> Lock for RwLock<C> {
+    async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if self.call(self.side.name()).await? {
+                self.watch();
+                return Ok(true);
+            }
+            if Instant::now() >= deadline {
+                if self.side == Side::Write {
+                    // Out of line: readers need not wait for a writer that gave up.
+                    self.call("give_up").await?;
+                }
+                return Ok(false);
+            }
+            let jitter = Duration::from_micros(fastrand::u64(0..=millis(POLL) * 1_000));
+            tokio::time::sleep(POLL + jitter).await;
+        }
+    }
+
+    async fn release(&mut self) -> Result<bool, LockError> {
+        self.stop_watching();
+        let op = match self.side {
+            Side::Read => "unread",
+            Side::Write => "unwrite",
+        };
+        self.call(op).await
+    }
+
+    fn abandon(&mut self) {
+        self.stop_watching();
+    }
+
+    fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    fn holder(&self) -> &str {
+        &self.holder
+    }
+}
+
+impl<C: Connection> Drop for RwLock<C> {
+    fn drop(&mut self) {
+        self.stop_watching();
+    }
+}

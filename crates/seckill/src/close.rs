@@ -1,0 +1,144 @@
+//! Closing a sale cleanly with a read-write lock (seed 002's Redisson `RReadWriteLock`).
+//!
+//! `POST /admin/close` marks a product closed (`closed` in its meta); after that, a
+//! deduction that checks (`guard=check` or `guard=rw`) is answered 410 `closed`. The catch
+//! is the gap between checking and selling: a deduction that checked "open" just before the
+//! close can still sell after the close answered — the audit counts such sales
+//! (`close.sold_after_close`, in the same script that sells).
+//!
+//! With `guard=rw`, a deduction holds the product's read lock from before its check to
+//! after its sale — many deductions at once, as readers — and the close takes the write
+//! lock: it waits for the readers in flight, marks the product closed, and gives the lock
+//! back. When the close answers, every deduction that saw "open" has finished, and every
+//! later one sees "closed": no sale completes after it. New readers wait while the close
+//! is in line (see [`seckill_lock::rw`]), so a stream of buyers cannot hold a close off.
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use seckill_lock::{Lock, RwLock, Side};
+use serde::Serialize;
+
+use crate::error::AppError;
+use crate::keys::{ProductId, ProductKeys};
+use crate::knobs::{DEFAULT_LOCK_WAIT_MS, Kind, Knob};
+use crate::state::AppState;
+use crate::variants::{Deduction, Outcome};
+
+/// `guard`: whether, and how, a deduction minds a close.
+pub const GUARD: Knob = Knob {
+    name: "guard",
+    doc: "watchdog and optimistic: check refuses the sale (410 closed) once /admin/close \
+          closed the product, but a deduction that checked just before the close may still \
+          sell after it; rw holds the product's read lock from the check to the sale, so \
+          that the close waits for it and nothing sells after the close. Unset: no check.",
+    kind: Kind::Choice {
+        values: &["check", "rw"],
+    },
+};
+
+/// A deduction that minds a close: with `guard=rw` under the product's read lock, it checks
+/// that the product is open, then runs the variant.
+pub async fn guarded(d: &Deduction, rw: bool) -> Result<Outcome, AppError> {
+    if !rw {
+        return if_open(d).await;
+    }
+    let lease = Duration::from_millis(d.app.settings.limits.lock_lease_ms);
+    let mut read = RwLock::new(d.redis(), d.product.rw_keys(), &d.holder, Side::Read, lease);
+    // Readers wait only while a close is in line.
+    let wait = if d.variant.takes("wait_ms") {
+        d.knobs.wait()
+    } else {
+        Duration::from_millis(DEFAULT_LOCK_WAIT_MS)
+    };
+    if !read.acquire(wait).await? {
+        return Ok(Outcome::LockBusy);
+    }
+    let outcome = if_open(d).await;
+    match read.release().await {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(holder = %d.holder, "read lock gone at release"),
+        Err(err) => tracing::warn!(error = %err, "read lock release failed; it expires"),
+    }
+    outcome
+}
+
+async fn if_open(d: &Deduction) -> Result<Outcome, AppError> {
+    let closed: bool = d.redis().hexists(&d.product.meta, "closed").await?;
+    if closed {
+        return Ok(Outcome::Closed);
+    }
+    (d.variant.spec().deduct)(d).await
+}
+
+/// What a close came to.
+#[derive(Debug, Serialize)]
+pub struct Closed {
+    pub outcome: &'static str,
+    pub product: String,
+    /// How long the close waited for the write lock: for the readers in flight.
+    pub waited_ms: u64,
+}
+
+/// Takes the product's write lock (waiting up to `wait` for the readers in flight), marks
+/// it closed, gives the lock back.
+pub async fn close(
+    state: &AppState,
+    product: &ProductId,
+    wait: Duration,
+) -> Result<Closed, AppError> {
+    let keys = ProductKeys::new(product);
+    let exists: bool = state.store.conn().exists(&keys.meta).await?;
+    if !exists {
+        return Err(AppError::UnknownProduct(product.to_string()));
+    }
+    let holder = state.holders.next();
+    let lease = Duration::from_millis(state.settings.limits.lock_lease_ms);
+    let mut write = RwLock::new(
+        state.store.conn(),
+        keys.rw_keys(),
+        &holder,
+        Side::Write,
+        lease,
+    );
+    let started = Instant::now();
+    if !write.acquire(wait).await? {
+        return Err(AppError::Conflict(format!(
+            "product {product}: sales still held the read lock after {} ms; nothing closed",
+            wait.as_millis()
+        )));
+    }
+    let waited_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let marked: Result<(), _> = state
+        .store
+        .conn()
+        .hset(&keys.meta, "closed", seckill_lock::millis(wall_clock()))
+        .await;
+    let released = write.release().await;
+    marked?;
+    released?;
+    tracing::info!(%product, waited_ms, "sale closed");
+    Ok(Closed {
+        outcome: "closed",
+        product: product.to_string(),
+        waited_ms,
+    })
+}
+
+/// Opens a closed product's sale again.
+pub async fn reopen(state: &AppState, product: &ProductId) -> Result<(), AppError> {
+    let keys = ProductKeys::new(product);
+    let exists: bool = state.store.conn().exists(&keys.meta).await?;
+    if !exists {
+        return Err(AppError::UnknownProduct(product.to_string()));
+    }
+    let _: i64 = state.store.conn().hdel(&keys.meta, "closed").await?;
+    tracing::info!(%product, "sale reopened");
+    Ok(())
+}
+
+fn wall_clock() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
