@@ -149,8 +149,8 @@ async fn faults_are_refused_unless_enabled() {
 #[tokio::test]
 async fn unknown_variant_is_404_listing_the_registry() {
     let (app, _) = app(&[]);
-    let answer = send(&app, post("/deduct_stock/optimistic")).await;
-    assert_refused("optimistic", &answer, StatusCode::NOT_FOUND);
+    let answer = send(&app, post("/deduct_stock/pessimistic")).await;
+    assert_refused("pessimistic", &answer, StatusCode::NOT_FOUND);
     let names: Vec<&str> = VARIANTS.iter().map(|v| v.name()).collect();
     assert_eq!(answer.2["variants"], serde_json::json!(names));
 }

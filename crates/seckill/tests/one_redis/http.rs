@@ -67,7 +67,7 @@ async fn held_lock_answers_429_and_counts_lock_busy() {
 async fn unknown_variant_and_unknown_product_are_404() {
     let cluster = service(1, &[]);
     let api = cluster.api(0);
-    let (status, body) = api.post("/deduct_stock/optimistic").await;
+    let (status, body) = api.post("/deduct_stock/pessimistic").await;
     assert_eq!(status, 404);
     let listed: Vec<&str> = body["variants"]
         .as_array()
