@@ -243,7 +243,8 @@ async fn bench_agrees_with_stats() {
 }
 
 /// The performance suites report their ratios, each from rows of one run: here the ceiling
-/// (healthz against lua), the shards curve and waiting, on small numbers.
+/// (healthz against lua), the shards curve, waiting and the contention curve (its rows'
+/// audits summed over up to 1,024 products), on small numbers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_suites_report_ratios() {
     let _turn = heavy_turn().await;
@@ -254,6 +255,10 @@ async fn bench_suites_report_ratios() {
         ("ceiling", "lock-free ceiling"),
         ("shards", "segmented goodput"),
         ("waiting", "watchdog waiting"),
+        (
+            "contention",
+            "contention over 1 product(s): optimistic / watchdog goodput",
+        ),
     ] {
         let args = bench_args(&[
             "--suite",
