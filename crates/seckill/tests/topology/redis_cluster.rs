@@ -207,6 +207,11 @@ async fn kill_master_under_lua_load(extra: &[&str]) -> Failover {
     let api = Api::new(&nginx.url(""));
     let initial = 100_000;
     api.reset("101", initial, 1).await;
+    // The reset on the replica before any sale: what a kill may lose is sales, not the
+    // product (without WAIT, once on CI, the replica promoted had no stock at all and every
+    // request after the failover was 404).
+    let product_master = master_of(&redis, "101");
+    tokio::task::block_in_place(|| redis.wait_replicas_caught_up(product_master));
 
     let control = Control::default();
     let lua = api.load("101", "lua").requests(90_000).concurrency(20);
