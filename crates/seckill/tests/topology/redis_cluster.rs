@@ -1,6 +1,7 @@
 //! The stock on a real Redis Cluster of three masters and three replicas: the progression
 //! through Nginx, shards spread over the masters, and a master killed under load, with and
-//! without `WAIT` for its replica, and what a master left without a replica stalls.
+//! without `WAIT` for its replica, and what a master left without a replica stalls; carts
+//! across masters (`multi`) and the close.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -429,4 +430,62 @@ async fn a_master_left_without_a_replica_stalls_only_its_own_sales() {
     for field in ["oversold", "lost_updates"] {
         assert_eq!(int(&stats, field), 0, "{field}: {stats}");
     }
+}
+
+/// The seeds' other locks on a 3-master Cluster, through Nginx: `multi` sells carts whose
+/// products live on different masters all or nothing, and the close (`guard=rw`, its
+/// read-write lock on the product's slot) refuses every sale after it.
+#[tokio::test]
+async fn multi_carts_across_masters_and_the_close_on_a_cluster() {
+    let _turn = heavy_turn().await;
+    let redis = RedisCluster::start(3, 1);
+    let instances = instances(&redis, &[]);
+    let nginx = Nginx::start(&instances);
+    let api = Api::new(&nginx.url(""));
+
+    // Products on at least two masters.
+    let products = ["101", "102", "103", "104", "105", "106"];
+    let masters: BTreeSet<u16> = products.iter().map(|p| master_of(&redis, p)).collect();
+    assert!(masters.len() > 1, "the products span masters");
+    for product in products {
+        api.reset(product, 30, 1).await;
+    }
+    let cart = products.join(",");
+    let report = api
+        .run(
+            api.load("101", &format!("multi?products={cart}&wait_ms=10000"))
+                .requests(60)
+                .concurrency(6),
+        )
+        .await;
+    assert_eq!(report.count(200), 30, "{report:?}");
+    assert_eq!(report.count(409), 30, "{report:?}");
+    for product in products {
+        let stats = api.stats(product).await;
+        assert_eq!(int(&stats, "sold"), 30, "{product}: {stats}");
+        assert_eq!(int(&stats, "remaining"), 0, "{product}: {stats}");
+        assert_eq!(
+            stats["multi"]["half_sold"].as_i64().unwrap_or(0),
+            0,
+            "{stats}"
+        );
+    }
+
+    api.reset("101", 1_000, 1).await;
+    let load = api
+        .load("101", "optimistic?guard=rw&work_ms=5")
+        .requests(600)
+        .concurrency(20);
+    let close = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        api.post_json("/admin/close", &json!({ "product": "101" }))
+            .await
+    };
+    let (report, (status, body)) = tokio::join!(api.run(load), close);
+    assert_eq!(status, 200, "{body}");
+    let stats = api.stats("101").await;
+    assert_eq!(stats["close"]["closed"], true, "{stats}");
+    assert_eq!(stats["close"]["sold_after_close"], 0, "{stats}");
+    assert_eq!(int(&stats, "sold") as usize, report.count(200), "{stats}");
+    assert!(report.count(410) > 0, "{report:?}");
 }
