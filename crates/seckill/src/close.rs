@@ -4,7 +4,8 @@
 //! deduction that checks (`guard=check` or `guard=rw`) is answered 410 `closed`. The catch
 //! is the gap between checking and selling: a deduction that checked "open" just before the
 //! close can still sell after the close answered — the audit counts such sales
-//! (`close.sold_after_close`, in the same script that sells).
+//! (`close.sold_after_close`, in the same script that sells, which finds `closed_at` among
+//! the sale's terms it reads anyway).
 //!
 //! With `guard=rw`, a deduction holds the product's read lock from before its check to
 //! after its sale — many deductions at once, as readers — and the close takes the write
@@ -109,10 +110,16 @@ pub async fn close(
         )));
     }
     let waited_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let marked: Result<(), _> = state
-        .store
-        .conn()
-        .hset(&keys.meta, "closed", seckill_lock::millis(wall_clock()))
+    // In the meta for `/stats` and the deductions' check; in the audit hash too, where the
+    // selling scripts read their sale's terms, so that they count a sale after the close
+    // without a command more.
+    let at = seckill_lock::millis(wall_clock());
+    let marked: Result<(), _> = redis::pipe()
+        .hset(&keys.meta, "closed", at)
+        .ignore()
+        .hset(&keys.audit, "closed_at", at)
+        .ignore()
+        .exec_async(&mut state.store.conn())
         .await;
     let released = write.release().await;
     marked?;
@@ -132,7 +139,13 @@ pub async fn reopen(state: &AppState, product: &ProductId) -> Result<(), AppErro
     if !exists {
         return Err(AppError::UnknownProduct(product.to_string()));
     }
-    let _: i64 = state.store.conn().hdel(&keys.meta, "closed").await?;
+    redis::pipe()
+        .hdel(&keys.meta, "closed")
+        .ignore()
+        .hdel(&keys.audit, "closed_at")
+        .ignore()
+        .exec_async(&mut state.store.conn())
+        .await?;
     tracing::info!(%product, "sale reopened");
     Ok(())
 }

@@ -125,15 +125,17 @@ local function over_limit(meta, buyers, user)
 end
 
 -- The terms of this shard's sale, as its reset wrote them in the audit hash: its epoch,
--- whether its orders are streamed, its payment window (ms, 0 for none). Read once per
--- call: the sales of one call share `sale.call`.
+-- whether its orders are streamed, its payment window (ms, 0 for none); and whether
+-- `/admin/close` closed it since (`closed_at`). Read once per call: the sales of one call
+-- share `sale.call`.
 local function terms(sale, audit)
   local call = sale.call
   if call.epoch == nil then
-    local t = redis.call('HMGET', audit, 'epoch', 'streamed', 'pay_within_ms')
+    local t = redis.call('HMGET', audit, 'epoch', 'streamed', 'pay_within_ms', 'closed_at')
     call.epoch = t[1] or '0'
     call.streaming = t[2] == '1'
     call.pay_within = tonumber(t[3] or '0')
+    call.closed = t[4] ~= false
   end
   return call
 end
@@ -269,7 +271,7 @@ local function commit(stock, inside, orders, audit, lock, fence, buyers, meta, h
   record(orders, buyers, audit, order, instance, variant, user, sale)
   keyed_sale(sale, audit, order, instance, remaining)
   -- A sale after `/admin/close` marked the product closed: it checked "open" before.
-  if redis.call('HEXISTS', meta, 'closed') == 1 then
+  if terms(sale, audit).closed then
     redis.call('HINCRBY', audit, 'sold_after_close', 1)
   end
   return remaining

@@ -2,8 +2,10 @@
 //! its locks forced free, and ([`audit`]) the audit behind `/stats`.
 
 mod audit;
+mod stats;
 
-pub use audit::{LockView, Stats, recorded_orders, settled_orders, stats};
+pub use audit::{recorded_orders, settled_orders, stats};
+pub use stats::{LockView, Stats};
 
 use futures_util::future::try_join_all;
 use redis::AsyncCommands;

@@ -76,7 +76,11 @@ fn parameter(knob: &Knob, limits: &Limits) -> Value {
         Kind::Choice { values } => json!({ "type": "string", "enum": values }),
         Kind::Products { max } => json!({
             "type": "string",
-            "pattern": format!("^[A-Za-z0-9_-]{{1,64}}(,[A-Za-z0-9_-]{{1,64}}){{0,{}}}$", max - 1),
+            "pattern": format!(
+                "^[A-Za-z0-9_-]{{1,{len}}}(,[A-Za-z0-9_-]{{1,{len}}}){{0,{}}}$",
+                max - 1,
+                len = crate::keys::ProductId::MAX_LEN
+            ),
         }),
     };
     json!({
