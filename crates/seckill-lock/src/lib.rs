@@ -15,6 +15,10 @@
 //!   when the work outlasts the lease.
 //! - [`Redlock`] — one lock over 3 or 5 independent masters, held by a majority, as the
 //!   Redis docs describe it; survives the loss of a minority of them.
+//! - [`ZooKeeperLock`] — the lock on a ZooKeeper ensemble, as Curator's
+//!   `InterProcessMutex` takes it: a queue of ephemeral sequential nodes, each waiter
+//!   watching the one before it; the session is the lease, the node's creation zxid the
+//!   fencing token. The consensus store the seeds compare Redis with.
 //! - [`RwLock`] — Redisson's read-write lock: many readers or one writer, reentrant, with
 //!   a watchdog, and a writer in line goes before new readers (no writer starvation).
 //!
@@ -31,7 +35,7 @@
 //!
 //! # Layout
 //!
-//! - [`setnx`], [`token`], [`redlock`] — one lock each.
+//! - [`setnx`], [`token`], [`redlock`], [`zookeeper`] — one lock each.
 //! - [`watchdog`] — the reentrant lock, its release and renewal; `watchdog/waiters.rs` the
 //!   per-instance subscription and waiter queues behind hand-offs.
 //! - [`inspect`] — what an operator sees of a lock, and forcing it free.
@@ -45,6 +49,7 @@ mod scripts;
 pub mod setnx;
 pub mod token;
 pub mod watchdog;
+pub mod zookeeper;
 
 pub use inspect::LockState;
 pub use redlock::{Redlock, RedlockLock};
@@ -53,6 +58,7 @@ pub use scripts::LOCK_LUA;
 pub use setnx::SetnxLock;
 pub use token::TokenLock;
 pub use watchdog::{LockKeys, WatchdogCounters, WatchdogLock, WatchdogLocks};
+pub use zookeeper::{ZooKeeper, ZooKeeperLock};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -76,6 +82,10 @@ pub enum LockError {
     /// had, whoever holds it.
     #[error("redlock: {answered} of {servers} servers answered, fewer than a quorum")]
     NoQuorum { answered: usize, servers: usize },
+    /// ZooKeeper: the ensemble could not be reached in time, has no quorum (electing), or
+    /// the session ended.
+    #[error("zookeeper: {0}")]
+    ZooKeeper(#[from] zookeeper_client::Error),
 }
 
 /// A distributed lock, as one holder sees it.

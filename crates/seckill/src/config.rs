@@ -127,6 +127,18 @@ pub struct ServeArgs {
     #[arg(long, env = "SECKILL_REDLOCK_URLS", value_delimiter = ',')]
     pub redlock_urls: Vec<String>,
 
+    /// The ZooKeeper ensemble of the `zookeeper` variant: `host:port` of each server,
+    /// comma-separated (1 to 9). Without it, `zookeeper` answers 503.
+    #[arg(long, env = "SECKILL_ZOOKEEPER_URLS", value_delimiter = ',')]
+    pub zookeeper_urls: Vec<String>,
+
+    /// The session timeout the instance asks the ensemble for (the servers bound it by
+    /// their minSessionTimeout and maxSessionTimeout): how long a paused or cut-off
+    /// instance keeps its `zookeeper` locks before the ensemble hands them on.
+    #[arg(long, env = "SECKILL_ZOOKEEPER_SESSION_MS", default_value_t = 4_000,
+          value_parser = clap::value_parser!(u64).range(1_000..=60_000))]
+    pub zookeeper_session_ms: u64,
+
     /// Replicas that must have a sale (`WAIT` on the shard's master) before it is answered
     /// 200; when fewer confirm in time, the answer is 503 `unconfirmed`. 0: no WAIT.
     #[arg(long, env = "SECKILL_REDIS_WAIT_REPLICAS", default_value_t = 0,
@@ -299,6 +311,23 @@ pub fn check_instance_id(id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A ZooKeeper server is `host:port`: a name or an IPv4 address and a port, nothing
+/// else (no scheme, no chroot).
+fn check_zookeeper_host(host: &str) -> anyhow::Result<()> {
+    let valid = host.rsplit_once(':').is_some_and(|(name, port)| {
+        !name.is_empty()
+            && name.len() <= 253
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'))
+            && port.parse::<u16>().is_ok_and(|p| p > 0)
+    });
+    if !valid {
+        bail!("--zookeeper-urls takes host:port entries, got {host:?}");
+    }
+    Ok(())
+}
+
 /// The default instance id: the bound address, with IPv6 brackets dropped.
 pub fn instance_id_from(addr: SocketAddr) -> String {
     addr.to_string()
@@ -322,6 +351,14 @@ impl ServeArgs {
             "--redlock-urls takes 3 or 5 servers, got {}",
             self.redlock_urls.len()
         );
+        ensure!(
+            self.zookeeper_urls.len() <= 9,
+            "--zookeeper-urls takes at most 9 servers, got {}",
+            self.zookeeper_urls.len()
+        );
+        for host in &self.zookeeper_urls {
+            check_zookeeper_host(host)?;
+        }
         ensure!(
             self.lock_redis_url.is_some()
                 || (self.lock_redis_mode.is_none() && self.lock_redis_sentinel_master.is_none()),

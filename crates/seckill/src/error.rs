@@ -58,6 +58,11 @@ pub enum AppError {
     #[error("redis unavailable")]
     RedisUnavailable(#[source] RedisError),
 
+    /// 503: the ZooKeeper ensemble cannot be reached in time, is electing a leader (no
+    /// quorum answers), or ended the instance's session: no lock can be had or freed now.
+    #[error("lock store unavailable: {0}")]
+    LockStoreUnavailable(String),
+
     /// 503: the instance was not started with what this needs (the text says what).
     #[error("{0}")]
     NotConfigured(String),
@@ -79,7 +84,9 @@ impl AppError {
             Self::Expired(_) => StatusCode::GONE,
             Self::KeyReused(..) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Forbidden => StatusCode::FORBIDDEN,
-            Self::RedisUnavailable(_) | Self::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::RedisUnavailable(_) | Self::LockStoreUnavailable(_) | Self::NotConfigured(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -98,6 +105,7 @@ impl AppError {
             Self::KeyReused(..) => "key_reused",
             Self::Forbidden => "forbidden",
             Self::RedisUnavailable(_) => "redis_unavailable",
+            Self::LockStoreUnavailable(_) => "lock_store_unavailable",
             Self::NotConfigured(_) => "not_configured",
             Self::Internal(_) => "error",
         }
@@ -125,6 +133,10 @@ impl From<LockError> for AppError {
                     ErrorKind::Io,
                     "redlock: fewer than a quorum of servers answered",
                 )))
+            }
+            LockError::ZooKeeper(err) => {
+                tracing::warn!(error = %err, "zookeeper unavailable");
+                Self::LockStoreUnavailable(err.to_string())
             }
         }
     }

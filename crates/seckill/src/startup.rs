@@ -16,7 +16,7 @@ use tower::ServiceBuilder;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
-use seckill_lock::{HolderIds, Redlock, WatchdogLocks};
+use seckill_lock::{HolderIds, Redlock, WatchdogLocks, ZooKeeper};
 
 use crate::config::{ServeArgs, check_instance_id, instance_id_from};
 use crate::keys::LOCK_CHANNEL_PATTERN;
@@ -93,6 +93,13 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
             .with_context(|| format!("--redlock-urls {urls:?}"))?;
         Some(servers)
     };
+    let zookeeper = (!args.zookeeper_urls.is_empty()).then(|| {
+        Arc::new(ZooKeeper::new(
+            &args.zookeeper_urls.join(","),
+            Duration::from_millis(args.zookeeper_session_ms),
+            args.limits.redis_timeout(),
+        ))
+    });
     let settings = Settings::new(&args, instance.clone());
     let lock_side = lock_store.as_ref().unwrap_or(&store);
     let wait_timeout = Duration::from_millis(args.redis_wait_timeout_ms);
@@ -166,6 +173,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         lock_store: lock_store.unwrap_or_else(|| store.clone()),
         locks_beside_stock: args.lock_redis_url.is_none(),
         redlock,
+        zookeeper,
         store,
         metrics: Metrics::new(&instance, locks.counters(), &order_counters),
         settings,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use seckill_lock::{HolderIds, Redlock, WatchdogLocks};
+use seckill_lock::{HolderIds, Redlock, WatchdogLocks, ZooKeeper};
 
 use crate::config::{Limits, ServeArgs};
 use crate::lessons::Lessons;
@@ -48,6 +48,8 @@ pub struct App {
     pub locks_beside_stock: bool,
     /// The `redlock` variant's servers (`--redlock-urls`).
     pub redlock: Option<Redlock<ConnectionManager>>,
+    /// The `zookeeper` variant's ensemble (`--zookeeper-urls`).
+    pub zookeeper: Option<Arc<ZooKeeper>>,
     pub settings: Settings,
     pub metrics: Metrics,
     /// Who each request is, in locks and in the audit.

@@ -33,6 +33,7 @@ pub mod setnx;
 pub mod shares;
 pub mod token;
 pub mod watchdog;
+pub mod zookeeper;
 
 pub use deduction::Deduction;
 pub use outcome::Outcome;
@@ -63,6 +64,7 @@ pub static VARIANTS: &[Variant] = &[
     Variant::of(&optimistic::SPEC),
     Variant::of(&redlock::SPEC),
     Variant::of(&multi::SPEC),
+    Variant::of(&zookeeper::SPEC),
 ];
 
 /// What a variant is, for everything that is not its deduction.

@@ -149,8 +149,11 @@ impl Deduction {
             lock.abandon();
             return Ok(Outcome::Abandoned);
         }
+        // A lock store that issues tokens (ZooKeeper's zxid) issues them; otherwise the
+        // stock store does.
         let token = match lock.fencing_token() {
-            Some(token) => Some(token),
+            Some(token) if self.knobs.fence() => Some(token),
+            Some(_) => None,
             None => self.fencing_token(shard).await?,
         };
         // The lock hash can be checked in the commit only where it lives beside the stock.
