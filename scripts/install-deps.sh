@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo run against — redis-server, redis-tools (redis-cli),
-# redis-sentinel, nginx and postgresql (the orders' store of record, started by
-# scripts/postgres.sh), and for the tests openssl (TLS certificates) and iproute2 (a
+# redis-sentinel, nginx, postgresql (the orders' store of record, started by
+# scripts/postgres.sh) and zookeeper on a headless JRE (the zookeeper variant's ensemble,
+# started by scripts/zookeeper.sh), and for the tests openssl (TLS certificates) and iproute2 (a
 # network namespace) — from Debian's packages when they are missing. Runs apt-get update
 # at most once.
 #
@@ -35,6 +36,8 @@ command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || missing+=(postgresql)
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing+=(iproute2)
 [ ${#missing[@]} -eq 0 ] && exit 0
@@ -50,5 +53,5 @@ DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recomme
 # The packages start system services on their default ports; the project runs its own
 # servers on ports of its choosing, so stop those where a service manager started them.
 if command -v service >/dev/null 2>&1; then
-  for svc in redis-server redis-sentinel nginx postgresql; do $sudo service "$svc" stop >/dev/null 2>&1 || true; done
+  for svc in redis-server redis-sentinel nginx postgresql zookeeper; do $sudo service "$svc" stop >/dev/null 2>&1 || true; done
 fi

@@ -16,7 +16,8 @@
 //! - [`api`] — [`Api`]: deductions, resets, the audit, loads, as a client sends them.
 //! - [`failover`] — what must hold after a store fails over under load; [`partial`] — what
 //!   must hold while one part is down: the rest answers as before.
-//! - [`postgres`] — [`Postgres`], the orders' store of record.
+//! - [`postgres`] — [`Postgres`], the orders' store of record; [`zookeeper`] —
+//!   [`ZooKeeperEnsemble`], the `zookeeper` variant's lock store.
 //! - [`ports`] — candidate ports and the retry behind every start.
 
 pub mod api;
@@ -30,6 +31,7 @@ pub mod postgres;
 pub mod redis;
 pub mod sentinel;
 pub mod service;
+pub mod zookeeper;
 
 pub use api::{Api, int};
 pub use cluster::RedisCluster;
@@ -41,6 +43,7 @@ pub use redis::RedisServer;
 pub use seckill_load::{Control, Load, Method, Report};
 pub use sentinel::Sentinels;
 pub use service::Service;
+pub use zookeeper::ZooKeeperEnsemble;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

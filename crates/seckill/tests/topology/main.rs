@@ -1,11 +1,12 @@
 //! Tests that start a Redis topology: a Redis Cluster of three masters and three replicas,
-//! a master with replicas watched by sentinels, and the failover lesson's lock store. Each
-//! takes its turn ([`seckill_testkit::heavy_turn`]): they kill masters under load and time
-//! failovers.
+//! a master with replicas watched by sentinels, the failover lesson's lock stores, and a
+//! ZooKeeper ensemble. Each takes its turn ([`seckill_testkit::heavy_turn`]): they kill
+//! masters and leaders under load and time failovers.
 
 mod failover_lesson;
 mod redis_cluster;
 mod sentinel;
+mod zookeeper;
 
 use std::collections::BTreeMap;
 

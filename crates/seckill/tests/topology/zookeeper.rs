@@ -1,0 +1,219 @@
+//! The `zookeeper` variant on a real 3-server ensemble: an exact sell-out through Nginx from
+//! two instances, the leader killed under load, one server of three down, and a holder
+//! paused (SIGSTOP) past its session timeout.
+
+use std::time::{Duration, Instant};
+
+use seckill_testkit::{
+    Api, Control, Instance, Nginx, RedisServer, ZooKeeperEnsemble, heavy_turn, int,
+};
+
+use crate::instance;
+
+/// Two instances on one stock store and the ensemble, with a session timeout of `session`.
+fn instances(
+    redis: &RedisServer,
+    zk: &ZooKeeperEnsemble,
+    session: &str,
+    extra: &[&str],
+) -> Vec<Instance> {
+    let hosts = zk.hosts();
+    let mut args = vec![
+        "--zookeeper-urls",
+        &hosts,
+        "--zookeeper-session-ms",
+        session,
+    ];
+    args.extend_from_slice(extra);
+    (0..2).map(|_| instance(&redis.url(), &args)).collect()
+}
+
+/// 100 connections through Nginx from two instances, twice as many requests as units: every
+/// unit sold once, the lock never held by two, the ensemble's queue left empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_sells_out_exactly_through_nginx_from_two_instances() {
+    let _turn = heavy_turn().await;
+    let zk = ZooKeeperEnsemble::start(3);
+    let redis = RedisServer::start();
+    let instances = instances(&redis, &zk, "4000", &[]);
+    let nginx = Nginx::start(&instances);
+    let api = Api::new(&nginx.url(""));
+    api.reset("101", 400, 1).await;
+
+    let report = api
+        .run(
+            api.load("101", "zookeeper?work_ms=1&wait_ms=5000")
+                .requests(800)
+                .concurrency(100),
+        )
+        .await;
+    let stats = api.stats("101").await;
+    eprintln!("{report:?}; {stats}");
+    assert_eq!(report.transport_errors, 0, "{report:?}");
+    assert_eq!(report.count(200), 400, "every unit sold once: {report:?}");
+    assert_eq!(
+        report.count(200) + report.count(409),
+        800,
+        "the rest sold out: {report:?}"
+    );
+    assert_eq!(int(&stats, "sold"), 400, "{stats}");
+    assert_eq!(int(&stats, "remaining"), 0, "{stats}");
+    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
+    assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
+    let by_instance = stats["by_instance"].as_object().expect("by_instance");
+    assert_eq!(by_instance.len(), 2, "both instances sold: {stats}");
+}
+
+/// The leader killed under load: while the other two elect, requests are answered 503
+/// (`lock_store_unavailable`) or 429, never 500 and never held past a few seconds; no two
+/// holders overlap; sales resume by themselves; and with that server still down (one of
+/// three) the ensemble goes on granting locks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_leader_killed_under_load_elects_and_sales_resume() {
+    let _turn = heavy_turn().await;
+    let zk = ZooKeeperEnsemble::start(3);
+    let redis = RedisServer::start();
+    let instances = instances(&redis, &zk, "4000", &[]);
+    let nginx = Nginx::start(&instances);
+    let api = Api::new(&nginx.url(""));
+    let initial = 100_000;
+    api.reset("101", initial, 1).await;
+
+    let control = Control::default();
+    let load = api
+        .load("101", "zookeeper?wait_ms=1000")
+        .requests(60_000)
+        .concurrency(50);
+    let running = api.spawn(load, &control);
+    let within = Duration::from_secs(30);
+    api.wait_sold("101", 200, within, "sales before the kill")
+        .await;
+    let leader = tokio::task::block_in_place(|| zk.wait_for_leader(within));
+    zk.kill(leader);
+    let killed_at = Instant::now();
+    let elected = tokio::task::block_in_place(|| zk.wait_for_leader(within));
+    let election = killed_at.elapsed();
+    let then = api
+        .wait_sold("101", 0, within, "/stats after the kill")
+        .await;
+    api.wait_sold(
+        "101",
+        then + 300,
+        within,
+        "sales with one server of three down",
+    )
+    .await;
+    let resumed_after = killed_at.elapsed();
+    control.stop();
+    let report = running.await.unwrap();
+
+    let stats = api.stats("101").await;
+    eprintln!(
+        "killed leader {leader}, server {elected} leads after {election:?}; sales resumed after {resumed_after:?}; {report:?}; {stats}"
+    );
+    assert_ne!(elected, leader);
+    assert_eq!(report.transport_errors, 0, "{report:?}");
+    assert!(
+        report.statuses.keys().all(|s| [200, 429, 503].contains(s)),
+        "only sales, 429 lock_busy and clean 503s: {report:?}"
+    );
+    assert_eq!(report.without_retry_after, 0, "{report:?}");
+    assert!(
+        report.slowest() < Duration::from_secs(6),
+        "a request hung: {report:?}"
+    );
+    assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
+    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
+    assert_eq!(
+        int(&stats, "sold") + int(&stats, "remaining"),
+        initial,
+        "{stats}"
+    );
+    assert_eq!(int(&stats, "sold") as usize, report.count(200), "{stats}");
+}
+
+/// Instance A takes the lock and is frozen (SIGSTOP) in its work; past its session timeout
+/// the ensemble deletes its node and instance B sells the one unit; A wakes after its work
+/// would have ended and commits at once, before its client hears the session is gone.
+/// Without fencing it sells the unit again; with `fence=on` the stock refuses its older
+/// zxid and it sells nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_paused_holder_sells_nothing_when_it_wakes_only_with_fencing() {
+    let _turn = heavy_turn().await;
+    let zk = ZooKeeperEnsemble::start(3);
+    let redis = RedisServer::start();
+    let instances = instances(
+        &redis,
+        &zk,
+        "2000",
+        &[
+            "--max-work-ms",
+            "10000",
+            "--max-wait-ms",
+            "5000",
+            "--max-pause-ms",
+            "0",
+        ],
+    );
+    let (a, b) = (instances[0].api(), instances[1].api());
+
+    for fence in ["off", "on"] {
+        a.reset("102", 1, 1).await;
+        let knobs = format!("zookeeper?work_ms=5000&fence={fence}");
+        let first = tokio::spawn({
+            let a = a.clone();
+            async move { a.deduct("102", &knobs).await }
+        });
+        wait_inside(&redis, "102").await;
+        let paused_at = Instant::now();
+        instances[0].signal("STOP");
+        let second = b
+            .deduct("102", &format!("zookeeper?wait_ms=5000&fence={fence}"))
+            .await;
+        // Frozen until past the end of its work: when it wakes, it goes straight to commit.
+        tokio::time::sleep(Duration::from_millis(5_500).saturating_sub(paused_at.elapsed())).await;
+        instances[0].signal("CONT");
+        let (status, first) = first.await.unwrap();
+        let stats = a.stats("102").await;
+        eprintln!("fence={fence}: holder A {status} {first}; holder B {second:?}; {stats}");
+        assert_eq!(
+            second.0, 200,
+            "B got the lock once A's session expired: {second:?}"
+        );
+        assert_eq!(
+            int(&stats, "lock_overlaps"),
+            1,
+            "A was still inside: {stats}"
+        );
+        if fence == "off" {
+            assert_eq!(first["outcome"], "deducted", "{first}");
+            assert_eq!(
+                int(&stats, "oversold"),
+                1,
+                "consensus does not stop a paused holder: {stats}"
+            );
+        } else {
+            assert_eq!(first["outcome"], "fenced", "{first}");
+            assert_eq!(int(&stats, "oversold"), 0, "{stats}");
+            assert_eq!(int(&stats, "sold"), 1, "{stats}");
+            assert_eq!(int(&stats, "fenced"), 1, "{stats}");
+        }
+    }
+}
+
+/// Until a holder is inside `product`'s critical section (the audit's inside set has it).
+async fn wait_inside(redis: &RedisServer, product: &str) {
+    let inside = crate::keys(product).whole().inside;
+    let mut conn = redis.conn().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: u64 = redis::AsyncCommands::zcard(&mut conn, &inside)
+            .await
+            .unwrap();
+        if n > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "nobody got inside {product}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
