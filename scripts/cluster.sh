@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A local seckill cluster on loopback: Redis (one durable server, or a Redis Cluster of 3
-# masters + 3 replicas), N instances, Nginx in front, with pid files, logs and Redis data
-# in one run folder.
+# masters + 3 replicas), N instances, Nginx in front — and, when asked, Redlock's servers,
+# a ZooKeeper ensemble and PostgreSQL — with pid files, logs and data in one run folder.
 #
 #   scripts/cluster.sh start     start what is not running (idempotent; a Redis that
 #                                crashed is started again on its own AOF)
@@ -25,6 +25,9 @@
 #                          (to measure what durability costs)
 #   REDLOCK_SERVERS=0      3 or 5: that many more independent redis-servers, from
 #                          REDLOCK_PORT=6391 on, for the redlock variant (--redlock-urls)
+#   ZOOKEEPER=0            3 or 5: a ZooKeeper ensemble of that many servers
+#                          (scripts/zookeeper.sh, data in RUN_DIR/zk-*) with clients on
+#                          ZOOKEEPER_PORT=2191 on, for the zookeeper variant (--zookeeper-urls)
 #   NGINX_WORKERS=1        Nginx worker processes
 #   RUN_DIR=./run          pid files, logs, the rendered nginx.conf
 #   POSTGRES=0             1: a PostgreSQL (scripts/postgres.sh, data in RUN_DIR/postgres) on
@@ -50,6 +53,8 @@ REDIS_APPENDFSYNC=${REDIS_APPENDFSYNC:-always}
 REDLOCK_SERVERS=${REDLOCK_SERVERS:-0}
 REDLOCK_PORT=${REDLOCK_PORT:-6391}
 POSTGRES=${POSTGRES:-0}
+ZOOKEEPER=${ZOOKEEPER:-0}
+ZOOKEEPER_PORT=${ZOOKEEPER_PORT:-2191}
 POSTGRES_PORT=${POSTGRES_PORT:-6432}
 RUN_DIR=${RUN_DIR:-$PWD/run}
 SECKILL_SERVE_ARGS=${SECKILL_SERVE_ARGS:-}
@@ -243,6 +248,16 @@ start() {
     *) say "REDLOCK_SERVERS must be 0, 3 or 5, not $REDLOCK_SERVERS"; return 2 ;;
   esac
 
+  ZOOKEEPER_FLAGS=""
+  case "$ZOOKEEPER" in
+    0) ;;
+    3 | 5)
+      ZOOKEEPER_FLAGS="--zookeeper-urls $(scripts/zookeeper.sh start "$RUN_DIR" "$ZOOKEEPER_PORT" "$ZOOKEEPER")"
+      say "zookeeper: $ZOOKEEPER_FLAGS"
+      ;;
+    *) say "ZOOKEEPER must be 0, 3 or 5, not $ZOOKEEPER"; return 2 ;;
+  esac
+
   ORDERS_FLAGS=""
   if [ "$POSTGRES" = 1 ]; then
     ORDERS_FLAGS="--orders-db $(scripts/postgres.sh start "$RUN_DIR/postgres" "$POSTGRES_PORT")"
@@ -253,7 +268,7 @@ start() {
   local flags
   for i in $(seq 1 "$INSTANCES"); do
     port=$((FIRST_PORT + i - 1))
-    flags="serve --listen 127.0.0.1:$port $redis_flags $REDLOCK_FLAGS $ORDERS_FLAGS --instance-id seckill-$i $SECKILL_SERVE_ARGS"
+    flags="serve --listen 127.0.0.1:$port $redis_flags $REDLOCK_FLAGS $ZOOKEEPER_FLAGS $ORDERS_FLAGS --instance-id seckill-$i $SECKILL_SERVE_ARGS"
     # An instance started with other flags (SECKILL_SERVE_ARGS changed) would leave the
     # cluster mixed: restart it with these.
     if alive "$RUN_DIR/seckill-$i.pid" && [ "$(cat "$RUN_DIR/seckill-$i.flags" 2>/dev/null)" != "$flags" ]; then
@@ -291,14 +306,16 @@ stop() {
   if [ -d "$RUN_DIR/postgres" ]; then
     scripts/postgres.sh stop "$RUN_DIR/postgres"
   fi
+  scripts/zookeeper.sh stop "$RUN_DIR"
   say "stopped"
 }
 
 clean() {
   stop
   [ -d "$RUN_DIR/postgres" ] && scripts/postgres.sh clean "$RUN_DIR/postgres"
+  scripts/zookeeper.sh clean "$RUN_DIR"
   rm -rf "$RUN_DIR/redis-data" "$RUN_DIR/replica-data" "$RUN_DIR/redis-cluster" "$RUN_DIR/redlock-data"
-  say "Redis and PostgreSQL data deleted"
+  say "Redis, PostgreSQL and ZooKeeper data deleted"
 }
 
 status() {
@@ -308,6 +325,7 @@ status() {
     if alive "$pidfile"; then echo "$(basename "$pidfile" .pid): running (pid $(cat "$pidfile"))"
     else echo "$(basename "$pidfile" .pid): not running (stale pid file)"; fi
   done
+  scripts/zookeeper.sh status "$RUN_DIR"
 }
 
 case "${1:-}" in
