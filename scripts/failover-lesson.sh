@@ -19,11 +19,23 @@
 #   fenced         unprotected with fence=on: the overlap still happens, the stock refuses
 #                  holder 1's older token, nothing oversold
 #
+# and the same lock on a ZooKeeper ensemble of three (the zookeeper variant; seed 000's
+# other half: a write is acknowledged once a majority has it):
+#   zookeeper_leader  holder 1 takes the lock and the leader is killed (SIGKILL) at once;
+#                     the other two elect a leader that has the lock: holder 2 waits and is
+#                     refused (429 lock_busy), no fencing needed
+#   zookeeper_paused  instance 1 frozen (SIGSTOP) in holder 1's work past its session
+#                     timeout (2 s): the ensemble deletes its node, holder 2 gets the lock and
+#                     sells; instance 1 wakes after its work would have ended and commits at
+#                     once: the unit sold twice (consensus does not fix a paused holder)
+#   zookeeper_fenced  the same with fence=on: the stock refuses holder 1's older zxid
+#
 #   scripts/failover-lesson.sh
 #
 # Prints the table, writes $RUN_DIR/lesson.json (a list of rows: setting, lock_overlaps,
 # oversold, sold, remaining, first, second) and leaves nothing running, even on Ctrl-C.
-# Settings: RUN_DIR=./run/failover, PORT_BASE=7100 (ports PORT_BASE … PORT_BASE+14),
+# Settings: RUN_DIR=./run/failover, PORT_BASE=7100 (ports PORT_BASE … PORT_BASE+14, and the
+# ensemble's PORT_BASE+20 … +22, +120 … +122, +220 … +222),
 # BIN=target/release/seckill, SKIP_BUILD=1 to use BIN as it is, WORK_MS=8000 (holder 1's
 # work: longer than the failover).
 set -euo pipefail
@@ -41,6 +53,10 @@ SENTINELS=($((PORT_BASE + 2)) $((PORT_BASE + 3)) $((PORT_BASE + 4)))
 STOCK=$((PORT_BASE + 5))
 INSTANCE_1=$((PORT_BASE + 6)) INSTANCE_2=$((PORT_BASE + 7)) NGINX=$((PORT_BASE + 8))
 REDLOCK=($((PORT_BASE + 10)) $((PORT_BASE + 11)) $((PORT_BASE + 12)) $((PORT_BASE + 13)) $((PORT_BASE + 14)))
+ZOOKEEPER=$((PORT_BASE + 20))
+# The zookeeper_paused rows: holder 1's work, and how long its instance stays frozen (past
+# the 2 s session and past the end of the work).
+PAUSED_WORK_MS=5000 FROZEN_MS=5500
 MASTER_NAME=lockstore
 
 say() { echo "failover-lesson: $*" >&2; }
@@ -51,8 +67,11 @@ if [ -z "${SKIP_BUILD:-}" ]; then
 fi
 
 pids=()
+zk_dirs=()
 cleanup() { # SIGTERM first: an Nginx master takes its workers down with it
-  local pid
+  local pid dir
+  for dir in "${zk_dirs[@]}"; do scripts/zookeeper.sh stop "$dir"; done
+  zk_dirs=()
   for pid in "${pids[@]}"; do kill -CONT "$pid" 2>/dev/null || true; kill -TERM "$pid" 2>/dev/null || true; done
   for _ in $(seq 1 30); do
     local alive=0
@@ -156,12 +175,13 @@ holder_1_inside_or_done() { # answer file
 }
 
 # Holder 2, as a client does: a 503 redis_unavailable (the instance had not yet heard of
-# the new master) is tried again after a moment, as its Retry-After says.
+# the new master) or lock_store_unavailable (the ensemble electing) is tried again after a
+# moment, as its Retry-After says.
 second_holder() { # path
   local answer
   for _ in 1 2 3 4 5 6 7 8 9 10; do
     answer=$(post "$INSTANCE_2" "$1")
-    [ "$(echo "$answer" | outcome)" = redis_unavailable ] || break
+    case "$(echo "$answer" | outcome)" in redis_unavailable | lock_store_unavailable) ;; *) break ;; esac
     sleep 0.5
   done
   echo "$answer"
@@ -242,6 +262,53 @@ redlock_row() {
   cleanup
 }
 
+# The lock on a ZooKeeper ensemble of three; the stock store as before.
+zookeeper_start() { # dir
+  local hosts
+  zk_dirs+=("$1")
+  hosts=$(scripts/zookeeper.sh start "$1" "$ZOOKEEPER" 3)
+  redis "$1/stock" "$STOCK"
+  instances "$1" --zookeeper-urls "$hosts" --zookeeper-session-ms 2000
+  curl -sf -X POST "http://127.0.0.1:$NGINX/admin/reset" -d '{"product":"101","stock":1}' >/dev/null
+}
+
+zookeeper_leader_row() {
+  local dir="$RUN_DIR/zookeeper_leader" first_pid second leader
+  rm -rf "$dir"; mkdir -p "$dir"
+  zookeeper_start "$dir"
+  post "$INSTANCE_1" "/deduct_stock/zookeeper?work_ms=$WORK_MS" >"$dir/first" &
+  first_pid=$!
+  until_true 10 "holder 1 gets inside (or answers)" holder_1_inside_or_done "$dir/first"
+  leader=$(scripts/zookeeper.sh status "$dir" | awk '$3 == "leader" { print $1 }')
+  [ -n "$leader" ] || { say "no zookeeper server leads"; return 1; }
+  kill -KILL "$(cat "$dir/$leader/pid")"
+  say "killed the leader, $leader"
+  second=$(second_holder "/deduct_stock/zookeeper?wait_ms=5000")
+  wait "$first_pid"
+  row zookeeper_leader "$dir/first" "$second"
+  cleanup
+}
+
+zookeeper_paused_row() { # setting, fence (on|off)
+  local setting=$1 fence=$2 dir="$RUN_DIR/$1" first_pid second holder_1_instance frozen_at
+  rm -rf "$dir"; mkdir -p "$dir"
+  zookeeper_start "$dir"
+  holder_1_instance=${pids[-3]} # instances: seckill-1, seckill-2, then nginx
+  post "$INSTANCE_1" "/deduct_stock/zookeeper?work_ms=$PAUSED_WORK_MS&fence=$fence" >"$dir/first" &
+  first_pid=$!
+  until_true 10 "holder 1 gets inside" holder_1_inside_or_done "$dir/first"
+  kill -STOP "$holder_1_instance"
+  frozen_at=$(date +%s%N)
+  second=$(second_holder "/deduct_stock/zookeeper?wait_ms=5000&fence=$fence")
+  # Frozen until past the end of its work: when it wakes it goes straight to its commit,
+  # before its client has heard from the ensemble that the session is gone.
+  while [ $(( ($(date +%s%N) - frozen_at) / 1000000 )) -lt "$FROZEN_MS" ]; do sleep 0.05; done
+  kill -CONT "$holder_1_instance"
+  wait "$first_pid"
+  row "$setting" "$dir/first" "$second"
+  cleanup
+}
+
 rm -rf "$RUN_DIR"
 mkdir -p "$RUN_DIR"
 say "unprotected: the master grants the lock and dies before its replica has it"
@@ -252,6 +319,12 @@ say "redlock: 5 masters, the first that granted the lock killed"
 redlock_row
 say "fenced: unprotected with fence=on"
 master_replica_row fenced on
+say "zookeeper_leader: the ensemble's leader killed right after it granted the lock"
+zookeeper_leader_row
+say "zookeeper_paused: the holder's instance frozen past its session timeout"
+zookeeper_paused_row zookeeper_paused off
+say "zookeeper_fenced: the same with fence=on"
+zookeeper_paused_row zookeeper_fenced on
 
 {
   echo "["
@@ -263,10 +336,10 @@ master_replica_row fenced on
   echo "]"
 } >"$RUN_DIR/lesson.json"
 
-printf '\n%-14s %9s %9s %5s %10s  %-17s %s\n' setting overlaps oversold sold remaining "holder 1" "holder 2"
-printf '%-14s %9s %9s %5s %10s  %-17s %s\n' -------------- --------- --------- ----- ---------- ----------------- ----------------
+printf '\n%-17s %9s %9s %5s %10s  %-17s %s\n' setting overlaps oversold sold remaining "holder 1" "holder 2"
+printf '%-17s %9s %9s %5s %10s  %-17s %s\n' ----------------- --------- --------- ----- ---------- ----------------- ----------------
 for r in "${rows[@]}"; do
-  printf '%-14s %9s %9s %5s %10s  %-17s %s\n' \
+  printf '%-17s %9s %9s %5s %10s  %-17s %s\n' \
     "$(echo "$r" | sed -n 's/.*"setting": "\([a-z_]*\)".*/\1/p')" \
     "$(echo "$r" | sed -n 's/.*"lock_overlaps": \([0-9-]*\).*/\1/p')" \
     "$(echo "$r" | sed -n 's/.*"oversold": \([0-9-]*\).*/\1/p')" \

@@ -1,5 +1,6 @@
-//! `scripts/failover-lesson.sh` as a test: real sentinels fail a lock store over, and the
-//! four rows come out as the lesson says.
+//! `scripts/failover-lesson.sh` as a test: real sentinels fail a lock store over, a real
+//! ZooKeeper ensemble loses its leader and a holder's session, and the seven rows come out
+//! as the lesson says.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -10,21 +11,31 @@ use serde_json::Value;
 
 use crate::SECKILL;
 
-/// A run of 15 free loopback ports for the script's processes.
+/// The ports the script takes from its base: its Redis servers, sentinels, instances and
+/// Nginx, and the ZooKeeper ensemble's client, quorum and election ports.
+fn lesson_ports(base: u16) -> impl Iterator<Item = u16> {
+    (0..15)
+        .chain([20, 21, 22, 120, 121, 122, 220, 221, 222])
+        .map(move |i| base + i)
+}
+
+/// A base from which every port the script takes is free.
 fn free_port_base() -> u16 {
     for _ in 0..1_000 {
         let base = fastrand::u16(20_000..=40_000);
-        if (0..15).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
+        if lesson_ports(base).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
             return base;
         }
     }
-    panic!("no 15 free ports in a row");
+    panic!("no free ports for the lesson");
 }
 
 /// unprotected: two holders inside, the unit sold twice; wait_replicas: no overlap (the
 /// unconfirmed lock is given back); redlock: no overlap, sold once; fenced: the overlap
-/// happens and the stock refuses the older holder, nothing oversold. Nothing is left
-/// running afterwards.
+/// happens and the stock refuses the older holder, nothing oversold. On ZooKeeper:
+/// zookeeper_leader: no overlap, sold once, without fencing; zookeeper_paused: the paused
+/// holder sells the unit again; zookeeper_fenced: it is refused. Nothing is left running
+/// afterwards.
 #[test]
 fn failover_lesson_rows() {
     let _turn = heavy_turn_blocking();
@@ -79,11 +90,37 @@ fn failover_lesson_rows() {
     assert_eq!(int(&fenced, "sold"), 1, "{fenced}");
     assert_eq!(fenced["first"], "fenced", "{fenced}");
 
-    for i in 0..15 {
+    let leader = row("zookeeper_leader");
+    assert_eq!(int(&leader, "lock_overlaps"), 0, "{leader}");
+    assert_eq!(int(&leader, "oversold"), 0, "{leader}");
+    assert_eq!(int(&leader, "sold"), 1, "{leader}");
+    assert_eq!(leader["first"], "deducted", "{leader}");
+    assert_eq!(
+        leader["second"], "lock_busy",
+        "the new leader has the lock: {leader}"
+    );
+
+    let paused = row("zookeeper_paused");
+    assert_eq!(int(&paused, "lock_overlaps"), 1, "{paused}");
+    assert_eq!(
+        int(&paused, "oversold"),
+        1,
+        "consensus does not fix a pause: {paused}"
+    );
+    assert_eq!(int(&paused, "sold"), 2, "{paused}");
+    assert_eq!(paused["second"], "deducted", "the lock passed on: {paused}");
+
+    let zk_fenced = row("zookeeper_fenced");
+    assert_eq!(int(&zk_fenced, "lock_overlaps"), 1, "{zk_fenced}");
+    assert_eq!(int(&zk_fenced, "oversold"), 0, "{zk_fenced}");
+    assert_eq!(int(&zk_fenced, "sold"), 1, "{zk_fenced}");
+    assert_eq!(zk_fenced["first"], "fenced", "{zk_fenced}");
+    assert_eq!(zk_fenced["second"], "deducted", "{zk_fenced}");
+
+    for port in lesson_ports(base) {
         assert!(
-            TcpListener::bind(("127.0.0.1", base + i)).is_ok(),
-            "something still listens on :{} after the lesson",
-            base + i
+            TcpListener::bind(("127.0.0.1", port)).is_ok(),
+            "something still listens on :{port} after the lesson"
         );
     }
     let _ = std::fs::remove_dir_all(&run_dir);
