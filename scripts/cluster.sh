@@ -10,6 +10,8 @@
 #   scripts/cluster.sh clean     stop, and delete the Redis data
 #   scripts/cluster.sh status    say what runs
 #   scripts/cluster.sh redis-flags   print the instances' (and the bench's) Redis flags
+#   scripts/cluster.sh lock-store-pids   print the bench's --zookeeper-pids and
+#                                --redlock-pids for the lock servers that run (stores suite)
 #
 # Settings, from the environment:
 #   REDIS=standalone       or `cluster`: 3 masters + 3 replicas, and the instances in
@@ -328,11 +330,26 @@ status() {
   scripts/zookeeper.sh status "$RUN_DIR"
 }
 
+# The pids of the lock servers of their own that run, as the bench's flags.
+lock_store_pids() {
+  local home pidfile zk=() redlock=()
+  for home in "$RUN_DIR"/zk-*; do
+    [ -f "$home/pid" ] && kill -0 "$(cat "$home/pid")" 2>/dev/null && zk+=("$(cat "$home/pid")")
+  done
+  for pidfile in "$RUN_DIR"/redis-redlock-*.pid; do
+    alive "$pidfile" && redlock+=("$(cat "$pidfile")")
+  done
+  [ ${#zk[@]} -gt 0 ] && echo -n "--zookeeper-pids $(IFS=,; echo "${zk[*]}") "
+  [ ${#redlock[@]} -gt 0 ] && echo -n "--redlock-pids $(IFS=,; echo "${redlock[*]}")"
+  echo
+}
+
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
   clean) clean ;;
   status) status ;;
   redis-flags) redis_flags ;;
-  *) echo "usage: $0 start|stop|clean|status|redis-flags" >&2; exit 2 ;;
+  lock-store-pids) lock_store_pids ;;
+  *) echo "usage: $0 start|stop|clean|status|redis-flags|lock-store-pids" >&2; exit 2 ;;
 esac

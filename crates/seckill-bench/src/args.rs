@@ -62,6 +62,17 @@ pub struct BenchArgs {
     #[arg(long)]
     pub with_redlock: bool,
 
+    /// The stores suite: the pids of the ZooKeeper ensemble's servers (the instances run
+    /// with --zookeeper-urls), whose CPU per unit the zookeeper rows report.
+    /// `scripts/cluster.sh lock-store-pids` prints them for the local cluster.
+    #[arg(long, value_delimiter = ',')]
+    pub zookeeper_pids: Vec<u32>,
+
+    /// The stores suite: the pids of the Redlock servers (the instances run with
+    /// --redlock-urls); with them, the suite adds redlock rows.
+    #[arg(long, value_delimiter = ',')]
+    pub redlock_pids: Vec<u32>,
+
     /// The partial suite: the pid of the stock store's replica, stopped (SIGSTOP) for a
     /// phase and let go again (SIGCONT).
     #[arg(long)]

@@ -21,6 +21,7 @@
 pub mod admin;
 pub mod args;
 mod chart;
+pub mod lock_store;
 pub mod partial;
 pub mod ratios;
 pub mod redis_usage;

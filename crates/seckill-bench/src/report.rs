@@ -43,6 +43,11 @@ pub struct Row {
     pub redis_cpu_us_per_unit: Option<f64>,
     /// The same, master by master (`host:port`), when the store has more than one.
     pub redis_cpu_us_per_unit_by_master: Vec<(String, f64)>,
+    /// The stores suite: the CPU time (user + sys) the lock's own servers spent per unit
+    /// sold, in microseconds (the ensemble, Redlock's servers; for a lock in the stock
+    /// store, its CPU per unit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_store_cpu_us_per_unit: Option<f64>,
     /// The orders suite, a row whose orders went to the database: how they drained.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drain: Option<Drain>,
@@ -91,6 +96,7 @@ impl Row {
             redis_commands_per_unit: None,
             redis_cpu_us_per_unit: None,
             redis_cpu_us_per_unit_by_master: Vec::new(),
+            lock_store_cpu_us_per_unit: None,
             drain: None,
             stats: Value::Null,
             scenario,

@@ -6,11 +6,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use seckill::keys::{ProductId, ProductKeys};
+use seckill::variants::Variant;
 use seckill_load::{Buyers, Control, Load, Method, Report as LoadReport};
 use serde_json::{Value, json};
 
 use crate::admin::Service;
 use crate::args::BenchArgs;
+use crate::lock_store::cpu_seconds;
 use crate::ratios::ratios;
 use crate::redis_usage::{Masters, spent};
 use crate::report::{Drain, Report, Row};
@@ -165,6 +167,8 @@ pub(crate) async fn run_one(
         Some(masters) => Some(masters.read().await?),
         None => None,
     };
+    let lock_pids = lock_store_pids(args, variant);
+    let lock_cpu_before = lock_pids.map(cpu_seconds).transpose()?;
     let mut load = Load::to(urls, Method::Post).buyers(Buyers {
         users: args.users.map(|u| usize::try_from(u).unwrap_or(usize::MAX)),
         clicks: usize::try_from(args.clicks).unwrap_or(1),
@@ -174,6 +178,10 @@ pub(crate) async fn run_one(
     }
     let load = drive(service.http, load, &scenario).await;
     let ended = Instant::now();
+    let lock_cpu = match (lock_pids, lock_cpu_before) {
+        (Some(pids), Some(before)) => Some((cpu_seconds(pids)? - before).max(0.0) * 1e6),
+        _ => None,
+    };
     let spent = match (info, before) {
         (Some(masters), Some(before)) => spent(&before, &masters.read().await?),
         _ => Vec::new(),
@@ -227,10 +235,30 @@ pub(crate) async fn run_one(
         redis_commands_per_unit: per_unit(commands),
         redis_cpu_us_per_unit: per_unit(cpu_us),
         redis_cpu_us_per_unit_by_master: by_master,
+        lock_store_cpu_us_per_unit: match lock_cpu {
+            Some(cpu) => (sold > 0).then(|| cpu / sold as f64),
+            // The stores suite's rows whose lock lives in the stock store.
+            None if args.suite == Suite::Stores => per_unit(cpu_us),
+            None => None,
+        },
         drain,
         stats,
         scenario,
     })
+}
+
+/// The stores suite: the processes of the lock store `variant` keeps its locks in, when
+/// it has servers of its own and the bench was given their pids.
+fn lock_store_pids(args: &BenchArgs, variant: Variant) -> Option<&[u32]> {
+    if args.suite != Suite::Stores {
+        return None;
+    }
+    let pids = match variant.name() {
+        "zookeeper" => &args.zookeeper_pids,
+        "redlock" => &args.redlock_pids,
+        _ => return None,
+    };
+    (!pids.is_empty()).then_some(pids.as_slice())
 }
 
 /// Resets `--product` for the scenario and the products besides it that its load is spread

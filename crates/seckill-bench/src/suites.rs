@@ -44,6 +44,11 @@ pub enum Suite {
     /// conflict rate, goodput and units left unsold at each step, and where optimistic
     /// starts to pay.
     Contention,
+    /// Redis against ZooKeeper (seed 000's comparison): watchdog, redlock and zookeeper at
+    /// 200 waiters on one lock, with no work and with --work-ms: units/s, p99 and the lock
+    /// store's CPU per unit. Needs instances with --zookeeper-urls and --zookeeper-pids
+    /// (redlock rows with --redlock-urls and --redlock-pids); not part of `performance`.
+    Stores,
     /// All of the performance suites, one after the other.
     Performance,
 }
@@ -84,6 +89,7 @@ pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
         Suite::Shares => shares(args),
         Suite::Orders => orders(args),
         Suite::Contention => contention(args),
+        Suite::Stores => stores(args),
         // Its rows are loads side by side, run by `partial.rs`.
         Suite::Partial => Vec::new(),
         // (`orders` is not in it: it needs the database.)
@@ -308,6 +314,30 @@ fn orders(args: &BenchArgs) -> Vec<Scenario> {
                 };
                 rows.push(Scenario { orders: on, ..row });
             }
+        }
+    }
+    rows
+}
+
+/// The lock stores compared: watchdog (the lock in the stock Redis), redlock (five Redis
+/// servers of its own, with --redlock-pids) and zookeeper (the ensemble), each at
+/// [`WAITERS`] on one lock with no work and with `--work-ms`.
+fn stores(args: &BenchArgs) -> Vec<Scenario> {
+    let mut names = vec!["watchdog"];
+    if !args.redlock_pids.is_empty() {
+        names.push("redlock");
+    }
+    names.push("zookeeper");
+    let mut rows = Vec::new();
+    for work_ms in [0, args.work_ms] {
+        for name in &names {
+            rows.push(at_waiters(
+                variant(name),
+                1,
+                work_ms,
+                "",
+                requests_at(args, work_ms),
+            ));
         }
     }
     rows

@@ -13,6 +13,7 @@ use crate::suites::{SHARD_CURVE, variant};
 
 mod contention;
 mod orders;
+mod stores;
 
 /// A ratio a suite reports, against its target.
 #[derive(Debug, Clone, Serialize)]
@@ -77,6 +78,7 @@ pub fn ratios(args: &BenchArgs, rows: &[Row], peak_rss: &[(String, u64)]) -> Vec
     ratios.extend(shares_ratios(args, rows));
     ratios.extend(orders::ratios(args, rows));
     ratios.extend(contention::ratios(rows));
+    ratios.extend(stores::ratios(args, rows));
     for (url, bytes) in peak_rss {
         ratios.push(Ratio {
             name: format!("peak RSS {url}"),
@@ -244,6 +246,7 @@ fn handoff_ratios(args: &BenchArgs, rows: &[Row]) -> Vec<Ratio> {
         ("token", ""),
         ("segmented", ""),
         ("redlock", ""),
+        ("zookeeper", ""),
     ];
     for (name, extra) in utilization_rows {
         let Some(row) = at_waiters(rows, name, 1, args.work_ms, extra) else {
