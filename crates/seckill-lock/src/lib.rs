@@ -1,4 +1,5 @@
-//! Distributed locks on Redis, usable without HTTP: one step of the progression each.
+//! Distributed locks on Redis (and, for the comparison the seeds end on, on ZooKeeper),
+//! usable without HTTP: one step of the progression each.
 //!
 //! Each lock keeps the flaw its step teaches, and offers the seeds' even worse habits only
 //! as options a lesson asks for:

@@ -2,9 +2,9 @@
 //!
 //! Two or more instances share one Redis. Each variant of `/deduct_stock` is one step of
 //! the classic progression (naive → setnx → token → watchdog → segmented → shares, and lua
-//! as the lock-free ceiling; redlock over servers of its own), and every deduction leaves
-//! evidence in Redis so that `/stats` can say how many units were sold, oversold or lost,
-//! and whether two lock holders ever overlapped.
+//! as the lock-free ceiling; redlock and zookeeper over servers of their own), and every
+//! deduction leaves evidence in Redis so that `/stats` can say how many units were sold,
+//! oversold or lost, and whether two lock holders ever overlapped.
 //!
 //! The locks themselves are the `seckill-lock` crate; the load the bench, the lessons and
 //! the tests drive is `seckill-load`; `seckill-bench` is the comparison.

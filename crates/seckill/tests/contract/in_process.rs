@@ -222,13 +222,16 @@ async fn admin_refuses_bad_bodies_and_strangers() {
     );
 }
 
-/// With Redis away, the process is healthy, not ready, and every variant answers 503 with
-/// `Retry-After` at once.
+/// With Redis away (and the ZooKeeper ensemble too), the process is healthy, not ready,
+/// and every variant answers 503 with `Retry-After` at once: zookeeper says its lock store
+/// is away (it asks the ensemble first), the others that Redis is.
 #[tokio::test]
 async fn redis_away_is_503_with_retry_after() {
     let (app, _) = app(&[
         "--redlock-urls",
         "redis://127.0.0.1:1,redis://127.0.0.1:1,redis://127.0.0.1:1",
+        "--zookeeper-urls",
+        "127.0.0.1:1",
     ]);
     assert_eq!(send(&app, get("/healthz")).await.0, StatusCode::OK);
     assert_eq!(
@@ -246,7 +249,12 @@ async fn redis_away_is_503_with_retry_after() {
         let (status, retry_after, body) = send(&app, post(&uri)).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{variant}: {body}");
         assert!(retry_after, "{variant}: 503 without Retry-After");
-        assert_eq!(body["outcome"], "redis_unavailable", "{variant}: {body}");
+        let away = if variant.name() == "zookeeper" {
+            "lock_store_unavailable"
+        } else {
+            "redis_unavailable"
+        };
+        assert_eq!(body["outcome"], away, "{variant}: {body}");
     }
 }
 
