@@ -2,7 +2,7 @@
 //! never a change to stock or audit.
 
 use seckill::variants::VARIANTS;
-use seckill_testkit::{Api, RedisServer};
+use seckill_testkit::{Api, RedisServer, ZooKeeperEnsemble};
 use serde_json::Value;
 
 use crate::instance;
@@ -69,12 +69,20 @@ fn assert_refused(what: &str, status: u16, body: &Value) {
 /// and Redis is as it was.
 #[tokio::test]
 async fn every_parameter_refuses_hostile_values() {
-    // Servers for redlock too, so that every variant serves: a value that is hostile to one
-    // parameter may be a valid product id (`-1`, `1e3`), and then the variant runs.
+    // Servers for redlock and zookeeper too, so that every variant serves: a value that is
+    // hostile to one parameter may be a valid product id (`-1`, `1e3`), and then the
+    // variant runs.
     let stock = RedisServer::start();
     let redlock: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     let urls: Vec<String> = redlock.iter().map(RedisServer::url).collect();
-    let instance = instance(&stock.url(), &["--redlock-urls", &urls.join(",")]);
+    let zookeeper = ZooKeeperEnsemble::start(1);
+    let args = [
+        "--redlock-urls",
+        &urls.join(","),
+        "--zookeeper-urls",
+        &zookeeper.hosts(),
+    ];
+    let instance = instance(&stock.url(), &args);
     let api = instance.api();
     api.reset("101", 50, 1).await;
     api.reset("202", 50, 4).await;

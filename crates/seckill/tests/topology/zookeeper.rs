@@ -217,3 +217,66 @@ async fn wait_inside(redis: &RedisServer, product: &str) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// `seckill-bench --suite stores` against the ensemble: watchdog and zookeeper rows at 200
+/// waiters, with no work and with 2 ms, each selling exactly what it answered 200, the
+/// ensemble's CPU per unit read from its JVMs, and the ratio of the two locks' units/s.
+/// (How fast each is, the bench measures; nothing here holds a figure.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_stores_suite_reports_the_ensembles_cpu_per_unit() {
+    let _turn = heavy_turn().await;
+    let zk = ZooKeeperEnsemble::start(3);
+    let redis = RedisServer::start();
+    let instances = instances(&redis, &zk, "4000", &[]);
+    let nginx = Nginx::start(&instances);
+    let pids = (0..zk.servers)
+        .map(|i| zk.pid(i).to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let (url, redis_url) = (nginx.url(""), redis.url());
+    let args = [
+        "seckill-bench",
+        "--suite",
+        "stores",
+        "--requests",
+        "200",
+        "--url",
+        &url,
+        "--redis-url",
+        &redis_url,
+        "--zookeeper-pids",
+        &pids,
+    ];
+    let args = <seckill_bench::args::Cli as clap::Parser>::parse_from(args).args;
+    let report = seckill_bench::run(args).await.expect("the suite ran");
+    let names: Vec<&str> = report
+        .rows
+        .iter()
+        .map(|r| r.scenario.label.as_str())
+        .collect();
+    assert_eq!(
+        names.len(),
+        4,
+        "watchdog and zookeeper, work 0 and 2: {names:?}"
+    );
+    for row in &report.rows {
+        let label = &row.scenario.label;
+        assert_eq!(row.oversold, 0, "{label}");
+        assert_eq!(row.lock_overlaps, 0, "{label}");
+        assert_eq!(row.count(200) as i64, int(&row.stats, "sold"), "{label}");
+        let cpu = row.lock_store_cpu_us_per_unit;
+        assert!(
+            cpu.is_some_and(|c| c > 0.0),
+            "{label}: lock store cpu {cpu:?}"
+        );
+    }
+    for work in [0, 2] {
+        let name = format!("zookeeper / watchdog units/s, work {work}");
+        let ratio = report.ratios.iter().find(|r| r.name == name);
+        assert!(
+            ratio.is_some_and(|r| r.value > 0.0),
+            "{name}: {:?}",
+            report.ratios
+        );
+    }
+}
