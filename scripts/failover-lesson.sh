@@ -24,10 +24,12 @@
 #   zookeeper_leader  holder 1 takes the lock and the leader is killed (SIGKILL) at once;
 #                     the other two elect a leader that has the lock: holder 2 waits and is
 #                     refused (429 lock_busy), no fencing needed
-#   zookeeper_paused  instance 1 frozen (SIGSTOP) in holder 1's work past its session
-#                     timeout (2 s): the ensemble deletes its node, holder 2 gets the lock and
-#                     sells; instance 1 wakes after its work would have ended and commits at
-#                     once: the unit sold twice (consensus does not fix a paused holder)
+#   zookeeper_paused  holder 1's instance stops itself (fault=stop_before_commit: SIGSTOP to
+#                     its whole process, as a stop-the-world GC pause) for 5 s right after
+#                     its last check that it holds the lock, past its session timeout (2 s):
+#                     the ensemble deletes its node, holder 2 gets the lock and sells;
+#                     holder 1 wakes and commits: the unit sold twice (consensus does not
+#                     fix a paused holder)
 #   zookeeper_fenced  the same with fence=on: the stock refuses holder 1's older zxid
 #
 #   scripts/failover-lesson.sh
@@ -54,9 +56,9 @@ STOCK=$((PORT_BASE + 5))
 INSTANCE_1=$((PORT_BASE + 6)) INSTANCE_2=$((PORT_BASE + 7)) NGINX=$((PORT_BASE + 8))
 REDLOCK=($((PORT_BASE + 10)) $((PORT_BASE + 11)) $((PORT_BASE + 12)) $((PORT_BASE + 13)) $((PORT_BASE + 14)))
 ZOOKEEPER=$((PORT_BASE + 20))
-# The zookeeper_paused rows: holder 1's work, and how long its instance stays frozen (past
-# the 2 s session and past the end of the work).
-PAUSED_WORK_MS=5000 FROZEN_MS=5500
+# The zookeeper_paused rows: holder 1's work, then how long its instance stops (past the
+# 2 s session).
+PAUSED_WORK_MS=500 STOPPED_MS=5000
 MASTER_NAME=lockstore
 
 say() { echo "failover-lesson: $*" >&2; }
@@ -151,7 +153,7 @@ instances() { # row dir, extra flags...
     port=$((PORT_BASE + 5 + i))
     "$BIN" serve --listen "127.0.0.1:$port" --instance-id "seckill-$i" \
       --redis-url "redis://127.0.0.1:$STOCK" \
-      --max-work-ms 10000 --max-wait-ms 5000 --max-pause-ms 0 "$@" >"$dir/seckill-$i.out" 2>"$dir/seckill-$i.log" &
+      --max-work-ms 10000 --max-wait-ms 5000 --max-pause-ms 8000 "$@" >"$dir/seckill-$i.out" 2>"$dir/seckill-$i.log" &
     pids+=($!)
   done
   wait_port "$INSTANCE_1"
@@ -268,7 +270,7 @@ zookeeper_start() { # dir
   zk_dirs+=("$1")
   hosts=$(scripts/zookeeper.sh start "$1" "$ZOOKEEPER" 3)
   redis "$1/stock" "$STOCK"
-  instances "$1" --zookeeper-urls "$hosts" --zookeeper-session-ms 2000
+  instances "$1" --zookeeper-urls "$hosts" --zookeeper-session-ms 2000 --faults
   curl -sf -X POST "http://127.0.0.1:$NGINX/admin/reset" -d '{"product":"101","stock":1}' >/dev/null
 }
 
@@ -290,20 +292,13 @@ zookeeper_leader_row() {
 }
 
 zookeeper_paused_row() { # setting, fence (on|off)
-  local setting=$1 fence=$2 dir="$RUN_DIR/$1" first_pid second holder_1_instance frozen_at
+  local setting=$1 fence=$2 dir="$RUN_DIR/$1" first_pid second
   rm -rf "$dir"; mkdir -p "$dir"
   zookeeper_start "$dir"
-  holder_1_instance=${pids[-3]} # instances: seckill-1, seckill-2, then nginx
-  post "$INSTANCE_1" "/deduct_stock/zookeeper?work_ms=$PAUSED_WORK_MS&fence=$fence" >"$dir/first" &
+  post "$INSTANCE_1" "/deduct_stock/zookeeper?work_ms=$PAUSED_WORK_MS&fault=stop_before_commit&pause_ms=$STOPPED_MS&fence=$fence" >"$dir/first" &
   first_pid=$!
   until_true 10 "holder 1 gets inside" holder_1_inside_or_done "$dir/first"
-  kill -STOP "$holder_1_instance"
-  frozen_at=$(date +%s%N)
   second=$(second_holder "/deduct_stock/zookeeper?wait_ms=5000&fence=$fence")
-  # Frozen until past the end of its work: when it wakes it goes straight to its commit,
-  # before its client has heard from the ensemble that the session is gone.
-  while [ $(( ($(date +%s%N) - frozen_at) / 1000000 )) -lt "$FROZEN_MS" ]; do sleep 0.05; done
-  kill -CONT "$holder_1_instance"
   wait "$first_pid"
   row "$setting" "$dir/first" "$second"
   cleanup

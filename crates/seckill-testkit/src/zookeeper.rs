@@ -66,14 +66,30 @@ impl ZooKeeperEnsemble {
     /// What server `server` says it is (`leader`, `follower`), or `None` when it does not
     /// answer as part of a quorum.
     pub fn mode(&self, server: usize) -> Option<String> {
+        let answer = self.ask(server, "srvr")?;
+        let mode = answer.lines().find_map(|l| l.strip_prefix("Mode: "))?;
+        Some(mode.trim().to_owned())
+    }
+
+    /// How many ephemeral nodes server `server` knows of (`mntr`'s `zk_ephemerals_count`):
+    /// the locks held and waited for.
+    pub fn ephemerals(&self, server: usize) -> Option<u64> {
+        let answer = self.ask(server, "mntr")?;
+        let count = answer
+            .lines()
+            .find_map(|l| l.strip_prefix("zk_ephemerals_count"))?;
+        count.trim().parse().ok()
+    }
+
+    /// A four-letter command's answer from server `server`.
+    fn ask(&self, server: usize, command: &str) -> Option<String> {
         use std::io::{Read, Write};
         let mut conn = std::net::TcpStream::connect(("127.0.0.1", self.port(server))).ok()?;
         conn.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        conn.write_all(b"srvr").ok()?;
+        conn.write_all(command.as_bytes()).ok()?;
         let mut answer = String::new();
         conn.read_to_string(&mut answer).ok()?;
-        let mode = answer.lines().find_map(|l| l.strip_prefix("Mode: "))?;
-        Some(mode.trim().to_owned())
+        Some(answer)
     }
 
     /// The server that leads now; panics when none does within `within`.

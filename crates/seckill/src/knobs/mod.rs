@@ -12,7 +12,7 @@ mod read;
 mod shared;
 
 pub use shared::{
-    DEFAULT_LOCK_WAIT_MS, FAULT, FENCE, LEASE_MS, PAUSE_MS, TTL_MS, WAIT_MS, WORK_MS,
+    DEFAULT_LOCK_WAIT_MS, FAULT, FENCE, LEASE_MS, PAUSE_MS, STOP_FAULT, TTL_MS, WAIT_MS, WORK_MS,
 };
 
 use std::time::Duration;
@@ -88,6 +88,9 @@ pub enum Fault {
     Abandon,
     /// The holder sleeps before it gives its lock back.
     PauseBeforeRelease(Duration),
+    /// The whole process stops (SIGSTOP to itself, every thread, as in a stop-the-world
+    /// GC pause) for this long, right between the holder's last check and its commit.
+    StopBeforeCommit(Duration),
 }
 
 /// A parsed value.
@@ -181,11 +184,14 @@ impl Knobs {
             }
             (Some("abandon"), None) => Some(Fault::Abandon),
             (Some("pause_before_release"), Some(pause)) => Some(Fault::PauseBeforeRelease(pause)),
-            (Some("pause_before_release"), None) => {
-                return Err(bad("fault=pause_before_release needs pause_ms".into()));
+            (Some("stop_before_commit"), Some(pause)) => Some(Fault::StopBeforeCommit(pause)),
+            (Some(fault @ ("pause_before_release" | "stop_before_commit")), None) => {
+                return Err(bad(format!("fault={fault} needs pause_ms")));
             }
             (_, Some(_)) => {
-                return Err(bad("pause_ms goes with fault=pause_before_release".into()));
+                return Err(bad(
+                    "pause_ms goes with fault=pause_before_release or stop_before_commit".into(),
+                ));
             }
             (Some(other), None) => {
                 return Err(bad(format!("fault {} is not known", quoted(other))));
@@ -254,7 +260,8 @@ impl Knobs {
     /// The longest the request may take besides its Redis round trips: its wait, its
     /// work and its pause.
     pub fn longest(&self) -> Duration {
-        self.wait() + self.work() + self.pause_before_release().unwrap_or_default()
+        let pause = self.pause_before_release().or(self.stop_before_commit());
+        self.wait() + self.work() + pause.unwrap_or_default()
     }
 
     /// `fence=on`.
@@ -270,6 +277,14 @@ impl Knobs {
     pub fn pause_before_release(&self) -> Option<Duration> {
         match self.fault {
             Some(Fault::PauseBeforeRelease(pause)) => Some(pause),
+            _ => None,
+        }
+    }
+
+    /// The stop of `fault=stop_before_commit`, if asked for.
+    pub fn stop_before_commit(&self) -> Option<Duration> {
+        match self.fault {
+            Some(Fault::StopBeforeCommit(pause)) => Some(pause),
             _ => None,
         }
     }

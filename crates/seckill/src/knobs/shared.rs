@@ -63,10 +63,20 @@ pub const FAULT: Knob = Knob {
     },
 };
 
-/// `pause_ms`: how long `fault=pause_before_release` pauses.
+/// `fault` on the zookeeper variant: a stop-the-world pause between the holder's last check
+/// and its commit, the pause a session cannot survive and the holder cannot notice.
+pub const STOP_FAULT: Knob = Knob {
+    name: "fault",
+    doc: "Fault injection, only on instances started with --faults; otherwise a 400.",
+    kind: Kind::Choice {
+        values: &["stop_before_commit"],
+    },
+};
+
+/// `pause_ms`: how long `fault=pause_before_release` pauses, or `stop_before_commit` stops.
 pub const PAUSE_MS: Knob = Knob {
     name: "pause_ms",
-    doc: "With fault=pause_before_release.",
+    doc: "With fault=pause_before_release or fault=stop_before_commit.",
     kind: Kind::Millis {
         min: 0,
         max: |l| l.max_pause_ms,

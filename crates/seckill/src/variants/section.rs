@@ -176,7 +176,8 @@ impl Deduction {
         credentials: Credentials<'_>,
     ) -> Result<Outcome, AppError> {
         let mut conn = self.redis();
-        let stay = self.knobs.work() + INSIDE_MARGIN;
+        let stop = self.knobs.stop_before_commit();
+        let stay = self.knobs.work() + stop.unwrap_or_default() + INSIDE_MARGIN;
         let (stock, _overlap): (Option<i64>, i64) =
             scripts::enter(shard, &self.holder, stay, credentials.token)
                 .invoke_async(&mut conn)
@@ -194,6 +195,9 @@ impl Deduction {
             let _: u64 = conn.zrem(&shard.inside, &self.holder).await?;
             let _: i64 = conn.hincr(&shard.audit, "lock_lost", 1).await?;
             return Ok(Outcome::LockLost);
+        }
+        if let Some(stop) = stop {
+            stop_the_world(stop);
         }
         self.commit(shard, StockWrite::Decrement, credentials).await
     }
@@ -302,6 +306,34 @@ impl Deduction {
                 error = %err,
                 "lock release failed; it stays until it expires (setnx: until deleted by hand)"
             ),
+        }
+    }
+}
+
+/// `fault=stop_before_commit`: the whole process stops for `pause` — every thread, the lock
+/// store's client and its pings too, as in a stop-the-world GC pause — right after the
+/// holder's last check that it still holds its lock. A child `sh` waits until the process
+/// is stopped, then `pause`, then lets it go on (SIGCONT, once).
+fn stop_the_world(pause: Duration) {
+    let pid = std::process::id();
+    let resume = format!(
+        "i=0; until grep -q '^State:.*stopped' /proc/{pid}/status; do \
+           i=$((i+1)); [ $i -gt 500 ] && exit 1; sleep 0.01; done; \
+         sleep {:.3}; kill -CONT {pid}",
+        pause.as_secs_f64()
+    );
+    match std::process::Command::new("sh")
+        .args(["-c", &resume])
+        .spawn()
+    {
+        Ok(mut child) => {
+            std::thread::spawn(move || child.wait());
+            tracing::warn!(?pause, "fault=stop_before_commit: the process stops itself");
+            // SAFETY: kill(2) with our own pid and a signal number has no memory effects.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "fault=stop_before_commit: no sh to resume us; not stopping")
         }
     }
 }

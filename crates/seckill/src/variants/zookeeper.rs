@@ -7,19 +7,27 @@
 //! the lock gives it to nobody else. The session is the lease: an instance paused past its
 //! session timeout (`--zookeeper-session-ms`) loses its locks to the next in line, and only
 //! `fence=on` — the lock node's creation zxid checked at the stock — keeps the paused
-//! holder from selling when it wakes. The ensemble electing a leader answers 503
+//! holder from selling when it wakes. `fault=stop_before_commit&pause_ms=…` (with
+//! `--faults`) makes that pause: the whole process stops between the holder's last check
+//! and its commit, so it cannot have noticed. The ensemble electing a leader answers 503
 //! `lock_store_unavailable` until it has one.
 
 use super::section::LockStore;
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
-use crate::knobs::{DEFAULT_LOCK_WAIT_MS, FENCE, WAIT_MS, WORK_MS};
+use crate::knobs::{DEFAULT_LOCK_WAIT_MS, FENCE, PAUSE_MS, STOP_FAULT, WAIT_MS, WORK_MS};
 
 pub static SPEC: Spec = Spec {
     name: "zookeeper",
     summary: "the lock on a ZooKeeper ensemble (--zookeeper-urls): Curator's recipe, the session as lease, the zxid as fencing token",
     color: "#00695c",
-    knobs: &[WORK_MS, WAIT_MS.defaulting_to(DEFAULT_LOCK_WAIT_MS), FENCE],
+    knobs: &[
+        WORK_MS,
+        WAIT_MS.defaulting_to(DEFAULT_LOCK_WAIT_MS),
+        FENCE,
+        STOP_FAULT,
+        PAUSE_MS,
+    ],
     in_progression: false,
     splits_stock: false,
     must_finish: true,

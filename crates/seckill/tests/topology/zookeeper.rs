@@ -10,6 +10,15 @@ use seckill_testkit::{
 
 use crate::instance;
 
+/// A 3-server ensemble, a stock store, and two instances on both with a session timeout of
+/// `session` ms and `extra` flags.
+fn started(session: &str, extra: &[&str]) -> (ZooKeeperEnsemble, RedisServer, Vec<Instance>) {
+    let zk = ZooKeeperEnsemble::start(3);
+    let redis = RedisServer::start();
+    let instances = instances(&redis, &zk, session, extra);
+    (zk, redis, instances)
+}
+
 /// Two instances on one stock store and the ensemble, with a session timeout of `session`.
 fn instances(
     redis: &RedisServer,
@@ -33,9 +42,7 @@ fn instances(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_sells_out_exactly_through_nginx_from_two_instances() {
     let _turn = heavy_turn().await;
-    let zk = ZooKeeperEnsemble::start(3);
-    let redis = RedisServer::start();
-    let instances = instances(&redis, &zk, "4000", &[]);
+    let (zk, _redis, instances) = started("4000", &[]);
     let nginx = Nginx::start(&instances);
     let api = Api::new(&nginx.url(""));
     api.reset("101", 400, 1).await;
@@ -62,6 +69,17 @@ async fn zookeeper_sells_out_exactly_through_nginx_from_two_instances() {
     assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
     let by_instance = stats["by_instance"].as_object().expect("by_instance");
     assert_eq!(by_instance.len(), 2, "both instances sold: {stats}");
+    // Every contender's node deleted: given the lock back, or gave up waiting.
+    let leader = tokio::task::block_in_place(|| zk.wait_for_leader(Duration::from_secs(10)));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while zk.ephemerals(leader) != Some(0) {
+        assert!(
+            Instant::now() < deadline,
+            "nodes left: {:?}",
+            zk.ephemerals(leader)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The leader killed under load: while the other two elect, requests are answered 503
@@ -71,9 +89,7 @@ async fn zookeeper_sells_out_exactly_through_nginx_from_two_instances() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_leader_killed_under_load_elects_and_sales_resume() {
     let _turn = heavy_turn().await;
-    let zk = ZooKeeperEnsemble::start(3);
-    let redis = RedisServer::start();
-    let instances = instances(&redis, &zk, "4000", &[]);
+    let (zk, _redis, instances) = started("4000", &[]);
     let nginx = Nginx::start(&instances);
     let api = Api::new(&nginx.url(""));
     let initial = 100_000;
@@ -132,47 +148,38 @@ async fn zookeeper_leader_killed_under_load_elects_and_sales_resume() {
     assert_eq!(int(&stats, "sold") as usize, report.count(200), "{stats}");
 }
 
-/// Instance A takes the lock and is frozen (SIGSTOP) in its work; past its session timeout
-/// the ensemble deletes its node and instance B sells the one unit; A wakes after its work
-/// would have ended and commits at once, before its client hears the session is gone.
-/// Without fencing it sells the unit again; with `fence=on` the stock refuses its older
-/// zxid and it sells nothing.
+/// Instance A takes the lock and stops itself (`fault=stop_before_commit`: SIGSTOP to its
+/// whole process) right after its last check that it holds the lock, for longer than its
+/// session; the ensemble deletes its node and instance B sells the one unit; A wakes and
+/// commits. Without fencing it sells the unit again; with `fence=on` the stock refuses its
+/// older zxid and it sells nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_paused_holder_sells_nothing_when_it_wakes_only_with_fencing() {
     let _turn = heavy_turn().await;
-    let zk = ZooKeeperEnsemble::start(3);
-    let redis = RedisServer::start();
-    let instances = instances(
-        &redis,
-        &zk,
-        "2000",
-        &[
-            "--max-work-ms",
-            "10000",
-            "--max-wait-ms",
-            "5000",
-            "--max-pause-ms",
-            "0",
-        ],
-    );
+    let limits = [
+        "--faults",
+        "--max-work-ms",
+        "10000",
+        "--max-wait-ms",
+        "5000",
+        "--max-pause-ms",
+        "8000",
+    ];
+    let (_zk, redis, instances) = started("2000", &limits);
     let (a, b) = (instances[0].api(), instances[1].api());
 
     for fence in ["off", "on"] {
         a.reset("102", 1, 1).await;
-        let knobs = format!("zookeeper?work_ms=5000&fence={fence}");
+        let knobs =
+            format!("zookeeper?work_ms=500&fault=stop_before_commit&pause_ms=5000&fence={fence}");
         let first = tokio::spawn({
             let a = a.clone();
             async move { a.deduct("102", &knobs).await }
         });
         wait_inside(&redis, "102").await;
-        let paused_at = Instant::now();
-        instances[0].signal("STOP");
         let second = b
             .deduct("102", &format!("zookeeper?wait_ms=5000&fence={fence}"))
             .await;
-        // Frozen until past the end of its work: when it wakes, it goes straight to commit.
-        tokio::time::sleep(Duration::from_millis(5_500).saturating_sub(paused_at.elapsed())).await;
-        instances[0].signal("CONT");
         let (status, first) = first.await.unwrap();
         let stats = a.stats("102").await;
         eprintln!("fence={fence}: holder A {status} {first}; holder B {second:?}; {stats}");
@@ -225,9 +232,7 @@ async fn wait_inside(redis: &RedisServer, product: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_stores_suite_reports_the_ensembles_cpu_per_unit() {
     let _turn = heavy_turn().await;
-    let zk = ZooKeeperEnsemble::start(3);
-    let redis = RedisServer::start();
-    let instances = instances(&redis, &zk, "4000", &[]);
+    let (zk, _redis, instances) = started("4000", &[]);
     let nginx = Nginx::start(&instances);
     let pids = (0..zk.servers)
         .map(|i| zk.pid(i).to_string())
