@@ -232,7 +232,7 @@ async fn wait_inside(redis: &RedisServer, product: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_stores_suite_reports_the_ensembles_cpu_per_unit() {
     let _turn = heavy_turn().await;
-    let (zk, _redis, instances) = started("4000", &[]);
+    let (zk, redis, instances) = started("4000", &[]);
     let nginx = Nginx::start(&instances);
     let pids = (0..zk.servers)
         .map(|i| zk.pid(i).to_string())
