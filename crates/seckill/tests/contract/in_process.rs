@@ -134,7 +134,17 @@ async fn every_knob_of_every_variant_is_bounded_before_redis() {
 async fn faults_are_refused_unless_enabled() {
     let (app, _) = app(&[]);
     for variant in VARIANTS.iter().filter(|v| v.takes("fault")) {
-        let uri = format!("/deduct_stock/{variant}?fault=abandon");
+        // Each variant's first fault, as it would be asked for.
+        let knob = variant.spec().knobs.iter().find(|k| k.name == "fault");
+        let Some(Kind::Choice { values }) = knob.map(|k| &k.kind) else {
+            panic!("{variant}: fault is a choice");
+        };
+        let pause = if values[0] == "abandon" {
+            ""
+        } else {
+            "&pause_ms=10"
+        };
+        let uri = format!("/deduct_stock/{variant}?fault={}{pause}", values[0]);
         let answer = send(&app, post(&uri)).await;
         assert_refused(&uri, &answer, StatusCode::BAD_REQUEST);
         assert!(
