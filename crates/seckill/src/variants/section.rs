@@ -198,6 +198,15 @@ impl Deduction {
         }
         if let Some(stop) = stop {
             stop_the_world(stop);
+            // Whatever else was in flight over the stop timed out on waking, and the
+            // connection may be replaced for it: the commit goes once the stock store answers.
+            for _ in 0..20 {
+                let answered: Result<String, _> = redis::cmd("PING").query_async(&mut conn).await;
+                if answered.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         }
         self.commit(shard, StockWrite::Decrement, credentials).await
     }
