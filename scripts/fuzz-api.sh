@@ -28,6 +28,7 @@ cleanup() {
     [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
   done
   scripts/postgres.sh stop "$dir/postgres" 2>/dev/null || true
+  scripts/zookeeper.sh stop "$dir" 2>/dev/null || true
   sleep 0.2
   rm -rf "$dir"
 }
@@ -47,6 +48,9 @@ redis_port=$(redis redis)
 # Three Redlock servers, so the redlock variant is fuzzed too.
 redlock_urls="redis://127.0.0.1:$(redis redlock-1),redis://127.0.0.1:$(redis redlock-2),redis://127.0.0.1:$(redis redlock-3)"
 
+# A one-server ZooKeeper, so the zookeeper variant is fuzzed too.
+zookeeper_hosts=$(scripts/zookeeper.sh start "$dir" "$(free_port)" 1)
+
 # A PostgreSQL, so the orders of record (GET /orders/{id}, /stats's reconciliation) are
 # fuzzed too.
 orders_db=$(scripts/postgres.sh start "$dir/postgres" "$(free_port)")
@@ -56,6 +60,7 @@ orders_db=$(scripts/postgres.sh start "$dir/postgres" "$(free_port)")
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 target/debug/seckill serve --listen "127.0.0.1:$port" --redis-url "redis://127.0.0.1:$redis_port" \
   --bench-url "http://127.0.0.1:$port" --redlock-urls "$redlock_urls" --orders-db "$orders_db" \
+  --zookeeper-urls "$zookeeper_hosts" \
   --max-work-ms 50 --max-wait-ms 50 --max-pause-ms 50 >"$dir/out" 2>"$dir/seckill.log" &
 echo $! >"$dir/seckill.pid"
 for _ in $(seq 1 50); do grep -q "listening on" "$dir/out" 2>/dev/null && break; sleep 0.1; done
