@@ -38,7 +38,8 @@
 //!
 //! - [`setnx`], [`token`], [`redlock`], [`zookeeper`] — one lock each.
 //! - [`watchdog`] — the reentrant lock, its release and renewal; `watchdog/waiters.rs` the
-//!   per-instance subscription and waiter queues behind hand-offs.
+//!   per-instance waiter queues behind hand-offs, `watchdog/subscription.rs` the one
+//!   subscription that wakes them.
 //! - [`inspect`] — what an operator sees of a lock, and forcing it free.
 //! - `scripts.rs` and `lua/` — the Lua behind them, `lua/lib/lock.lua` the steps several
 //!   scripts share ([`LOCK_LUA`], for callers that fuse a lock step with their own).

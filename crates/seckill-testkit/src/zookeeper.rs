@@ -123,19 +123,6 @@ impl ZooKeeperEnsemble {
         crate::signal(self.pid(server), "KILL");
         let _ = std::fs::remove_file(self.dir.join(format!("zk-{}/pid", server + 1)));
     }
-
-    /// Starts every server that is not running again, on its data; returns once all serve.
-    pub fn restart_missing(&self) {
-        let args = [
-            "start",
-            &self.dir.display().to_string(),
-            &self.first_port.to_string(),
-            &self.servers.to_string(),
-        ];
-        if let Err(log) = script(&args) {
-            panic!("the ensemble did not come back: {log}");
-        }
-    }
 }
 
 impl Drop for ZooKeeperEnsemble {

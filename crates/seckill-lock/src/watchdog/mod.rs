@@ -30,11 +30,13 @@
 mod keys;
 mod release;
 mod renewal;
+mod subscription;
 mod waiters;
 
 pub use keys::LockKeys;
 pub use release::{ReleaseArgs, Released, Successor};
-pub use waiters::{DEFAULT_HANDOFFS, Subscriber, WatchdogCounters, WatchdogLocks};
+pub use subscription::Subscriber;
+pub use waiters::{DEFAULT_HANDOFFS, WatchdogCounters, WatchdogLocks};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,5 +1,6 @@
-//! The per-instance side of the watchdog lock: one subscription to every lock's release
-//! channel, and this instance's waiters, queued per lock, oldest first.
+//! The per-instance side of the watchdog lock: this instance's waiters, queued per lock,
+//! oldest first, woken through its one subscription to every lock's release channel
+//! (`subscription.rs`).
 //!
 //! Through these queues an unlock reaches a waiter three ways:
 //! - **woken** by a release message (`released`: any one waiter of this instance tries
@@ -13,13 +14,13 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use redis::Value;
 use tokio::sync::Notify;
 
+use super::subscription::{Subscriber, subscribe};
 use crate::Connection;
 
 /// What an unlock publishes when it names no waiter: anyone may try.
@@ -29,22 +30,6 @@ pub(super) const RELEASED: &str = "released";
 /// Measured in PERFORMANCE.md: long runs of hand-offs help throughput little past this,
 /// and leave the other instance's waiters sleeping for longer.
 pub const DEFAULT_HANDOFFS: u32 = 8;
-
-/// Where an instance's one subscription listens for every lock's release messages: the
-/// one server, any node of a Cluster (a plain `PUBLISH` reaches them all), or the master
-/// the sentinels name.
-pub trait Subscriber: Send + Sync + 'static {
-    /// A client for the `attempt`-th (re)connection (0 first); `None` when there is no
-    /// node to try now.
-    fn client(&self, attempt: usize) -> impl Future<Output = Option<redis::Client>> + Send;
-}
-
-/// One server.
-impl Subscriber for redis::Client {
-    async fn client(&self, _attempt: usize) -> Option<redis::Client> {
-        Some(self.clone())
-    }
-}
 
 /// What the watchdogs and waiters of one instance did, counted since it started. The
 /// library counts; the caller exports (the service as Prometheus counters).
@@ -391,12 +376,12 @@ impl<C> Shared<C> {
     }
 
     /// A release message for anyone on `channel`: wake this instance's oldest waiter.
-    fn wake_one(&self, channel: &str) {
+    pub(super) fn wake_one(&self, channel: &str) {
         self.wake(channel, |_| true);
     }
 
     /// A fair lock's release message naming `holder`: wake it if it waits here.
-    fn wake_holder(&self, channel: &str, holder: &str) {
+    pub(super) fn wake_holder(&self, channel: &str, holder: &str) {
         self.wake(channel, |w| w.holder == holder);
     }
 
@@ -421,7 +406,7 @@ impl<C> Shared<C> {
 
     /// After the subscription was down, messages may have been missed: wake one waiter
     /// per lock to look again.
-    fn wake_every_lock(&self) {
+    pub(super) fn wake_every_lock(&self) {
         let channels: Vec<String> = self.queues().keys().cloned().collect();
         for channel in channels {
             self.wake_one(&channel);
@@ -429,7 +414,7 @@ impl<C> Shared<C> {
     }
 
     /// Wakes every waiter of this instance that is not being handed a lock.
-    fn wake_everyone(&self) {
+    pub(super) fn wake_everyone(&self) {
         for queue in self.queues().values() {
             for waiter in &queue.waiters {
                 if waiter.change(
@@ -446,54 +431,5 @@ impl<C> Shared<C> {
         // A std Mutex: it is held for a few queue operations and never across an await.
         // A panic while holding it cannot leave the queues half-changed, so poison is moot.
         self.queues.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// The instance's one subscription: a release message wakes one local waiter, or the one
-/// it names.
-async fn subscribe<C>(subscriber: impl Subscriber, pattern: String, shared: Weak<Shared<C>>) {
-    let mut backoff = Duration::from_millis(50);
-    for attempt in 0.. {
-        let connected = match subscriber.client(attempt).await {
-            Some(client) => {
-                tokio::time::timeout(Duration::from_secs(2), client.get_async_pubsub()).await
-            }
-            None => Ok(Err(redis::RedisError::from((
-                redis::ErrorKind::Io,
-                "no node to subscribe on",
-            )))),
-        };
-        if let Ok(Ok(mut pubsub)) = connected
-            && pubsub.psubscribe(&pattern).await.is_ok()
-        {
-            backoff = Duration::from_millis(50);
-            let Some(alive) = shared.upgrade() else {
-                return;
-            };
-            alive.wake_every_lock();
-            drop(alive);
-            let mut messages = pubsub.into_on_message();
-            while let Some(message) = messages.next().await {
-                let Some(alive) = shared.upgrade() else {
-                    return;
-                };
-                let channel = message.get_channel_name();
-                match message.get_payload_bytes() {
-                    payload if payload == RELEASED.as_bytes() => alive.wake_one(channel),
-                    holder => alive.wake_holder(channel, &String::from_utf8_lossy(holder)),
-                }
-            }
-            tracing::warn!("lock release subscription lost; reconnecting");
-            // Redis may be gone: let every waiter try now, and fail fast if it is, rather
-            // than sleep out its wait.
-            if let Some(alive) = shared.upgrade() {
-                alive.wake_everyone();
-            }
-        }
-        if shared.strong_count() == 0 {
-            return;
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(1));
     }
 }

@@ -35,12 +35,6 @@ impl ZooKeeper {
         }
     }
 
-    /// The session the servers agreed to, once there is one.
-    pub async fn session_timeout(&self) -> Option<Duration> {
-        let current = self.current.lock().await;
-        current.as_ref().map(Client::session_timeout)
-    }
-
     /// The live session, or a new one when there is none or it ended (expired, closed): an
     /// ended session is never used again, and its nodes are gone with it.
     pub(super) async fn client(&self) -> Result<Client, LockError> {

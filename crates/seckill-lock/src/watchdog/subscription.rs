@@ -1,0 +1,78 @@
+//! The instance's one subscription to every watchdog lock's release channel: where it
+//! listens ([`Subscriber`]) and the task that turns each message into a wake-up.
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use super::waiters::{RELEASED, Shared};
+
+/// Where an instance's one subscription listens for every lock's release messages: the
+/// one server, any node of a Cluster (a plain `PUBLISH` reaches them all), or the master
+/// the sentinels name.
+pub trait Subscriber: Send + Sync + 'static {
+    /// A client for the `attempt`-th (re)connection (0 first); `None` when there is no
+    /// node to try now.
+    fn client(&self, attempt: usize) -> impl Future<Output = Option<redis::Client>> + Send;
+}
+
+/// One server.
+impl Subscriber for redis::Client {
+    async fn client(&self, _attempt: usize) -> Option<redis::Client> {
+        Some(self.clone())
+    }
+}
+
+/// The instance's one subscription: a release message wakes one local waiter, or the one
+/// it names.
+pub(super) async fn subscribe<C>(
+    subscriber: impl Subscriber,
+    pattern: String,
+    shared: Weak<Shared<C>>,
+) {
+    let mut backoff = Duration::from_millis(50);
+    for attempt in 0.. {
+        let connected = match subscriber.client(attempt).await {
+            Some(client) => {
+                tokio::time::timeout(Duration::from_secs(2), client.get_async_pubsub()).await
+            }
+            None => Ok(Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "no node to subscribe on",
+            )))),
+        };
+        if let Ok(Ok(mut pubsub)) = connected
+            && pubsub.psubscribe(&pattern).await.is_ok()
+        {
+            backoff = Duration::from_millis(50);
+            let Some(alive) = shared.upgrade() else {
+                return;
+            };
+            alive.wake_every_lock();
+            drop(alive);
+            let mut messages = pubsub.into_on_message();
+            while let Some(message) = messages.next().await {
+                let Some(alive) = shared.upgrade() else {
+                    return;
+                };
+                let channel = message.get_channel_name();
+                match message.get_payload_bytes() {
+                    payload if payload == RELEASED.as_bytes() => alive.wake_one(channel),
+                    holder => alive.wake_holder(channel, &String::from_utf8_lossy(holder)),
+                }
+            }
+            tracing::warn!("lock release subscription lost; reconnecting");
+            // Redis may be gone: let every waiter try now, and fail fast if it is, rather
+            // than sleep out its wait.
+            if let Some(alive) = shared.upgrade() {
+                alive.wake_everyone();
+            }
+        }
+        if shared.strong_count() == 0 {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
