@@ -37,8 +37,12 @@ impl ZooKeeper {
 
     /// The live session, or a new one when there is none or it ended (expired, closed): an
     /// ended session is never used again, and its nodes are gone with it.
+    /// Waiting for another request's connect counts against the request timeout too, so
+    /// that with the ensemble unreachable requests fail one timeout apart, not in a queue.
     pub(super) async fn client(&self) -> Result<Client, LockError> {
-        let mut current = self.current.lock().await;
+        let mut current = tokio::time::timeout(self.op_timeout, self.current.lock())
+            .await
+            .map_err(|_| Error::Timeout)?;
         if let Some(client) = current.as_ref()
             && !client.state().is_terminated()
         {
