@@ -128,7 +128,24 @@ pub trait Lock: Send {
     fn fencing_token(&self) -> Option<i64> {
         None
     }
+
+    /// How long the lease granted with the lock lasts when nothing renews it, for locks
+    /// whose lease runs out on its own (a setnx lock's never does; a ZooKeeper session's
+    /// is the ensemble's to end). A holder still working past it is no longer protected.
+    fn lease(&self) -> Option<Duration> {
+        None
+    }
+
+    /// When this holder's lease was renewed since it was granted (a watchdog's ticks),
+    /// oldest first; at most [`RENEWALS_KEPT`] of them.
+    fn renewals(&self) -> Vec<std::time::Instant> {
+        Vec::new()
+    }
 }
+
+/// The renewals a holder remembers ([`Lock::renewals`]): enough for any critical section a
+/// class can watch, bounded for one that runs for hours.
+pub const RENEWALS_KEPT: usize = 64;
 
 /// Holder ids: one UUID per process plus a sequence number per acquisition, so two tasks on
 /// the same thread never share an identity (as Redisson's thread ids would).

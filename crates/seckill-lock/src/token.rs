@@ -92,4 +92,8 @@ impl<C: Connection> Lock for TokenLock<C> {
     fn holder(&self) -> &str {
         &self.token
     }
+
+    fn lease(&self) -> Option<Duration> {
+        Some(self.ttl)
+    }
 }

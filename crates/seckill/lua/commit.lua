@@ -14,6 +14,7 @@
 -- KEYS[10] keys    (hash: idempotency key -> order)
 -- KEYS[11] stream  (the shard's orders stream, written when the sale is streamed)
 -- KEYS[12] unpaid  (sorted set: order -> deadline to pay by, with a payment window)
+-- KEYS[13] trace   (the shard's timeline)
 -- ARGV[1]  holder id
 -- ARGV[2]  order id
 -- ARGV[3]  instance id
@@ -27,6 +28,7 @@
 -- ARGV[11] the idempotency key, or ''
 -- ARGV[12] its claim's deadline, ms (Redis time)
 -- ARGV[13] this shard's index
+-- ARGV[14] what the holder says of itself on the timeline, or '' (not on it)
 --
 -- Returns: the units left; -2 no stock key; -3 the lock was lost; -4 fenced; -5 the user
 --          bought their limit; -6 a limited product and no user; -7 another request now
@@ -34,4 +36,5 @@
 return commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1],
   ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10],
   { claim = KEYS[9], keys = KEYS[10], key = ARGV[11], deadline = ARGV[12], shard = ARGV[13],
-    stream = KEYS[11], unpaid = KEYS[12], call = {} })
+    stream = KEYS[11], unpaid = KEYS[12], call = {},
+    trace = { key = KEYS[13], note = ARGV[14] } })

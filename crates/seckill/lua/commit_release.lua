@@ -18,6 +18,7 @@
 -- KEYS[13] keys    (hash: idempotency key -> order)
 -- KEYS[14] stream  (the shard's orders stream, written when the sale is streamed)
 -- KEYS[15] unpaid  (sorted set: order -> deadline to pay by, with a payment window)
+-- KEYS[16] trace   (the shard's timeline)
 -- ARGV[1]  holder id (in the lock and in the audit)
 -- ARGV[2]  order id
 -- ARGV[3]  instance id
@@ -32,16 +33,19 @@
 -- ARGV[12] the idempotency key, or ''
 -- ARGV[13] its claim's deadline, ms (Redis time)
 -- ARGV[14] this shard's index
+-- ARGV[15] what the holder says of itself on the timeline, or '' (not on it)
+-- ARGV[16] what the waiter handed the lock says of itself there (it is let in here)
 --
 -- Returns: { units left (or -2 no stock key, -3 the lock was lost, -5 the user bought their
 --          limit, -6 a limited product and no user, -7 another request now serves the
 --          idempotency key: nothing sold), the release's answer
 --          (as watchdog_unlock.lua; false when not held), and when the lock was handed on,
---          the new holder's stock (or false) and overlap }.
+--          the new holder's stock (or false), overlap and whether it is on the timeline }.
 local left = commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10], KEYS[11],
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], '', ARGV[1], '', ARGV[11], 'check',
   { claim = KEYS[12], keys = KEYS[13], key = ARGV[12], deadline = ARGV[13], shard = ARGV[14],
-    stream = KEYS[14], unpaid = KEYS[15], call = {} })
+    stream = KEYS[14], unpaid = KEYS[15], call = {},
+    trace = { key = KEYS[16], note = ARGV[15] } })
 if left == -3 then
   return { left, false }
 end
@@ -52,7 +56,12 @@ else
   released = release(KEYS[5], KEYS[7], ARGV[6], ARGV[1], ARGV[8], ARGV[9])
 end
 if released == 2 then
-  local entered = enter(KEYS[1], KEYS[2], KEYS[4], KEYS[6], ARGV[8], ARGV[10], '')
-  return { left, released, entered[1], entered[2] }
+  -- On the timeline when its predecessor was: a hand-off.
+  local trace = nil
+  if ARGV[15] ~= '' then
+    trace = { key = KEYS[16], note = ARGV[16] }
+  end
+  local entered = enter(KEYS[1], KEYS[2], KEYS[4], KEYS[6], ARGV[8], ARGV[10], '', trace)
+  return { left, released, entered[1], entered[2], entered[3] }
 end
 return { left, released or false }

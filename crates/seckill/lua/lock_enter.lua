@@ -10,14 +10,16 @@
 -- KEYS[6]  inside
 -- KEYS[7]  audit
 -- KEYS[8]  fence
+-- KEYS[9]  trace   (the shard's timeline)
 -- ARGV[1]  lease, ms
 -- ARGV[2]  holder id, in the lock and in the audit
 -- ARGV[3]  'fair' or 'unfair'
 -- ARGV[4]  a fair waiter's patience, ms
 -- ARGV[5]  how long the holder may stay inside, ms
+-- ARGV[6]  what the holder says of itself on the timeline, if the product is traced
 --
--- Returns: { 1, stock or false, overlap } when the lock is now the caller's and it has
---          entered; { 0, ms to sleep, 0 } when it is held (as watchdog_lock.lua).
+-- Returns: { 1, stock or false, overlap, traced } when the lock is now the caller's and it
+--          has entered; { 0, ms to sleep, 0, 0 } when it is held (as watchdog_lock.lua).
 local wait
 if redis.call('TYPE', KEYS[1]).ok == 'hash' and redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
   -- Already the caller's: a holder handed it over and let it in, and the answer was lost on
@@ -29,7 +31,8 @@ else
   wait = take(KEYS[1], ARGV[1], ARGV[2])
 end
 if wait then
-  return { 0, wait, 0 }
+  return { 0, wait, 0, 0 }
 end
-local entered = enter(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[2], ARGV[5], '')
-return { 1, entered[1], entered[2] }
+local entered = enter(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[2], ARGV[5], '',
+  { key = KEYS[9], note = ARGV[6] })
+return { 1, entered[1], entered[2], entered[3] }

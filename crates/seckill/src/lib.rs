@@ -24,6 +24,8 @@
 //!   `health`, `page`, `openapi` (written from the registries).
 //! - [`product`] — reset, where a product's shards live, and the audit behind `/stats`.
 //! - [`lessons`] — the lessons (defined once, for the page and the bench) and their runner.
+//! - [`trace`] — the lock timeline: each critical section's entry and exit, while a
+//!   product is traced, for the page (`GET /trace`).
 //! - [`store`] — which Redis, in which topology (one server, a Cluster, or behind
 //!   sentinels): the one module that knows; everything else talks to its [`store::RedisConn`].
 //! - [`idempotency`] — `Idempotency-Key`: a retried click sells once and gets its first answer.
@@ -55,4 +57,5 @@ pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod timer;
+pub mod trace;
 pub mod variants;

@@ -37,6 +37,9 @@ pub static DEDUCT: LazyLock<Script> = script!([CRITICAL_LUA], "deduct.lua");
 /// A lock holder enters its critical section (overlap audit) and reads the stock.
 static ENTER: LazyLock<Script> = script!([CRITICAL_LUA], "enter.lua");
 
+/// Leave the critical section without selling (sold out, or the lock found lost).
+static LEAVE: LazyLock<Script> = script!([CRITICAL_LUA], "leave.lua");
+
 /// Take one unit, record the order and leave the critical section.
 static COMMIT: LazyLock<Script> = script!([CRITICAL_LUA], "commit.lua");
 
@@ -81,6 +84,9 @@ pub struct Sale<'a> {
     pub user: &'a str,
     /// The request's idempotency key and its claim's deadline (ms), when it has one.
     pub keyed: Option<(&'a str, i64)>,
+    /// What the holder says of itself on the product's timeline, `""` when it is not on it
+    /// (`crate::trace`).
+    pub trace: String,
 }
 
 impl Sale<'_> {
@@ -111,19 +117,23 @@ impl Sale<'_> {
             .key(&self.shard.keys)
             .key(&self.shard.stream)
             .key(&self.shard.unpaid)
+            .key(&self.shard.trace)
             .arg(key)
             .arg(deadline)
-            .arg(self.shard.index);
+            .arg(self.shard.index)
+            .arg(&self.trace);
     }
 }
 
 /// `enter.lua`: `holder` enters `shard`'s critical section for up to `stay`, presenting its
-/// fencing `token` if it has one.
+/// fencing `token` if it has one, and saying `note` of itself on the timeline
+/// (`crate::trace`) if the product is traced.
 pub fn enter(
     shard: &ShardKeys,
     holder: &str,
     stay: Duration,
     token: Option<i64>,
+    note: &str,
 ) -> ScriptInvocation<'static> {
     let mut script = ENTER.prepare_invoke();
     script
@@ -131,9 +141,36 @@ pub fn enter(
         .key(&shard.inside)
         .key(&shard.audit)
         .key(&shard.fence)
+        .key(&shard.trace)
         .arg(holder)
         .arg(millis(stay))
-        .arg(token_arg(token));
+        .arg(token_arg(token))
+        .arg(note);
+    script
+}
+
+/// Why a holder leaves its critical section without selling.
+#[derive(Debug, Clone, Copy)]
+pub enum Leaving {
+    SoldOut,
+    /// It found its lock gone before committing (counted in the audit).
+    LockLost,
+}
+
+/// `leave.lua`: `holder` leaves `shard`'s critical section without selling, saying `note`
+/// of itself on the timeline (`""`: it is not on it).
+pub fn leave(shard: &ShardKeys, holder: &str, why: Leaving, note: &str) -> ScriptInvocation<'static> {
+    let mut script = LEAVE.prepare_invoke();
+    script
+        .key(&shard.inside)
+        .key(&shard.audit)
+        .key(&shard.trace)
+        .arg(holder)
+        .arg(match why {
+            Leaving::SoldOut => "sold_out",
+            Leaving::LockLost => "lock_lost",
+        })
+        .arg(note);
     script
 }
 
@@ -165,13 +202,15 @@ pub(crate) fn commit(
 }
 
 /// `lock_enter.lua` for `holder` on `shard`'s lock: one try at the watchdog lock, which
-/// enters the critical section once the lock is taken (`stay`: how long it may be inside).
+/// enters the critical section once the lock is taken (`stay`: how long it may be inside;
+/// `note`: what it says of itself on the timeline, if the product is traced).
 pub fn lock_enter(
     shard: &ShardKeys,
     holder: &str,
     lease: Duration,
     fair: bool,
     stay: Duration,
+    note: &str,
 ) -> ScriptInvocation<'static> {
     let mut script = LOCK_ENTER.prepare_invoke();
     script
@@ -183,21 +222,25 @@ pub fn lock_enter(
         .key(&shard.inside)
         .key(&shard.audit)
         .key(&shard.fence)
+        .key(&shard.trace)
         .arg(millis(lease).max(1))
         .arg(holder)
         .arg(if fair { "fair" } else { "unfair" })
         .arg(millis(FAIR_PATIENCE))
-        .arg(millis(stay));
+        .arg(millis(stay))
+        .arg(note);
     script
 }
 
 /// `commit_release.lua`: the sale's holder leaves the critical section — selling a unit
 /// when `sells`, otherwise just leaving — and gives the lock back as `release` says (to
-/// its successor, when it names one).
+/// its successor, when it names one, which says `successor_note` of itself on the timeline
+/// when this holder is on it).
 pub fn commit_release(
     sale: &Sale<'_>,
     sells: bool,
     release: &ReleaseArgs,
+    successor_note: &str,
 ) -> ScriptInvocation<'static> {
     let successor = release.successor.as_ref();
     let shard = sale.shard;
@@ -217,6 +260,7 @@ pub fn commit_release(
         .arg(successor.map_or(0, |s| millis(s.hold)))
         .arg(sale.user);
     sale.fill_keyed(&mut script);
+    script.arg(successor_note);
     script
 }
 

@@ -223,6 +223,11 @@ impl<C: Connection> Lock for RedlockLock<C> {
     fn holder(&self) -> &str {
         &self.token
     }
+
+    /// The TTL, when nothing extends it (with `extend`, the extensions keep it).
+    fn lease(&self) -> Option<Duration> {
+        (!self.extend).then_some(self.ttl)
+    }
 }
 
 impl<C: Connection> RedlockLock<C> {

@@ -39,7 +39,6 @@ pub use subscription::Subscriber;
 pub use waiters::{DEFAULT_HANDOFFS, WatchdogCounters, WatchdogLocks};
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::{AsyncCommands, Value};
@@ -85,10 +84,12 @@ pub struct WatchdogLock<C> {
     hold: Duration,
     /// Whether its release may hand the lock to a waiter of this instance.
     handoff: bool,
+    /// Whether a watchdog renews an explicit lease too.
+    renew: bool,
     /// Holds taken through this handle and not yet given back.
     holds: u32,
     watchdog: Option<JoinHandle<()>>,
-    lost: Arc<AtomicBool>,
+    watch: Arc<renewal::Watch>,
 }
 
 impl<C: Connection> WatchdogLocks<C> {
@@ -103,9 +104,10 @@ impl<C: Connection> WatchdogLocks<C> {
             lease: None,
             hold: Duration::ZERO,
             handoff: true,
+            renew: false,
             holds: 0,
             watchdog: None,
-            lost: Arc::new(AtomicBool::new(false)),
+            watch: Arc::default(),
         }
     }
 }
@@ -123,6 +125,14 @@ impl<C: Connection> WatchdogLock<C> {
     /// until release.
     pub fn with_lease(mut self, lease: Option<Duration>) -> Self {
         self.lease = lease;
+        self
+    }
+
+    /// With an explicit lease, whether a watchdog renews it all the same (every lease/3,
+    /// until release): a short lease whose renewals a class can watch. Without one, the
+    /// watchdog always runs.
+    pub fn renewing(mut self, renew: bool) -> Self {
+        self.renew = renew;
         self
     }
 
@@ -235,13 +245,14 @@ impl<C: Connection> WatchdogLock<C> {
 
     fn acquired(&mut self) {
         self.holds += 1;
-        if self.holds == 1 && self.lease.is_none() {
-            self.lost.store(false, Ordering::Release);
+        if self.holds == 1 && (self.lease.is_none() || self.renew) {
+            self.watch.start();
             self.watchdog = Some(tokio::spawn(renewal::renew(
                 self.shared.clone(),
+                WatchdogLock::lease(self),
                 self.keys.lock.clone(),
                 self.holder.clone(),
-                self.lost.clone(),
+                self.watch.clone(),
             )));
         }
     }
@@ -341,7 +352,7 @@ impl<C: Connection> Lock for WatchdogLock<C> {
     /// True once a watchdog tick found the lock no longer this holder's: whatever the
     /// holder was doing is no longer protected, and it should not commit.
     fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire)
+        self.watch.is_lost()
     }
 
     fn holder(&self) -> &str {
@@ -350,6 +361,14 @@ impl<C: Connection> Lock for WatchdogLock<C> {
 
     fn holder_is_a_hash_field(&self) -> bool {
         true
+    }
+
+    fn lease(&self) -> Option<Duration> {
+        Some(WatchdogLock::lease(self))
+    }
+
+    fn renewals(&self) -> Vec<std::time::Instant> {
+        self.watch.renewals().clone()
     }
 }
 

@@ -26,6 +26,12 @@
 --           the sale a payment window (audit `pay_within_ms`): a sale is then a
 --           reservation until paid or expired (lua/pay.lua, lua/expire.lua)
 --   settled hash: order id -> `paid` or `expired`, once one of them happened
+--   trace   stream: the shard's timeline (`GET /trace`), while a reset with `trace` set
+--           the audit's `trace` field: who entered and left the critical section, when
+--           (the entry's id is Redis time), capped at TRACE_CAP entries
+-- A holder's timeline travels in a table `trace` = { key = the shard's trace stream,
+-- note = what the holder says of itself, as the service writes it ("i=<instance>
+-- v=<variant> w=<ms waited> ..."), '' when the product is not traced }.
 -- A sale's extras travel in one table, `sale`: { shard = this shard's index, stream,
 -- unpaid, the request's idempotency key ('' for none) with its claim, keys and deadline,
 -- and `call`, a table every sale of one script call shares (what `terms` read) }.
@@ -77,15 +83,27 @@ local function keyed_sale(sale, audit, order, instance, remaining)
   end
 end
 
+-- The timeline's length: a lesson's whole run, at most.
+local TRACE_CAP = 5000
+
+-- Appends `event` ('enter' or 'leave') of `holder` to the shard's timeline, with what it
+-- says of itself and `extra` (the overlap, the outcome).
+local function traced(trace, event, holder, extra_name, extra)
+  redis.call('XADD', trace.key, 'MAXLEN', '~', TRACE_CAP, '*', 'e', event, 'h', holder,
+    extra_name, extra, 'n', trace.note)
+end
+
 -- A holder enters and reads the stock. The audit counts an overlap when somebody else is
 -- still inside: the lock failed. (A holder already inside — let in by a hand-off whose
 -- answer was lost — is not somebody else.) The stock remembers the highest token that has read it.
--- Returns { stock, 1 on an overlap else 0 }; { false, 0 } without a stock key (the holder
--- does not enter).
-local function enter(stock, inside, audit, fence, holder, stay, token)
+-- With `trace` (see the top), while the product is traced, the entry goes on its timeline:
+-- the one read this costs a product that is not traced.
+-- Returns { stock, 1 on an overlap else 0, 1 when traced else 0 }; { false, 0, 0 } without
+-- a stock key (the holder does not enter).
+local function enter(stock, inside, audit, fence, holder, stay, token, trace)
   local units = redis.call('GET', stock)
   if not units then
-    return { false, 0 }
+    return { false, 0, 0 }
   end
   local now = now_ms()
   redis.call('ZREMRANGEBYSCORE', inside, '-inf', now)
@@ -105,7 +123,12 @@ local function enter(stock, inside, audit, fence, holder, stay, token)
       redis.call('HSET', fence, 'seen', token)
     end
   end
-  return { units, overlap }
+  local on_timeline = 0
+  if trace and redis.call('HGET', audit, 'trace') == '1' then
+    on_timeline = 1
+    traced(trace, 'enter', holder, 'o', overlap)
+  end
+  return { units, overlap, on_timeline }
 end
 
 -- Whether `user` may buy one more unit here: nil when they may; -6 when the product limits
@@ -229,8 +252,8 @@ end
 -- older than one the stock has seen (counted as fenced); -5 when the user has bought their
 -- limit, -6 when the product has a limit and no user was named; -7 when another request
 -- now serves the idempotency key. On -2 to -7 nothing is sold.
-local function commit(stock, inside, orders, audit, lock, fence, buyers, meta, holder, order,
-                      instance, variant, take, value, lock_holder, token, user, limit, sale)
+local function sell(stock, inside, orders, audit, lock, fence, buyers, meta, holder, order,
+                    instance, variant, take, value, lock_holder, token, user, limit, sale)
   redis.call('ZREM', inside, holder)
   if redis.call('EXISTS', stock) == 0 then
     return -2
@@ -275,4 +298,24 @@ local function commit(stock, inside, orders, audit, lock, fence, buyers, meta, h
     redis.call('HINCRBY', audit, 'sold_after_close', 1)
   end
   return remaining
+end
+
+-- What a commit's answer says the holder did, on the timeline.
+local LEFT = { [-2] = 'gone', [-3] = 'lock_lost', [-4] = 'fenced', [-5] = 'limit_reached',
+  [-6] = 'user_required', [-7] = 'taken_over' }
+
+-- `sell`, and, when the holder is on the timeline (`sale.trace` with a note), its leaving:
+-- 'deducted', 'sold_out' or why it sold nothing.
+local function commit(stock, inside, orders, audit, lock, fence, buyers, meta, holder, order,
+                      instance, variant, take, value, lock_holder, token, user, limit, sale)
+  local left = sell(stock, inside, orders, audit, lock, fence, buyers, meta, holder, order,
+    instance, variant, take, value, lock_holder, token, user, limit, sale)
+  if sale.trace and sale.trace.note ~= '' then
+    local outcome = LEFT[left]
+    if not outcome then
+      outcome = take == 'leave' and 'sold_out' or 'deducted'
+    end
+    traced(sale.trace, 'leave', holder, 'r', outcome)
+  end
+  return left
 end

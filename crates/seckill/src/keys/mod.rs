@@ -220,6 +220,9 @@ pub struct ShardKeys {
     /// A marker written just before `WAIT`, on this slot, in whichever store a write of
     /// the shard's is confirmed (see `store::Confirmations`); it expires by itself.
     pub confirm: String,
+    /// Stream: the shard's timeline, who entered and left its critical section and when,
+    /// written only while a reset with `trace` says so (`GET /trace`), capped.
+    pub trace: String,
 }
 
 impl ShardKeys {
@@ -244,6 +247,7 @@ impl ShardKeys {
             claims: key(tag, "claims"),
             claim_leases: key(tag, "claims:leases"),
             confirm: key(tag, "confirm"),
+            trace: key(tag, "trace"),
         }
     }
 
@@ -280,7 +284,7 @@ impl ShardKeys {
 
     /// The shard's keys in the stock store (all but its lock), for a reset to delete.
     /// (Not its orders stream: what waits there for the database outlives a reset.)
-    pub fn stock_side(&self) -> [&str; 12] {
+    pub fn stock_side(&self) -> [&str; 13] {
         [
             &self.stock,
             &self.inside,
@@ -294,6 +298,7 @@ impl ShardKeys {
             &self.claims,
             &self.claim_leases,
             &self.confirm,
+            &self.trace,
         ]
     }
 }

@@ -36,6 +36,9 @@ pub struct Terms {
     /// its unit until `POST /orders/{id}/pay`, and the unit returns to its shard if
     /// unpaid in time (see `crate::payment`).
     pub pay_within_ms: i64,
+    /// Whether the sale's critical sections go on its timeline (`GET /trace`): the page's
+    /// lessons trace; a sale that does not pays nothing for it.
+    pub trace: bool,
 }
 
 /// Whether a new sale's orders go to the orders' database.
@@ -79,6 +82,7 @@ pub async fn reset(
         shards,
         per_user,
         pay_within_ms,
+        trace,
     } = terms;
     let keys = ProductKeys::new(product);
     // A new sale: idempotency keys claimed before it no longer answer for it, and its
@@ -133,6 +137,7 @@ pub async fn reset(
                         ("epoch", epoch),
                         ("streamed", i64::from(streamed)),
                         ("pay_within_ms", pay_within_ms),
+                        ("trace", i64::from(trace)),
                     ],
                 )
                 .ignore();

@@ -73,6 +73,10 @@ struct ResetRequest {
     /// `false` keeps them in Redis only (the bench measures what the database costs).
     #[serde(default = "yes")]
     orders_of_record: bool,
+    /// Whether the sale's critical sections go on its timeline (`GET /trace`); false (the
+    /// default) costs the sale nothing.
+    #[serde(default)]
+    trace: bool,
 }
 
 fn yes() -> bool {
@@ -114,6 +118,7 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
         shards: request.shards,
         per_user: request.per_user,
         pay_within_ms: request.pay_within_ms,
+        trace: request.trace,
     };
     let streaming = match (state.orders.is_some(), request.orders_of_record) {
         (true, true) => Streaming::Streamed,
@@ -130,6 +135,7 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
         "shards": request.shards,
         "per_user": request.per_user,
         "pay_within_ms": request.pay_within_ms,
+        "trace": request.trace,
         "orders_of_record": streaming != Streaming::Off && state.orders.is_some(),
         "shard_tags": layout.tags(),
     })))

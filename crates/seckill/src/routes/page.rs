@@ -1,6 +1,6 @@
 //! `GET /`: the teaching page; `GET /lessons`: what it offers; `GET /variants`: each
 //! variant's name, summary, colour and knobs, from the registry; `GET /live`: `/stats` as
-//! the page polls it. Starting, watching and cancelling a lesson is admin
+//! the page polls it; `GET /trace`: the product's lock timeline. Starting, watching and cancelling a lesson is admin
 //! (`/admin/lesson`, in `admin.rs`).
 //!
 //! The page is plain HTML, CSS and JavaScript in one file, `src/page/index.html`, built into
@@ -30,6 +30,7 @@ pub fn router() -> Router<AppState> {
         .route("/lessons", get(lessons))
         .route("/variants", get(variants))
         .route("/live", get(live))
+        .route("/trace", get(trace))
 }
 
 /// The registry as the page reads it: names, summaries, colours, knobs.
@@ -88,6 +89,53 @@ async fn live(
         Err(AppError::UnknownProduct(_)) => Ok(Json(json!({ "stats": null }))),
         Err(err) => Err(err),
     }
+}
+
+/// `GET /trace?product=&since=`: the product's timeline from `since` (Redis time, ms; 0
+/// for all of it) on, with Redis's time now, so that the page can draw the sections still
+/// open. A product that was never reset has an empty timeline (as `/live` has no stats).
+async fn trace(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Json<Value>, AppError> {
+    let params = super::params(query.as_deref(), &headers, &[])?;
+    let (mut product, mut since) = (None, None);
+    for (name, value) in &params {
+        match name.as_str() {
+            "product" if product.is_none() => {
+                product = Some(ProductId::parse(value).map_err(AppError::BadRequest)?);
+            }
+            "since" if since.is_none() => {
+                since = Some(value.parse::<u64>().map_err(|_| {
+                    AppError::BadRequest("since is a time in ms (Redis time), 0 or more".into())
+                })?);
+            }
+            _ => {
+                return Err(AppError::BadRequest(
+                    "the parameters are product and since, each once".into(),
+                ));
+            }
+        }
+    }
+    let product = product.unwrap_or_else(default_product);
+    let (secs, micros): (u64, u64) =
+        redis::cmd("TIME").query_async(&mut state.store.conn()).await?;
+    let now_ms = secs * 1000 + micros / 1000;
+    let (traced, events) = match crate::trace::is_traced(&state.store, &product).await {
+        Ok(traced) => {
+            let events = crate::trace::read(&state.store, &product, since.unwrap_or(0)).await?;
+            (traced, events)
+        }
+        Err(AppError::UnknownProduct(_)) => (false, Vec::new()),
+        Err(err) => return Err(err),
+    };
+    Ok(Json(json!({
+        "product": product.as_str(),
+        "traced": traced,
+        "now_ms": now_ms,
+        "events": events,
+    })))
 }
 
 async fn page() -> impl IntoResponse {

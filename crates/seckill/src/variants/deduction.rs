@@ -15,6 +15,7 @@ use crate::knobs::Knobs;
 use crate::state::AppState;
 use crate::store::RedisConn;
 use crate::timer;
+use crate::trace::Timeline;
 
 /// Everything one deduction needs.
 pub struct Deduction {
@@ -29,6 +30,8 @@ pub struct Deduction {
     pub claim: Option<Claim>,
     /// How long the work really took, µs (0 until it ran): `work_ms` is what was asked.
     worked_us: AtomicU64,
+    /// This holder on the product's timeline, when it is traced.
+    pub timeline: Timeline,
 }
 
 impl Deduction {
@@ -41,6 +44,7 @@ impl Deduction {
             variant,
             knobs,
             worked_us: AtomicU64::new(0),
+            timeline: Timeline::default(),
         }
     }
 

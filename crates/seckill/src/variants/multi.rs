@@ -163,9 +163,10 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
     let stay = d.knobs.work() + INSIDE_MARGIN;
     let mut stocks = Vec::with_capacity(shards.len());
     for shard in &shards {
-        let (stock, _overlap): (Option<i64>, i64) = scripts::enter(shard, &d.holder, stay, None)
-            .invoke_async(&mut d.redis())
-            .await?;
+        let (stock, _overlap, _traced): (Option<i64>, i64, bool) =
+            scripts::enter(shard, &d.holder, stay, None, "")
+                .invoke_async(&mut d.redis())
+                .await?;
         stocks.push(stock);
     }
     let out = stocks.iter().position(|s| s.is_none_or(|units| units <= 0));

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::{Deduction, Outcome};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
-use crate::scripts;
+use crate::scripts::{self, Leaving};
 use crate::store::{Confirmations, Confirmed, RedisConn};
 
 /// A script's answer when the buyer already has the product's `per_user` units.
@@ -121,12 +121,14 @@ impl Deduction {
         store: LockStore,
     ) -> Result<Outcome, AppError> {
         let started = Instant::now();
+        self.timeline.waiting();
         let acquired = lock.acquire(wait).await?;
         let metrics = &self.app.metrics;
         metrics.lock_acquired(self.variant, acquired, started.elapsed());
         if !acquired {
             return Ok(Outcome::LockBusy);
         }
+        self.timeline.granted();
         let held = self.while_held(shard, &mut lock, store).await;
         if !matches!(held, Ok(Outcome::Abandoned)) {
             self.log_release(lock.release().await);
@@ -178,22 +180,24 @@ impl Deduction {
         let mut conn = self.redis();
         let stop = self.knobs.stop_before_commit();
         let stay = self.knobs.work() + stop.unwrap_or_default() + INSIDE_MARGIN;
-        let (stock, _overlap): (Option<i64>, i64) =
-            scripts::enter(shard, &self.holder, stay, credentials.token)
+        let note = self.entering(lock.lease());
+        let (stock, _overlap, traced): (Option<i64>, i64, bool) =
+            scripts::enter(shard, &self.holder, stay, credentials.token, &note)
                 .invoke_async(&mut conn)
                 .await?;
+        self.timeline.set_traced(traced);
         let Some(stock) = stock else {
             return Err(self.not_for_sale().await);
         };
         if stock <= 0 {
-            let _: u64 = conn.zrem(&shard.inside, &self.holder).await?;
+            self.leave(shard, Leaving::SoldOut).await?;
             return Ok(Outcome::SoldOut { remaining: stock });
         }
         self.work().await;
+        self.timeline.renewed(lock.renewals());
         if lock.is_lost() {
             // The holder knows its lock is gone: it must not commit.
-            let _: u64 = conn.zrem(&shard.inside, &self.holder).await?;
-            let _: i64 = conn.hincr(&shard.audit, "lock_lost", 1).await?;
+            self.leave(shard, Leaving::LockLost).await?;
             return Ok(Outcome::LockLost);
         }
         if let Some(stop) = stop {
@@ -209,6 +213,22 @@ impl Deduction {
             }
         }
         self.commit(shard, StockWrite::Decrement, credentials).await
+    }
+
+    /// What this holder says of itself as it enters, on the product's timeline (used only
+    /// if the product is traced), its lock granted with `lease`.
+    pub(super) fn entering(&self, lease: Option<Duration>) -> String {
+        self.timeline
+            .entering(&self.app.settings.instance, self.variant.name(), lease)
+    }
+
+    /// Leaves `shard`'s critical section without selling, for `why`.
+    pub(super) async fn leave(&self, shard: &ShardKeys, why: Leaving) -> Result<(), AppError> {
+        let note = self.timeline.leaving();
+        let _: i64 = scripts::leave(shard, &self.holder, why, &note)
+            .invoke_async(&mut self.redis())
+            .await?;
+        Ok(())
     }
 
     /// Takes one unit, records the order and leaves the critical section, in one round trip.
@@ -244,6 +264,7 @@ impl Deduction {
                 .claim
                 .as_ref()
                 .map(|claim| (claim.key.as_str(), claim.deadline_ms)),
+            trace: self.timeline.leaving(),
         }
     }
 

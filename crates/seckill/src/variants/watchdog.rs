@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use redis::{RedisError, Value};
 use seckill_lock::watchdog::{Attempt, Released, sleep_for};
-use seckill_lock::{LockError, WatchdogLock};
+use seckill_lock::{Lock, LockError, WatchdogLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -31,6 +31,7 @@ use crate::knobs::{
 };
 use crate::scripts;
 use crate::store::RedisConn;
+use crate::trace::Timeline;
 
 /// `fair=on`: the lock in arrival order across instances, as Redisson's fair lock.
 pub const FAIR: Knob = Knob {
@@ -48,6 +49,13 @@ pub const HANDOFF: Knob = Knob {
     kind: Kind::Switch { default: true },
 };
 
+/// `renew=on`: a watchdog renews an explicit `lease_ms` too.
+pub const RENEW: Knob = Knob {
+    name: "renew",
+    doc: "watchdog and segmented, with lease_ms: on has the watchdog renew that lease every           third of it while the holder works (a short lease whose renewals the page's           timeline shows); off (the default) is Redisson's lock(leaseTime): no watchdog.",
+    kind: Kind::Switch { default: false },
+};
+
 /// The knobs of a deduction under a watchdog lock (`watchdog` and `segmented`).
 pub const KNOBS: &[Knob] = &[
     WORK_MS,
@@ -58,6 +66,7 @@ pub const KNOBS: &[Knob] = &[
     FENCE,
     FAIR,
     HANDOFF,
+    RENEW,
     crate::close::GUARD,
 ];
 
@@ -91,6 +100,7 @@ pub(super) async fn deduct_from(
         .lock(shard.lock_keys(), &d.holder)
         .fair(d.knobs.switch(&FAIR))
         .with_lease(d.knobs.millis(&LEASE_MS))
+        .renewing(d.knobs.switch(&RENEW))
         .expecting_to_hold(d.knobs.work() + INSIDE_MARGIN)
         .handing_off(d.knobs.switch(&HANDOFF));
     if fits_in_two_trips(d) {
@@ -121,14 +131,16 @@ async fn in_two_trips(
 ) -> Result<Outcome, AppError> {
     let stay = d.knobs.work() + INSIDE_MARGIN;
     let (lease, fair) = (lock.lease(), lock.is_fair());
+    d.timeline.waiting();
     let attempt = || {
-        let script = scripts::lock_enter(shard, &d.holder, lease, fair, stay);
+        let note = d.entering(Some(lease));
+        let script = scripts::lock_enter(shard, &d.holder, lease, fair, stay, &note);
         let mut conn = d.redis();
         async move {
-            let (taken, stock, overlap): (i64, Value, Value) =
+            let (taken, stock, overlap, traced): (i64, Value, Value, Value) =
                 script.invoke_async(&mut conn).await?;
             Ok::<_, LockError>(if taken == 1 {
-                Attempt::Acquired(Value::Array(vec![stock, overlap]))
+                Attempt::Acquired(Value::Array(vec![stock, overlap, traced]))
             } else {
                 Attempt::Held(sleep_for(
                     redis::from_redis_value(stock).map_err(RedisError::from)?,
@@ -144,17 +156,23 @@ async fn in_two_trips(
     let Some(entered) = entered else {
         return Ok(Outcome::LockBusy);
     };
-    let (stock, _overlap): (Option<i64>, i64) =
+    // (Handed over by a holder of this instance, which let it in: it entered just now.)
+    let (stock, _overlap, traced): (Option<i64>, i64, bool) =
         redis::from_redis_value(entered).map_err(RedisError::from)?;
+    d.timeline.set_traced(traced);
+    d.timeline.entered_by_now();
 
     let sells = stock.is_some_and(|units| units > 0);
     if sells {
         d.work().await;
     }
+    d.timeline.renewed(lock.renewals());
     let order = Uuid::now_v7().to_string();
+    let successor = Timeline::handed_over(&d.app.settings.instance, d.variant.name(), &d.holder);
     let left = lock
         .release_with(|release| {
-            let script = scripts::commit_release(&d.sale(shard, &order), sells, &release);
+            let sale = d.sale(shard, &order);
+            let script = scripts::commit_release(&sale, sells, &release, &successor);
             let mut conn = d.redis();
             async move {
                 let mut answer: Vec<Value> = script.invoke_async(&mut conn).await?;
