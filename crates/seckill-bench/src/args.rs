@@ -138,7 +138,7 @@ pub struct BenchArgs {
 
     /// Also run the failure lessons (the page's, on the same terms): setnx's dead holder,
     /// token with work longer than its TTL, and the watchdog on the same terms. Needs
-    /// instances started with --faults and --lock-lease-ms 200.
+    /// instances started with --faults.
     #[arg(long)]
     pub lessons: bool,
 

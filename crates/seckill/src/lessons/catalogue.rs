@@ -1,37 +1,85 @@
 //! The lessons, each defined once: the page starts them, and `seckill-bench --lessons`
 //! adds the failure modes among them to its table as rows.
 
+use seckill_load::Buyers;
 use serde::Serialize;
 
-use crate::variants::{Variant, lua, naive, segmented, setnx, token, watchdog};
+use crate::variants::{
+    Variant, lua, multi, naive, optimistic, redlock, segmented, setnx, shares, token, watchdog,
+    zookeeper,
+};
 
-/// A lesson: a title, what to watch for, and its phases.
+/// A lesson: a title, what to watch for and why it happens (in English and in Chinese, for
+/// the seeds' readers), what the instances need for it, and its phases.
 #[derive(Debug, Clone, Serialize)]
 pub struct Lesson {
     pub name: &'static str,
     pub title: &'static str,
+    pub title_zh: &'static str,
     /// What to watch for, and why it happens.
     pub watch: &'static str,
+    pub watch_zh: &'static str,
     pub phases: &'static [Phase],
-    /// Needs instances started with `--faults`.
-    pub needs_faults: bool,
+    /// What the instances must have been started with.
+    pub needs: Needs,
     /// One of the progression's failure modes (or its cure on the same terms), which the
     /// bench's `--lessons` adds to the progression as a row.
     pub failure_mode: bool,
 }
 
+/// What a lesson needs of the instances, by the flag that gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Needs {
+    #[serde(rename = "")]
+    Nothing,
+    #[serde(rename = "--faults")]
+    Faults,
+    #[serde(rename = "--redlock-urls")]
+    RedlockServers,
+    #[serde(rename = "--zookeeper-urls")]
+    ZooKeeper,
+    #[serde(rename = "--orders-db")]
+    OrdersDb,
+}
+
+impl Needs {
+    /// The flag that gives it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Needs::Nothing => "",
+            Needs::Faults => "--faults",
+            Needs::RedlockServers => "--redlock-urls",
+            Needs::ZooKeeper => "--zookeeper-urls",
+            Needs::OrdersDb => "--orders-db",
+        }
+    }
+}
+
 /// One phase of a lesson: a reset, an optional first request (a fault), then the load.
 #[derive(Debug, Clone, Serialize)]
 pub struct Phase {
-    /// The phase, in a few words: the bench's row label.
+    /// The phase, in a few words: the bench's row label and the page's.
     pub label: &'static str,
     pub stock: i64,
     pub shards: u32,
+    /// Units one buyer may have (0: no limit).
+    pub per_user: i64,
     pub variant: Variant,
-    /// The load's knobs, as a query string.
+    /// The load's knobs, as a query string. `{cart}` and `{cart_reversed}` stand for the
+    /// lesson's product and a second one (`<product>-b`, reset with it), in that order
+    /// and the other.
     pub knobs: &'static str,
+    /// Every other request's knobs, when the load alternates between two.
+    pub alternate: Option<&'static str>,
     /// Knobs of a request sent alone before the load (a fault), as a query string.
     pub first: Option<&'static str>,
+    /// Who buys, when the requests name buyers.
+    #[serde(skip)]
+    pub buyers: Option<Buyers>,
+    /// `/admin/close` this long after the load starts.
+    pub close_after_ms: Option<u64>,
+    /// The sale's orders go to the orders' database.
+    pub streamed: bool,
     pub requests: usize,
     pub concurrency: usize,
 }
@@ -42,9 +90,19 @@ impl Phase {
         with_knobs(self.variant, self.knobs)
     }
 
+    /// The alternate requests' `variant?knobs`, when the load has them.
+    pub fn alternate_path(&self) -> Option<String> {
+        self.alternate.map(|knobs| with_knobs(self.variant, knobs))
+    }
+
     /// The first request's `variant?knobs`, when the phase has one.
     pub fn first_path(&self) -> Option<String> {
         self.first.map(|knobs| with_knobs(self.variant, knobs))
+    }
+
+    /// Whether the phase sells a second product (`{cart}`).
+    pub fn has_cart(&self) -> bool {
+        self.knobs.contains("{cart")
     }
 }
 
@@ -69,9 +127,14 @@ const fn phase(
         label,
         stock,
         shards,
+        per_user: 0,
         variant,
         knobs,
+        alternate: None,
         first: None,
+        buyers: None,
+        close_after_ms: None,
+        streamed: false,
         requests,
         concurrency,
     }
@@ -82,83 +145,151 @@ const SETNX: Variant = Variant::of(&setnx::SPEC);
 const TOKEN: Variant = Variant::of(&token::SPEC);
 const WATCHDOG: Variant = Variant::of(&watchdog::SPEC);
 const SEGMENTED: Variant = Variant::of(&segmented::SPEC);
+const SHARES: Variant = Variant::of(&shares::SPEC);
 const LUA: Variant = Variant::of(&lua::SPEC);
+const REDLOCK: Variant = Variant::of(&redlock::SPEC);
+const ZOOKEEPER: Variant = Variant::of(&zookeeper::SPEC);
+const OPTIMISTIC: Variant = Variant::of(&optimistic::SPEC);
+const MULTI: Variant = Variant::of(&multi::SPEC);
 
-/// The failure lessons' long work and short TTL: the work outlasts the lock. Instances
-/// for the watchdog lesson run with `--lock-lease-ms` equal to [`SHORT_TTL_MS`], so that
-/// the watchdog lesson runs on the token lesson's terms.
-pub const LONG_WORK_MS: u64 = 300;
-pub const SHORT_TTL_MS: u64 = 200;
+/// The slow lessons' terms, so that a class can follow each holder on the timeline: three
+/// buyers at a time, each working a second inside, under a lease of 600 ms — the work
+/// outlasts the lease.
+pub const LONG_WORK_MS: u64 = 1_000;
+pub const SHORT_TTL_MS: u64 = 600;
+
+/// Three buyers, each clicking three times at once (the per-user limit's lesson).
+const CLICKING_THRICE: Buyers = Buyers {
+    users: None,
+    clicks: 3,
+};
 
 /// The lessons, in the progression's order.
 pub const LESSONS: &[Lesson] = &[
     Lesson {
         name: "naive",
         title: "naive: GET, then SET, from two instances",
+        title_zh: "naive：先 GET 再 SET，两个实例",
         watch: "Watch sold run past the stock and oversold and lost updates climb. Two instances \
                 read the same stock, each writes stock-1 back, and one sale vanishes from the \
                 stock: a lost update. Every request is answered 200, so the stock runs out on \
-                paper long after it ran out for real.",
+                paper long after it ran out for real. No lock, so nothing on the timeline.",
+        watch_zh: "看“已售”超过库存，“超卖”和“丢失更新”不断增加。两个实例读到同一个库存，各自写回 \
+                   库存-1，一次扣减就从库存里消失了：这就是丢失更新。每个请求都返回 200，账面上的库存 \
+                   早已卖完，实际却卖出了更多。没有锁，所以时间线上没有条。",
         phases: &[phase("naive", 500, 1, NAIVE, "work_ms=2", 2_000, 100)],
-        needs_faults: false,
+        needs: Needs::Nothing,
         failure_mode: false,
     },
     Lesson {
         name: "setnx",
         title: "setnx: a holder dies with the lock",
+        title_zh: "setnx：持锁者带着锁死掉了",
         watch: "The first buyer takes the SETNX lock and dies before its DEL. The lock has no \
                 TTL: it shows held, never expires, and every later buyer is 429 lock busy. \
                 Nothing sells until an operator deletes the lock. A lock needs a TTL.",
+        watch_zh: "第一个买家用 SETNX 拿到锁，在 DEL 之前就死掉了。这把锁没有过期时间：它一直被持有、 \
+                   永不过期，之后的每个买家都得到 429（锁被占用）。在运维手动删锁之前，一件也卖不出去。 \
+                   锁必须有过期时间。",
         phases: &[Phase {
             first: Some("fault=abandon"),
             ..phase("setnx, holder died", 10, 1, SETNX, "", 40, 10)
         }],
-        needs_faults: true,
+        needs: Needs::Faults,
         failure_mode: true,
     },
     Lesson {
         name: "token",
         title: "token: the work outlasts the TTL",
-        watch: "Each holder works 300 ms under a 200 ms TTL. The lock expires under its holder, \
-                the next buyer gets in while the first is still inside: overlaps climb, and with \
-                10 units a unit can sell twice. The token only keeps a holder from deleting \
-                someone else's lock; it does not keep the lock.",
+        title_zh: "token：业务时间超过了锁的过期时间",
+        watch: "Three buyers; each works 1 s under a 600 ms TTL. On the timeline the lock \
+                expires under its holder (the cross on its bar), the next buyer gets in while \
+                the first is still inside, and the two bars overlap in red: the overlaps \
+                counter climbs, and a unit can sell twice. The token only keeps a holder from \
+                deleting someone else's lock; it does not keep the lock.",
+        watch_zh: "三个买家，每个在 600 ms 的过期时间下要工作 1 秒。时间线上，锁在持有者手里过期了 \
+                   （条上的叉），下一个买家在前一个还没出来时就进去了，两根条在时间上重叠，画成红色： \
+                   “重叠”计数上升，同一件商品可能卖两次（超卖）。token 只能防止误删别人的锁， \
+                   并不能让锁一直有效。",
         phases: &[phase(
-            "token, work 300 > ttl 200",
-            10,
+            "token, work 1000 > ttl 600",
+            3,
             1,
             TOKEN,
-            "work_ms=300&ttl_ms=200&wait_ms=5000",
-            40,
-            10,
+            "work_ms=1000&ttl_ms=600&wait_ms=10000",
+            6,
+            3,
         )],
-        needs_faults: false,
+        needs: Needs::Nothing,
         failure_mode: true,
     },
     Lesson {
         name: "watchdog",
         title: "watchdog: the same work, a lease that is renewed",
-        watch: "The same 300 ms of work. Watch the lock's TTL count down and jump back up: the \
-                watchdog renews the lease every third of it while the holder works. No overlap, \
-                exactly the stock sold, one holder at a time.",
+        title_zh: "看门狗：同样的业务，租约不断续期",
+        watch: "The same three buyers, the same 1 s of work, the same 600 ms lease. Watch the \
+                ticks on each bar: the watchdog renews the lease every 200 ms while its holder \
+                works, so the lease never runs out under it. The bars follow one another, none \
+                red: exactly the stock sold, one holder at a time.",
+        watch_zh: "同样三个买家、同样 1 秒的业务、同样 600 ms 的租约。看每根条上的刻度：持有者工作时， \
+                   看门狗每 200 ms 续期一次，租约不会在它手里过期。条一根接一根，没有红色： \
+                   恰好卖出库存，任何时刻只有一个持有者。",
         phases: &[phase(
-            "watchdog, work 300 > lease",
-            10,
+            "watchdog, work 1000 > lease 600",
+            3,
             1,
             WATCHDOG,
-            "work_ms=300&wait_ms=5000",
-            40,
-            10,
+            "work_ms=1000&lease_ms=600&renew=on&wait_ms=10000",
+            6,
+            3,
         )],
-        needs_faults: false,
+        needs: Needs::Nothing,
         failure_mode: true,
+    },
+    Lesson {
+        name: "fair",
+        title: "fair against unfair: who gets the lock next",
+        title_zh: "公平锁与非公平锁：下一个轮到谁",
+        watch: "Four buyers at a time, half a second of work each. Unfair first: a holder hands \
+                the lock to a waiter of its own instance (the arrows), so one instance's bars \
+                come in runs while the other's buyers wait longer (longer thin wait bars). Then \
+                fair: a queue in Redis serves the buyers in the order they arrived, whichever \
+                instance they came through — the bars alternate.",
+        watch_zh: "每次四个买家，每人工作半秒。先看非公平锁：持有者把锁直接交给本实例的等待者（箭头）， \
+                   所以一个实例的条连成一串，另一个实例的买家等得更久（等待细条更长）。再看公平锁： \
+                   Redis 里的队列按到达顺序服务，不管买家来自哪个实例——两个实例的条交替出现。",
+        phases: &[
+            phase(
+                "unfair",
+                12,
+                1,
+                WATCHDOG,
+                "work_ms=500&wait_ms=20000",
+                12,
+                4,
+            ),
+            phase(
+                "fair",
+                12,
+                1,
+                WATCHDOG,
+                "work_ms=500&wait_ms=20000&fair=on",
+                12,
+                4,
+            ),
+        ],
+        needs: Needs::Nothing,
+        failure_mode: false,
     },
     Lesson {
         name: "segmented",
         title: "segmented x8 against one lock",
+        title_zh: "分段锁 x8 对比一把锁",
         watch: "First one watchdog lock for the whole stock, then the same stock split into 8 \
                 shards with a lock each. Watch the goodput line: eight holders work at once, so \
                 the split stock sells several times faster, and the shard bars drain together.",
+        watch_zh: "先用一把看门狗锁保护全部库存，再把同样的库存分成 8 段，每段一把锁。看吞吐曲线： \
+                   8 个持有者同时工作，分段后的库存卖得快好几倍，各段的库存条一起下降。",
         phases: &[
             phase(
                 "watchdog",
@@ -179,17 +310,235 @@ pub const LESSONS: &[Lesson] = &[
                 100,
             ),
         ],
-        needs_faults: false,
+        needs: Needs::Nothing,
+        failure_mode: false,
+    },
+    Lesson {
+        name: "shares",
+        title: "shares: each instance sells its own share",
+        title_zh: "份额：每个实例卖自己的那一份",
+        watch: "The end of seed 000: the stock is split into shares; each instance claims one \
+                and sells it under a lock in its own process, with no Redis lock at all, and \
+                claims the next when it runs out. Exactly the stock sold, near the lock-free \
+                line, and nothing on the lock timeline: there is no shared lock to hold.",
+        watch_zh: "种子文章 000 的结尾：把库存分成若干份额，每个实例领取一份，在自己进程内的锁下卖， \
+                   完全不用 Redis 锁，卖完再领下一份。恰好卖出库存，吞吐接近无锁的上限； \
+                   锁时间线上什么也没有：根本没有共享的锁。",
+        phases: &[phase("shares", 500, 1, SHARES, "work_ms=2", 1_000, 100)],
+        needs: Needs::Nothing,
         failure_mode: false,
     },
     Lesson {
         name: "lua",
         title: "lua: no lock at all",
+        title_zh: "lua：完全不用锁",
         watch: "One script checks, takes a unit and records the order atomically inside Redis: \
                 no lock, nothing to wait for. Exactly the stock sold, the fastest line on the \
                 chart: the ceiling every lock is measured against.",
+        watch_zh: "一个脚本在 Redis 里原子地检查库存、扣减一件、记录订单：没有锁，没有等待。 \
+                   恰好卖出库存，是图上最快的曲线：衡量每把锁的上限。",
         phases: &[phase("lua", 500, 1, LUA, "", 2_000, 100)],
-        needs_faults: false,
+        needs: Needs::Nothing,
+        failure_mode: false,
+    },
+    Lesson {
+        name: "per_user",
+        title: "one per buyer: three clicks at once",
+        title_zh: "一人一单：同时点三下",
+        watch: "Each buyer may have one unit, and each clicks three times at once. naive checks \
+                what the buyer has, works, then records: all three clicks pass the check, and \
+                over the limit climbs. The watchdog variant checks inside its critical section, \
+                in the commit: one unit per buyer, the other clicks 429 limit reached.",
+        watch_zh: "每个买家限购一件，每人同时点三下。naive 先查买家买了几件、再工作、再记录：三次点击 \
+                   都通过了检查，“超出限购”上升。看门狗变体在临界区内、提交时检查：每人一件， \
+                   其余点击得到 429（已达限购）。",
+        phases: &[
+            Phase {
+                per_user: 1,
+                buyers: Some(CLICKING_THRICE),
+                ..phase("naive, 1 per buyer", 30, 1, NAIVE, "work_ms=50", 30, 9)
+            },
+            Phase {
+                per_user: 1,
+                buyers: Some(CLICKING_THRICE),
+                ..phase(
+                    "watchdog, 1 per buyer",
+                    30,
+                    1,
+                    WATCHDOG,
+                    "work_ms=50&wait_ms=10000",
+                    30,
+                    9,
+                )
+            },
+        ],
+        needs: Needs::Nothing,
+        failure_mode: false,
+    },
+    Lesson {
+        name: "optimistic",
+        title: "optimistic: WATCH, and what contention costs",
+        title_zh: "乐观锁：WATCH，以及竞争的代价",
+        watch: "No lock: WATCH the stock, read it, work, then MULTI/EXEC, which fails when \
+                somebody sold in between, and the buyer tries again (three times). With one \
+                buyer at a time nothing conflicts; with 10, 50, 100 at once most tries \
+                conflict: goodput falls and buyers are turned away while units are left \
+                (the contention curve in the side by side chart). Never oversold.",
+        watch_zh: "不加锁：WATCH 库存、读取、工作，然后 MULTI/EXEC；如果中间有人卖出，EXEC 失败， \
+                   买家重试（三次）。一次一个买家时没有冲突；10、50、100 个同时来时大多数尝试都冲突： \
+                   吞吐下降，还有库存时买家就被拒绝（对比图里的竞争曲线）。永远不会超卖。",
+        phases: &[
+            phase("optimistic x1", 400, 1, OPTIMISTIC, "work_ms=2", 100, 1),
+            phase("optimistic x10", 400, 1, OPTIMISTIC, "work_ms=2", 300, 10),
+            phase("optimistic x50", 400, 1, OPTIMISTIC, "work_ms=2", 300, 50),
+            phase("optimistic x100", 400, 1, OPTIMISTIC, "work_ms=2", 300, 100),
+        ],
+        needs: Needs::Nothing,
+        failure_mode: false,
+    },
+    Lesson {
+        name: "multi",
+        title: "MultiLock: two carts, opposite orders, a deadlock",
+        title_zh: "联锁：两个购物车，相反的加锁顺序，死锁",
+        watch: "Carts of two products, half of them locking A then B, the other half B then A. \
+                One holds A and waits for B, the other holds B and waits for A: a deadlock only \
+                the wait breaks — both give up, units stay unsold, buyers are turned away. Then \
+                the same carts with the locks in one sorted order: no deadlock.",
+        watch_zh: "两件商品的购物车，一半先锁 A 再锁 B，另一半先锁 B 再锁 A。一个拿着 A 等 B， \
+                   另一个拿着 B 等 A：死锁，只有等待超时才能打破——双方都放弃，商品卖不出去， \
+                   买家被拒绝。然后同样的购物车按统一排序加锁：不会死锁。",
+        phases: &[
+            Phase {
+                alternate: Some("products={cart_reversed}&lock_order=given&work_ms=300&wait_ms=1000"),
+                ..phase(
+                    "multi, given order",
+                    20,
+                    1,
+                    MULTI,
+                    "products={cart}&lock_order=given&work_ms=300&wait_ms=1000",
+                    20,
+                    4,
+                )
+            },
+            Phase {
+                alternate: Some("products={cart_reversed}&lock_order=sorted&work_ms=300&wait_ms=10000"),
+                ..phase(
+                    "multi, sorted order",
+                    20,
+                    1,
+                    MULTI,
+                    "products={cart}&lock_order=sorted&work_ms=300&wait_ms=10000",
+                    20,
+                    4,
+                )
+            },
+        ],
+        needs: Needs::Nothing,
+        failure_mode: false,
+    },
+    Lesson {
+        name: "close",
+        title: "closing the sale: check, then sell, against a read-write lock",
+        title_zh: "关闭售卖：先检查再卖，对比读写锁",
+        watch: "The sale is closed (/admin/close) while buyers are inside. With guard=check, a \
+                buyer that checked \"open\" just before the close still sells after it: sold after \
+                close climbs. With guard=rw each buyer holds the product's read lock from the \
+                check to the sale, and the close takes the write lock: it waits for them, and \
+                nothing sells after it.",
+        watch_zh: "买家还在临界区内时关闭售卖（/admin/close）。guard=check 时，在关闭前一刻检查到 \
+                   “开放”的买家在关闭后仍然卖出：“关闭后售出”上升。guard=rw 时，每个买家从检查到 \
+                   售出都持有商品的读锁，关闭操作要拿写锁：它会等这些买家，之后一件也不会再卖。",
+        phases: &[
+            Phase {
+                close_after_ms: Some(1_000),
+                ..phase(
+                    "guard=check",
+                    200,
+                    1,
+                    WATCHDOG,
+                    "guard=check&work_ms=20&wait_ms=5000",
+                    300,
+                    20,
+                )
+            },
+            Phase {
+                close_after_ms: Some(1_000),
+                ..phase(
+                    "guard=rw",
+                    200,
+                    1,
+                    WATCHDOG,
+                    "guard=rw&work_ms=20&wait_ms=5000",
+                    300,
+                    20,
+                )
+            },
+        ],
+        needs: Needs::Nothing,
+        failure_mode: false,
+    },
+    Lesson {
+        name: "redlock",
+        title: "redlock: one lock on a majority of five servers",
+        title_zh: "红锁：在五台服务器的多数派上加一把锁",
+        watch: "The same three buyers and 1 s of work, the lock now taken on a majority of \
+                independent Redis servers. One holder at a time, no red, exactly the stock sold \
+                — at the price of a round trip to every server for each lock (compare its \
+                goodput and p99 in the side by side table).",
+        watch_zh: "同样三个买家、1 秒业务，锁改为在多台独立 Redis 的多数派上获取。任何时刻只有一个 \
+                   持有者，没有红色，恰好卖出库存——代价是每次加锁都要访问每台服务器 \
+                   （在对比表里看它的吞吐和 p99）。",
+        phases: &[phase(
+            "redlock, work 1000",
+            3,
+            1,
+            REDLOCK,
+            "work_ms=1000&ttl_ms=5000&wait_ms=10000",
+            6,
+            3,
+        )],
+        needs: Needs::RedlockServers,
+        failure_mode: false,
+    },
+    Lesson {
+        name: "zookeeper",
+        title: "zookeeper: the lock on a consensus store",
+        title_zh: "zookeeper：基于共识存储的锁",
+        watch: "The same three buyers and 1 s of work on ZooKeeper: each waiter's node watches \
+                the one before it, so the lock passes down the queue in order; the session is \
+                the lease, with nothing to renew by hand. One holder at a time, exactly the \
+                stock sold; slower per lock than Redis.",
+        watch_zh: "同样三个买家、1 秒业务，锁在 ZooKeeper 上：每个等待者的节点监听前一个节点，锁按队列 \
+                   顺序传递；会话就是租约，不用手动续期。任何时刻只有一个持有者，恰好卖出库存； \
+                   每次加锁比 Redis 慢。",
+        phases: &[phase(
+            "zookeeper, work 1000",
+            3,
+            1,
+            ZOOKEEPER,
+            "work_ms=1000&wait_ms=10000",
+            6,
+            3,
+        )],
+        needs: Needs::ZooKeeper,
+        failure_mode: false,
+    },
+    Lesson {
+        name: "orders",
+        title: "orders of record: the backlog drains into PostgreSQL",
+        title_zh: "订单落库：积压流入 PostgreSQL",
+        watch: "The lock-free script sells 2,000 requests' worth as fast as Redis can, and each \
+                order goes to a Redis Stream. Watch the backlog rise while the sale runs and \
+                drain after it, as the consumers write the orders to PostgreSQL; in database \
+                ends equal to sold, with no drift.",
+        watch_zh: "无锁脚本以 Redis 的最快速度处理 2000 个请求，每个订单写入 Redis Stream。看“积压” \
+                   在售卖时上升、售卖后回落：消费者把订单写入 PostgreSQL；最后“已落库”等于“已售”， \
+                   没有偏差。",
+        phases: &[Phase {
+            streamed: true,
+            ..phase("lua, streamed", 1_500, 1, LUA, "", 2_000, 100)
+        }],
+        needs: Needs::OrdersDb,
         failure_mode: false,
     },
 ];
@@ -206,6 +555,7 @@ mod tests {
     fn every_lesson_is_bounded_and_found_by_name() {
         for lesson in LESSONS {
             assert_eq!(find(lesson.name).map(|l| l.name), Some(lesson.name));
+            assert!(!lesson.watch_zh.is_empty() && !lesson.title_zh.is_empty());
             for phase in lesson.phases {
                 assert!(
                     phase.requests <= 2_000 && phase.concurrency <= 100,
@@ -218,5 +568,7 @@ mod tests {
         assert!(find("nope").is_none());
         let work = format!("work_ms={LONG_WORK_MS}&ttl_ms={SHORT_TTL_MS}");
         assert!(find("token").unwrap().phases[0].knobs.starts_with(&work));
+        let lease = format!("work_ms={LONG_WORK_MS}&lease_ms={SHORT_TTL_MS}&renew=on");
+        assert!(find("watchdog").unwrap().phases[0].knobs.starts_with(&lease));
     }
 }

@@ -8,7 +8,7 @@
 
 pub mod catalogue;
 
-pub use catalogue::{LESSONS, Lesson, Phase, find};
+pub use catalogue::{LESSONS, Lesson, Needs, Phase, find};
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use crate::error::AppError;
 use crate::keys::ProductId;
 use crate::product;
-use crate::store::Store;
+use crate::state::AppState;
 
 /// No lesson runs longer than this; its load is cut short after it.
 pub const MAX_LESSON_TIME: Duration = Duration::from_secs(60);
@@ -74,19 +74,19 @@ impl Lessons {
         self.current.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts `lesson` on `product`, unless one is running.
+    /// Starts `lesson` on `product`, unless one is running or the instance lacks what
+    /// it needs.
     pub fn start(
         &self,
         lesson: &'static Lesson,
         product: ProductId,
-        store: Store,
-        locks: Store,
-        faults: bool,
+        state: AppState,
     ) -> Result<Status, AppError> {
-        if lesson.needs_faults && !faults {
+        if !available(lesson, &state) {
             return Err(AppError::BadRequest(format!(
-                "the {} lesson needs instances started with --faults",
-                lesson.name
+                "the {} lesson needs instances started with {}",
+                lesson.name,
+                lesson.needs.flag()
             )));
         }
         let mut current = self.current();
@@ -121,9 +121,7 @@ impl Lessons {
         tokio::spawn(async move {
             let outcome = tokio::time::timeout(
                 MAX_LESSON_TIME,
-                run(
-                    lesson, &product, &store, &locks, &http, &base, &control, &status,
-                ),
+                run(lesson, &product, &state, &http, &base, &control, &status),
             )
             .await;
             let mut status = status.lock().unwrap_or_else(|e| e.into_inner());
@@ -175,12 +173,37 @@ impl Running {
     }
 }
 
-#[allow(clippy::too_many_arguments)] // one lesson's whole context, used once
+/// Whether the instance has what `lesson` needs.
+pub fn available(lesson: &Lesson, state: &AppState) -> bool {
+    match lesson.needs {
+        Needs::Nothing => true,
+        Needs::Faults => state.settings.faults,
+        Needs::RedlockServers => state.redlock.is_some(),
+        Needs::ZooKeeper => state.zookeeper.is_some(),
+        Needs::OrdersDb => state.orders.is_some(),
+    }
+}
+
+/// The second product of a phase's carts (`{cart}`): `<product>-b`.
+fn second_product(product: &ProductId) -> Result<ProductId, String> {
+    ProductId::parse(&format!("{product}-b")).map_err(|err| format!("the cart's second product: {err}"))
+}
+
+/// `knobs` with the cart's placeholders filled in.
+fn fill_cart(path: &str, product: &ProductId, second: Option<&ProductId>) -> String {
+    let Some(second) = second else {
+        return path.to_owned();
+    };
+    path.replace("{cart_reversed}", &format!("{second},{product}"))
+        .replace("{cart}", &format!("{product},{second}"))
+}
+
+/// One lesson, phase after phase: each resets the product (traced, so that the page can
+/// draw its timeline) and drives the phase's load through `base`.
 async fn run(
     lesson: &Lesson,
     product: &ProductId,
-    store: &Store,
-    locks: &Store,
+    state: &AppState,
     http: &reqwest::Client,
     base: &str,
     control: &Control,
@@ -192,16 +215,36 @@ async fn run(
             break;
         }
         status.lock().unwrap_or_else(|e| e.into_inner()).phase = index;
-        // The lessons' products are scratch: their orders stay in Redis only.
+        let second = if phase.has_cart() {
+            Some(second_product(product)?)
+        } else {
+            None
+        };
+        // The lessons' products are scratch: their orders stay in Redis only, unless the
+        // phase is about the orders' database.
         let terms = product::Terms {
             stock: phase.stock,
             shards: phase.shards,
+            per_user: phase.per_user,
+            trace: true,
             ..product::Terms::default()
         };
-        product::reset(store, locks, product, terms, product::Streaming::AsBefore)
-            .await
-            .map_err(|err| format!("reset: {err}"))?;
+        let streaming = if phase.streamed {
+            product::Streaming::Streamed
+        } else {
+            product::Streaming::AsBefore
+        };
+        for reset in std::iter::once(product).chain(second.as_ref()) {
+            product::reset(&state.store, &state.lock_store, reset, terms, streaming)
+                .await
+                .map_err(|err| format!("reset: {err}"))?;
+            // A close earlier in the lesson (or before it) ends with the reset.
+            crate::close::reopen(state, reset)
+                .await
+                .map_err(|err| format!("reopen: {err}"))?;
+        }
         let url = |path: &str| {
+            let path = fill_cart(path, product, second.as_ref());
             let sep = if path.contains('?') { '&' } else { '?' };
             format!("{base}/deduct_stock/{path}{sep}product={product}")
         };
@@ -211,11 +254,29 @@ async fn run(
                 .await
                 .map_err(|err| format!("{}: {err}", lesson.name))?;
         }
-        let result = Load::post(url(&phase.path()))
+        let urls = std::iter::once(phase.path()).chain(phase.alternate_path());
+        let mut load = Load::to(urls.map(|p| url(&p)).collect(), seckill_load::Method::Post)
             .requests(phase.requests)
-            .concurrency(phase.concurrency)
-            .run(http, control)
-            .await;
+            .concurrency(phase.concurrency);
+        if let Some(buyers) = phase.buyers {
+            load = load.buyers(buyers);
+        }
+        let closing = phase.close_after_ms.map(|after| {
+            let (state, product) = (state.clone(), product.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(after)).await;
+                crate::close::close(&state, &product, Duration::from_secs(10)).await
+            })
+        });
+        let result = load.run(http, control).await;
+        let closed = match closing {
+            Some(closing) => match closing.await {
+                Ok(Ok(_)) => None,
+                Ok(Err(err)) => Some(format!("close: {err}")),
+                Err(err) => Some(format!("close: {err}")),
+            },
+            None => None,
+        };
         let mut status = status.lock().unwrap_or_else(|e| e.into_inner());
         for (code, count) in result.statuses {
             *status.statuses.entry(code).or_default() += count;
@@ -227,6 +288,9 @@ async fn run(
                 "{} requests got no answer from {base}: is --bench-url the Nginx in front?",
                 result.transport_errors
             ));
+        }
+        if closed.is_some() {
+            status.error = closed;
         }
     }
     Ok(())

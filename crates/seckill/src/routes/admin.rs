@@ -222,13 +222,7 @@ async fn start_lesson(State(state): State<AppState>, body: Bytes) -> Result<Json
         AppError::BadRequest(format!("lesson must be one of: {}", names.join(", ")))
     })?;
     let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
-    let status = state.lessons.start(
-        lesson,
-        product,
-        state.store.clone(),
-        state.lock_store.clone(),
-        state.settings.faults,
-    )?;
+    let status = state.lessons.start(lesson, product, state.clone())?;
     tracing::info!(lesson = lesson.name, product = %status.product, "lesson started");
     Ok(Json(json!(status)))
 }

@@ -148,6 +148,16 @@ async fn page() -> impl IntoResponse {
     )
 }
 
-async fn lessons() -> Json<&'static [Lesson]> {
-    Json(LESSONS)
+/// The lessons, each with whether this instance can run it (`available`; when not,
+/// `needs` is the flag that would let it).
+async fn lessons(State(state): State<AppState>) -> Json<Value> {
+    let lessons: Vec<Value> = LESSONS
+        .iter()
+        .map(|lesson: &Lesson| {
+            let mut described = json!(lesson);
+            described["available"] = json!(crate::lessons::available(lesson, &state));
+            described
+        })
+        .collect();
+    Json(Value::Array(lessons))
 }
