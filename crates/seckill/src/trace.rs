@@ -73,11 +73,15 @@ impl Timeline {
         *self.renewals.lock().unwrap_or_else(|e| e.into_inner()) = renewals;
     }
 
-    /// What the holder says of itself as it enters (see [`Note`]): the time of entering is
-    /// now.
+    /// The holder is inside: its entering script answered.
+    pub fn entered_now(&self) {
+        *Self::at(&self.entered) = Some(Instant::now());
+    }
+
+    /// What the holder says of itself as it enters (see [`Note`]), about to send the script
+    /// that enters.
     pub fn entering(&self, instance: &str, variant: &str, lease: Option<Duration>) -> String {
         let now = Instant::now();
-        *Self::at(&self.entered) = Some(now);
         let ago = |slot: &Mutex<Option<Instant>>| Self::at(slot).map(|t| ms(now - t));
         let mut note = format!("i={instance} v={variant}");
         if let Some(waited) = ago(&self.waiting) {
@@ -259,6 +263,7 @@ mod tests {
         timeline.waiting();
         timeline.granted();
         let entering = timeline.entering("a", "token", Some(Duration::from_millis(200)));
+        timeline.entered_now();
         assert!(entering.starts_with("i=a v=token w=") && entering.ends_with(" l=200"), "{entering}");
         assert_eq!(timeline.leaving(), "");
         timeline.set_traced(true);

@@ -264,7 +264,7 @@ pub const LESSONS: &[Lesson] = &[
                 12,
                 1,
                 WATCHDOG,
-                "work_ms=500&wait_ms=20000",
+                "work_ms=500&wait_ms=10000",
                 12,
                 4,
             ),
@@ -273,7 +273,7 @@ pub const LESSONS: &[Lesson] = &[
                 12,
                 1,
                 WATCHDOG,
-                "work_ms=500&wait_ms=20000&fair=on",
+                "work_ms=500&wait_ms=10000&fair=on",
                 12,
                 4,
             ),
@@ -570,5 +570,32 @@ mod tests {
         assert!(find("token").unwrap().phases[0].knobs.starts_with(&work));
         let lease = format!("work_ms={LONG_WORK_MS}&lease_ms={SHORT_TTL_MS}&renew=on");
         assert!(find("watchdog").unwrap().phases[0].knobs.starts_with(&lease));
+    }
+
+    /// Every request a lesson sends is one an instance with the default bounds accepts.
+    #[test]
+    fn every_phase_asks_for_knobs_within_the_default_bounds() {
+        use clap::Parser;
+
+        #[derive(Parser)]
+        struct LimitsOnly {
+            #[command(flatten)]
+            limits: crate::config::Limits,
+        }
+        let limits = LimitsOnly::parse_from(["x"]).limits;
+        for lesson in LESSONS {
+            for phase in lesson.phases {
+                let knobs = [Some(phase.knobs), phase.alternate, phase.first];
+                for knobs in knobs.into_iter().flatten() {
+                    let knobs = knobs
+                        .replace("{cart_reversed}", "101-b,101")
+                        .replace("{cart}", "101,101-b");
+                    let params: Vec<(String, String)> = serde_urlencoded::from_str(&knobs).unwrap();
+                    let faults = lesson.needs == Needs::Faults;
+                    let parsed = crate::knobs::Knobs::parse(phase.variant, &params, &limits, faults);
+                    assert!(parsed.is_ok(), "{} {knobs}: {:?}", lesson.name, parsed.err());
+                }
+            }
+        }
     }
 }

@@ -28,6 +28,9 @@ pub const MAX_LESSON_TIME: Duration = Duration::from_secs(60);
 /// What the page shows about the lesson running (or the last one).
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
+    /// This run of the lesson: behind Nginx, the page asks whichever instance and keeps
+    /// the answers of the one running its lesson.
+    pub run: String,
     pub lesson: &'static str,
     pub product: String,
     pub running: bool,
@@ -40,6 +43,25 @@ pub struct Status {
     /// Answers by status code, over all phases so far.
     pub statuses: std::collections::BTreeMap<u16, usize>,
     pub error: Option<String>,
+    /// Each phase run so far: the product's audit at its end, and its load's figures.
+    pub results: Vec<PhaseResult>,
+}
+
+/// One phase's result, as the page's side by side table shows it: `/stats` at the end of
+/// the phase, the units sold per second of its load, and its p99.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseResult {
+    pub lesson: &'static str,
+    pub phase: &'static str,
+    pub variant: &'static str,
+    pub sold: i64,
+    pub oversold: i64,
+    pub lost_updates: i64,
+    pub lock_overlaps: i64,
+    /// Units sold per second of the load.
+    pub goodput: f64,
+    pub p99_ms: f64,
+    pub requests: usize,
 }
 
 struct Running {
@@ -97,6 +119,7 @@ impl Lessons {
         }
         let total = lesson.phases.iter().map(|p| p.requests as u64).sum();
         let status = Arc::new(Mutex::new(Status {
+            run: uuid::Uuid::new_v4().to_string(),
             lesson: lesson.name,
             product: product.to_string(),
             running: true,
@@ -107,6 +130,7 @@ impl Lessons {
             elapsed_ms: 0,
             statuses: Default::default(),
             error: None,
+            results: Vec::new(),
         }));
         let running = Running {
             status: status.clone(),
@@ -277,7 +301,23 @@ async fn run(
             },
             None => None,
         };
+        let stats = product::stats(&state.store, &state.lock_store, product)
+            .await
+            .map_err(|err| format!("stats: {err}"))?;
+        let phase_result = PhaseResult {
+            lesson: lesson.name,
+            phase: phase.label,
+            variant: phase.variant.name(),
+            sold: stats.sold,
+            oversold: stats.oversold,
+            lost_updates: stats.lost_updates,
+            lock_overlaps: stats.lock_overlaps,
+            goodput: stats.sold as f64 / result.elapsed.as_secs_f64().max(1e-3),
+            p99_ms: result.percentile_ms(0.99),
+            requests: result.answered(),
+        };
         let mut status = status.lock().unwrap_or_else(|e| e.into_inner());
+        status.results.push(phase_result);
         for (code, count) in result.statuses {
             *status.statuses.entry(code).or_default() += count;
         }

@@ -3,12 +3,14 @@
 //! the page polls it; `GET /trace`: the product's lock timeline. Starting, watching and cancelling a lesson is admin
 //! (`/admin/lesson`, in `admin.rs`).
 //!
-//! The page is plain HTML, CSS and JavaScript in one file, `src/page/index.html`, built into
-//! the binary: no build step, nothing fetched from elsewhere, so it works offline.
+//! The page is plain HTML, CSS and JavaScript in a few files in `src/page/` (`index.html`,
+//! `page.css`, `i18n.js` with every string in English and Chinese, `timeline.js`,
+//! `page.js`), built into the binary and served under `/page/`: no build step, nothing
+//! fetched from elsewhere, so it works offline.
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{RawQuery, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::IntoResponse;
@@ -27,6 +29,7 @@ use crate::variants::VARIANTS;
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(page))
+        .route("/page/{file}", get(page_file))
         .route("/lessons", get(lessons))
         .route("/variants", get(variants))
         .route("/live", get(live))
@@ -136,6 +139,18 @@ async fn trace(
         "now_ms": now_ms,
         "events": events,
     })))
+}
+
+/// The page's other files, by name; nothing else is served from here.
+async fn page_file(Path(file): Path<String>) -> axum::response::Response {
+    let (content_type, body) = match file.as_str() {
+        "page.css" => ("text/css; charset=utf-8", include_str!("../page/page.css")),
+        "i18n.js" => ("text/javascript; charset=utf-8", include_str!("../page/i18n.js")),
+        "timeline.js" => ("text/javascript; charset=utf-8", include_str!("../page/timeline.js")),
+        "page.js" => ("text/javascript; charset=utf-8", include_str!("../page/page.js")),
+        _ => return axum::http::StatusCode::NOT_FOUND.into_response(),
+    };
+    ([(CONTENT_TYPE, content_type), (CACHE_CONTROL, "no-cache")], body).into_response()
 }
 
 async fn page() -> impl IntoResponse {

@@ -186,6 +186,7 @@ impl Deduction {
                 .invoke_async(&mut conn)
                 .await?;
         self.timeline.set_traced(traced);
+        self.timeline.entered_now();
         let Some(stock) = stock else {
             return Err(self.not_for_sale().await);
         };

@@ -139,6 +139,9 @@ async fn in_two_trips(
         async move {
             let (taken, stock, overlap, traced): (i64, Value, Value, Value) =
                 script.invoke_async(&mut conn).await?;
+            if taken == 1 {
+                d.timeline.entered_now();
+            }
             Ok::<_, LockError>(if taken == 1 {
                 Attempt::Acquired(Value::Array(vec![stock, overlap, traced]))
             } else {

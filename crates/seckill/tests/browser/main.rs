@@ -1,7 +1,8 @@
 //! The teaching page in a real browser: Debian's Chromium, headless, driven through
 //! chromedriver's WebDriver protocol. The page loads with no console errors; a naive lesson
 //! started from its button runs through Nginx; the page's oversold and lost-updates figures
-//! then equal `/stats`; screenshots go to `run/`.
+//! then equal `/stats`; screenshots go to `run/`. `page.rs`: the lock timeline, the side by
+//! side table and the page in Chinese.
 //!
 //! Skipped, saying so, where Chromium cannot be installed (`scripts/install-deps.sh browser`
 //! installs it with `scripts/test.sh`).
@@ -9,6 +10,8 @@
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod page;
 
 use seckill_testkit::{
     Api, Instance, Nginx, RedisServer, heavy_turn, int, ports, root, scratch_dir,
@@ -57,6 +60,11 @@ impl Browser {
     }
 
     async fn start(width: u32, height: u32) -> Option<Self> {
+        Self::start_in(width, height, None).await
+    }
+
+    /// A browser whose language is `lang` (`zh-CN`), or the machine's.
+    async fn start_in(width: u32, height: u32, lang: Option<&str>) -> Option<Self> {
         let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
             .into_iter()
             .find(|p| std::path::Path::new(p).exists())?;
@@ -76,11 +84,13 @@ impl Browser {
             "--disable-sync".to_owned(),
             format!("--window-size={width},{height}"),
             format!("--user-data-dir={}", profile.display()),
+            format!("--lang={}", lang.unwrap_or("en-US")),
         ];
+        let prefs = json!({ "intl": { "accept_languages": lang.unwrap_or("en-US") } });
         let created: Value = http
             .post(format!("{base}/session"))
             .json(&json!({ "capabilities": { "alwaysMatch": {
-                "goog:chromeOptions": { "binary": chromium, "args": args },
+                "goog:chromeOptions": { "binary": chromium, "args": args, "prefs": prefs },
                 "goog:loggingPrefs": { "browser": "ALL" }
             }}}))
             .send()
@@ -233,16 +243,13 @@ mod base64_decode {
     }
 }
 
-/// The page through Nginx at 1280x720: no console errors; the naive lesson from its button;
-/// the page's oversold and lost updates equal `/stats` (and show the loss); a screenshot.
-/// Then at a phone's width, still no errors.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn page_shows_the_naive_lesson_as_stats_has_it() {
-    let _turn = heavy_turn().await;
+/// A Redis, two instances whose lessons' load goes to the Nginx in front of them, and
+/// that Nginx.
+fn behind_nginx() -> (RedisServer, Vec<Instance>, Nginx) {
     let redis = RedisServer::start();
     // The instances must know Nginx's address (their lessons' load goes there) before
     // Nginx starts in front of them: when the port turns out taken, all start again.
-    let (_instances, nginx) = (0..ports::TRIES)
+    let (instances, nginx) = (0..ports::TRIES)
         .find_map(|_| {
             let port = ports::candidate();
             let bench_url = format!("http://127.0.0.1:{port}");
@@ -253,6 +260,16 @@ async fn page_shows_the_naive_lesson_as_stats_has_it() {
             Nginx::start_at("127.0.0.1", port, &upstreams).map(|nginx| (instances, nginx))
         })
         .expect("a free port for Nginx");
+    (redis, instances, nginx)
+}
+
+/// The page through Nginx at 1280x720: no console errors; the naive lesson from its button;
+/// the page's oversold and lost updates equal `/stats` (and show the loss); a screenshot.
+/// Then at a phone's width, still no errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_shows_the_naive_lesson_as_stats_has_it() {
+    let _turn = heavy_turn().await;
+    let (_redis, _instances, nginx) = behind_nginx();
     let Some(browser) = Browser::start(1280, 720).await else {
         eprintln!(
             "SKIPPED page_shows_the_naive_lesson_as_stats_has_it: no Chromium/chromedriver (scripts/install-deps.sh browser installs them)"

@@ -24,6 +24,7 @@ mod redlock;
 mod resilience;
 mod scripts;
 mod security;
+mod trace;
 
 use std::collections::BTreeMap;
 

@@ -21,7 +21,7 @@ async fn a_handoff_whose_answer_was_lost_is_one_hold_and_no_overlap() {
     let shard = keys("101").whole();
     let _: () = conn.set(&shard.stock, 10).await.unwrap();
     let (lease, hold) = (DEFAULT_LEASE, Duration::from_secs(5));
-    let lock_enter = |holder: &str| scripts::lock_enter(&shard, holder, lease, false, hold);
+    let lock_enter = |holder: &str| scripts::lock_enter(&shard, holder, lease, false, hold, "");
     let commit_release = |holder: &str, successor: Option<&str>| {
         let release = ReleaseArgs {
             holder: holder.to_owned(),
@@ -42,20 +42,21 @@ async fn a_handoff_whose_answer_was_lost_is_one_hold_and_no_overlap() {
             variant: "watchdog",
             user: "",
             keyed: None,
+            trace: String::new(),
         };
-        scripts::commit_release(&sale, true, &release)
+        scripts::commit_release(&sale, true, &release, "")
     };
-    let taken: (i64, i64, i64) = lock_enter("x").invoke_async(&mut conn).await.unwrap();
-    assert_eq!(taken, (1, 10, 0));
+    let taken: (i64, i64, i64, i64) = lock_enter("x").invoke_async(&mut conn).await.unwrap();
+    assert_eq!(taken, (1, 10, 0, 0));
     // X sells and hands the lock to Y, letting Y in with 9 units: this answer is "lost".
-    let handed: (i64, i64, i64, i64) = commit_release("x", Some("y"))
+    let handed: (i64, i64, i64, i64, i64) = commit_release("x", Some("y"))
         .invoke_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(handed, (9, 2, 9, 0));
+    assert_eq!(handed, (9, 2, 9, 0, 0));
     // Y tries by itself.
-    let taken: (i64, i64, i64) = lock_enter("y").invoke_async(&mut conn).await.unwrap();
-    assert_eq!(taken, (1, 9, 0), "Y holds it, reads 9, no overlap");
+    let taken: (i64, i64, i64, i64) = lock_enter("y").invoke_async(&mut conn).await.unwrap();
+    assert_eq!(taken, (1, 9, 0, 0), "Y holds it, reads 9, no overlap");
     let holds: Option<i64> = conn.hget(&shard.lock, "y").await.unwrap();
     assert_eq!(holds, Some(1), "one hold, not two");
     let overlaps: Option<i64> = conn.hget(&shard.audit, "lock_overlaps").await.unwrap();
