@@ -7,13 +7,15 @@
 # at most once.
 #
 #   scripts/install-deps.sh           the servers and tools
-#   scripts/install-deps.sh browser   Chromium and chromedriver, for the page's browser
+#   scripts/install-deps.sh browser   Chromium, chromedriver and a Chinese font, for the page's browser
 #                                     test; best effort: when they cannot be installed it
 #                                     says so and exits 0, and that test skips, saying so
 set -euo pipefail
 
 if [ "${1:-}" = browser ]; then
-  if command -v chromedriver >/dev/null 2>&1 && { [ -x /usr/bin/chromium ] || command -v chromium >/dev/null 2>&1; }; then
+  # A font with Chinese glyphs too: the page's Chinese screenshot is read, not boxes.
+  if command -v chromedriver >/dev/null 2>&1 && { [ -x /usr/bin/chromium ] || command -v chromium >/dev/null 2>&1; } \
+      && [ -d /usr/share/fonts/truetype/wqy ]; then
     exit 0
   fi
   sudo=""
@@ -22,7 +24,7 @@ if [ "${1:-}" = browser ]; then
     sudo="sudo"
   fi
   echo "installing chromium and chromium-driver from Debian's packages (for the page's browser test)" >&2
-  install() { DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
+  install() { DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-wqy-zenhei >/dev/null; }
   # The package lists are usually fresh from the install above: update only if they are not.
   if ! install 2>/dev/null && ! { $sudo apt-get update -qq && install; }; then
     echo "could not install chromium: the page's browser test will skip" >&2

@@ -159,7 +159,12 @@ pub enum Leaving {
 
 /// `leave.lua`: `holder` leaves `shard`'s critical section without selling, saying `note`
 /// of itself on the timeline (`""`: it is not on it).
-pub fn leave(shard: &ShardKeys, holder: &str, why: Leaving, note: &str) -> ScriptInvocation<'static> {
+pub fn leave(
+    shard: &ShardKeys,
+    holder: &str,
+    why: Leaving,
+    note: &str,
+) -> ScriptInvocation<'static> {
     let mut script = LEAVE.prepare_invoke();
     script
         .key(&shard.inside)

@@ -107,7 +107,10 @@ impl Timeline {
         let waiting = *Self::at(&self.waiting);
         let mut note = String::from("x=1");
         if let (Some(entered), Some(waiting)) = (entered, waiting) {
-            note.push_str(&format!(" w={}", ms(entered.saturating_duration_since(waiting))));
+            note.push_str(&format!(
+                " w={}",
+                ms(entered.saturating_duration_since(waiting))
+            ));
         }
         let renewals = self.renewals.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(entered) = entered {
@@ -238,7 +241,8 @@ pub async fn read(store: &Store, product: &ProductId, since: u64) -> Result<Vec<
 pub async fn is_traced(store: &Store, product: &ProductId) -> Result<bool, AppError> {
     let layout = product::layout(store, product).await?;
     let shard = ProductKeys::new(product).shard(&layout, 0);
-    let traced: Option<i64> = redis::AsyncCommands::hget(&mut store.conn(), &shard.audit, "trace").await?;
+    let traced: Option<i64> =
+        redis::AsyncCommands::hget(&mut store.conn(), &shard.audit, "trace").await?;
     Ok(traced == Some(1))
 }
 
@@ -251,7 +255,10 @@ mod tests {
         let note = Note::parse("i=a v=watchdog w=12 g=3 l=600 k=200,400 f=a/x:1 z=ignored");
         assert_eq!(note.instance.as_deref(), Some("a"));
         assert_eq!(note.variant.as_deref(), Some("watchdog"));
-        assert_eq!((note.waited_ms, note.granted_ms, note.lease_ms), (Some(12), Some(3), Some(600)));
+        assert_eq!(
+            (note.waited_ms, note.granted_ms, note.lease_ms),
+            (Some(12), Some(3), Some(600))
+        );
         assert_eq!(note.renewals_ms, vec![200, 400]);
         assert_eq!(note.handed_by.as_deref(), Some("a/x:1"));
         assert_eq!(Note::parse(""), Note::default());
@@ -264,7 +271,10 @@ mod tests {
         timeline.granted();
         let entering = timeline.entering("a", "token", Some(Duration::from_millis(200)));
         timeline.entered_now();
-        assert!(entering.starts_with("i=a v=token w=") && entering.ends_with(" l=200"), "{entering}");
+        assert!(
+            entering.starts_with("i=a v=token w=") && entering.ends_with(" l=200"),
+            "{entering}"
+        );
         assert_eq!(timeline.leaving(), "");
         timeline.set_traced(true);
         assert!(timeline.leaving().starts_with("x=1 w="));

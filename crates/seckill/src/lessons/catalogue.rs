@@ -409,7 +409,9 @@ pub const LESSONS: &[Lesson] = &[
                    买家被拒绝。然后同样的购物车按统一排序加锁：不会死锁。",
         phases: &[
             Phase {
-                alternate: Some("products={cart_reversed}&lock_order=given&work_ms=300&wait_ms=1000"),
+                alternate: Some(
+                    "products={cart_reversed}&lock_order=given&work_ms=300&wait_ms=1000",
+                ),
                 ..phase(
                     "multi, given order",
                     20,
@@ -421,7 +423,9 @@ pub const LESSONS: &[Lesson] = &[
                 )
             },
             Phase {
-                alternate: Some("products={cart_reversed}&lock_order=sorted&work_ms=300&wait_ms=10000"),
+                alternate: Some(
+                    "products={cart_reversed}&lock_order=sorted&work_ms=300&wait_ms=10000",
+                ),
                 ..phase(
                     "multi, sorted order",
                     20,
@@ -569,7 +573,11 @@ mod tests {
         let work = format!("work_ms={LONG_WORK_MS}&ttl_ms={SHORT_TTL_MS}");
         assert!(find("token").unwrap().phases[0].knobs.starts_with(&work));
         let lease = format!("work_ms={LONG_WORK_MS}&lease_ms={SHORT_TTL_MS}&renew=on");
-        assert!(find("watchdog").unwrap().phases[0].knobs.starts_with(&lease));
+        assert!(
+            find("watchdog").unwrap().phases[0]
+                .knobs
+                .starts_with(&lease)
+        );
     }
 
     /// Every request a lesson sends is one an instance with the default bounds accepts.
@@ -592,8 +600,14 @@ mod tests {
                         .replace("{cart}", "101,101-b");
                     let params: Vec<(String, String)> = serde_urlencoded::from_str(&knobs).unwrap();
                     let faults = lesson.needs == Needs::Faults;
-                    let parsed = crate::knobs::Knobs::parse(phase.variant, &params, &limits, faults);
-                    assert!(parsed.is_ok(), "{} {knobs}: {:?}", lesson.name, parsed.err());
+                    let parsed =
+                        crate::knobs::Knobs::parse(phase.variant, &params, &limits, faults);
+                    assert!(
+                        parsed.is_ok(),
+                        "{} {knobs}: {:?}",
+                        lesson.name,
+                        parsed.err()
+                    );
                 }
             }
         }

@@ -210,7 +210,8 @@ pub fn available(lesson: &Lesson, state: &AppState) -> bool {
 
 /// The second product of a phase's carts (`{cart}`): `<product>-b`.
 fn second_product(product: &ProductId) -> Result<ProductId, String> {
-    ProductId::parse(&format!("{product}-b")).map_err(|err| format!("the cart's second product: {err}"))
+    ProductId::parse(&format!("{product}-b"))
+        .map_err(|err| format!("the cart's second product: {err}"))
 }
 
 /// `knobs` with the cart's placeholders filled in.

@@ -221,7 +221,7 @@ function watchLesson() {
       clearInterval(lessonTimer);
       // Frozen for discussion; the last poll first, so the last bars are closed.
       await poll();
-      Timeline.freeze();
+      Timeline.fit();
     }
     $("lesson-status").dataset.state = st.running ? "running" : "done";
   }, 500);

@@ -179,6 +179,16 @@ const Timeline = (() => {
   }
 
   function freeze() { if (live) { live = false; end = now(); } draw(); }
+  // Frozen on the whole of what was traced (up to the last minute), for discussion.
+  function fit() {
+    if (!sections.length) return freeze();
+    const first = sections[0].enter - (sections[0].waited ?? 0);
+    const last = Math.max(...sections.map(s => s.leave ?? now()));
+    span = Math.min(KEEP_MS, Math.max(3_000, (last - first) * 1.08));
+    end = last + span * 0.04;
+    live = false;
+    draw();
+  }
   function follow() { live = true; draw(); }
   function zoom(factor) {
     const [t0, t1] = view();
@@ -193,7 +203,7 @@ const Timeline = (() => {
     draw();
   }
 
-  return { clear, poll, draw, freeze, follow, zoom, scroll, lanes: [],
+  return { clear, poll, draw, freeze, fit, follow, zoom, scroll, lanes: [],
     setColors: c => { colors = c; },
     isLive: () => live,
     // For the browser test: what is drawn.

@@ -122,8 +122,9 @@ async fn trace(
         }
     }
     let product = product.unwrap_or_else(default_product);
-    let (secs, micros): (u64, u64) =
-        redis::cmd("TIME").query_async(&mut state.store.conn()).await?;
+    let (secs, micros): (u64, u64) = redis::cmd("TIME")
+        .query_async(&mut state.store.conn())
+        .await?;
     let now_ms = secs * 1000 + micros / 1000;
     let (traced, events) = match crate::trace::is_traced(&state.store, &product).await {
         Ok(traced) => {
@@ -145,12 +146,25 @@ async fn trace(
 async fn page_file(Path(file): Path<String>) -> axum::response::Response {
     let (content_type, body) = match file.as_str() {
         "page.css" => ("text/css; charset=utf-8", include_str!("../page/page.css")),
-        "i18n.js" => ("text/javascript; charset=utf-8", include_str!("../page/i18n.js")),
-        "timeline.js" => ("text/javascript; charset=utf-8", include_str!("../page/timeline.js")),
-        "page.js" => ("text/javascript; charset=utf-8", include_str!("../page/page.js")),
+        "i18n.js" => (
+            "text/javascript; charset=utf-8",
+            include_str!("../page/i18n.js"),
+        ),
+        "timeline.js" => (
+            "text/javascript; charset=utf-8",
+            include_str!("../page/timeline.js"),
+        ),
+        "page.js" => (
+            "text/javascript; charset=utf-8",
+            include_str!("../page/page.js"),
+        ),
         _ => return axum::http::StatusCode::NOT_FOUND.into_response(),
     };
-    ([(CONTENT_TYPE, content_type), (CACHE_CONTROL, "no-cache")], body).into_response()
+    (
+        [(CONTENT_TYPE, content_type), (CACHE_CONTROL, "no-cache")],
+        body,
+    )
+        .into_response()
 }
 
 async fn page() -> impl IntoResponse {

@@ -35,6 +35,14 @@ async fn run_lesson(browser: &Browser, lesson: &str) {
         .await;
 }
 
+/// Scrolls the figures and the timeline to the top of the window, for a screenshot.
+async fn show_timeline(browser: &Browser) {
+    browser
+        .run("document.querySelector('#figures').closest('section').scrollIntoView(); return true")
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
 /// What the timeline drew: every section, as the page built it.
 async fn sections(browser: &Browser) -> Vec<Value> {
     let drawn = browser
@@ -80,7 +88,7 @@ async fn last_row_equals_stats(browser: &Browser, lesson: &str, stats: &Value) {
 /// `/stats`' overlaps. Watchdog: no red bar, renewals drawn. Fair: the last phase's bars,
 /// on both instances, entered in the order their buyers arrived. The side by side table
 /// has a row per phase, the last of each lesson equal to `/stats`. No console errors;
-/// screenshots at 1280x720 (the token lesson's timeline) and at a phone's width.
+/// screenshots at 1280x720 (the token lesson's timeline, `run/page-token.png`) and at a phone's width.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeline_draws_overlaps_red_and_the_fair_lock_in_arrival_order() {
     let _turn = heavy_turn().await;
@@ -105,7 +113,11 @@ async fn timeline_draws_overlaps_red_and_the_fair_lock_in_arrival_order() {
     let counted = browser
         .run("return Number(document.querySelector('#timeline-overlaps').textContent)")
         .await;
-    assert_eq!(counted, json!(overlaps), "the timeline's overlaps, against /stats");
+    assert_eq!(
+        counted,
+        json!(overlaps),
+        "the timeline's overlaps, against /stats"
+    );
     browser
         .until(
             &format!("return Number(document.querySelector('[data-field=lock_overlaps] b').textContent) === {overlaps}"),
@@ -115,14 +127,18 @@ async fn timeline_draws_overlaps_red_and_the_fair_lock_in_arrival_order() {
         .await;
     last_row_equals_stats(&browser, "token", &stats).await;
     let root = root();
-    browser.screenshot(&root.join("run/page.png")).await;
+    show_timeline(&browser).await;
+    browser.screenshot(&root.join("run/page-token.png")).await;
 
     // watchdog: the same terms, the lease renewed.
     run_lesson(&browser, "watchdog").await;
     let stats = api.stats("101").await;
     assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
     let drawn = sections(&browser).await;
-    assert!(drawn.len() >= 3, "the watchdog lesson's sections: {drawn:?}");
+    assert!(
+        drawn.len() >= 3,
+        "the watchdog lesson's sections: {drawn:?}"
+    );
     assert!(
         drawn.iter().all(|s| s["red"] == false),
         "no red bar: {drawn:?}"
@@ -137,7 +153,9 @@ async fn timeline_draws_overlaps_red_and_the_fair_lock_in_arrival_order() {
     run_lesson(&browser, "fair").await;
     let stats = api.stats("101").await;
     let (_, trace) = api.get("/trace?product=101").await;
-    let fair_started = trace["events"][0]["at"].as_u64().expect("the fair phase's events");
+    let fair_started = trace["events"][0]["at"]
+        .as_u64()
+        .expect("the fair phase's events");
     let mut fair: Vec<Value> = sections(&browser)
         .await
         .into_iter()
@@ -163,7 +181,11 @@ async fn timeline_draws_overlaps_red_and_the_fair_lock_in_arrival_order() {
     last_row_equals_stats(&browser, "fair", &stats).await;
     let rows = table(&browser).await;
     let lessons: Vec<&str> = rows.iter().filter_map(|r| r["lesson"].as_str()).collect();
-    assert_eq!(lessons, ["token", "watchdog", "fair", "fair"], "a row per phase run");
+    assert_eq!(
+        lessons,
+        ["token", "watchdog", "fair", "fair"],
+        "a row per phase run"
+    );
 
     assert_eq!(browser.run("return window.__pageErrors").await, json!([]));
     let severe = browser.severe_console().await;
@@ -184,7 +206,7 @@ async fn timeline_draws_overlaps_red_and_the_fair_lock_in_arrival_order() {
 /// In a browser whose language is zh-CN the page is in Chinese: both string tables have
 /// the same keys and every Chinese string differs from its English one; every label, figure
 /// and lesson button shows its Chinese string; the toggle turns the page to English and
-/// back. The token lesson's timeline, in Chinese, is the screenshot `run/page-zh.png`.
+/// back. The token lesson's timeline, in Chinese, is the screenshot `run/page-token-zh.png`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_in_chinese_leaves_no_english_label() {
     let _turn = heavy_turn().await;
@@ -201,7 +223,11 @@ async fn page_in_chinese_leaves_no_english_label() {
             "the lesson buttons",
         )
         .await;
-    assert_eq!(browser.run("return LANG").await, json!("zh"), "chosen from the browser's language");
+    assert_eq!(
+        browser.run("return LANG").await,
+        json!("zh"),
+        "chosen from the browser's language"
+    );
 
     let untranslated = browser
         .run(
@@ -210,7 +236,11 @@ async fn page_in_chinese_leaves_no_english_label() {
                       same: en.filter(k => STRINGS.zh[k] === STRINGS.en[k]) }",
         )
         .await;
-    assert_eq!(untranslated, json!({ "missing": [], "same": [] }), "the string tables");
+    assert_eq!(
+        untranslated,
+        json!({ "missing": [], "same": [] }),
+        "the string tables"
+    );
 
     // Every string on the page now: the labels, the figures, the lessons.
     let check = "const wrong = []; \
@@ -225,7 +255,11 @@ async fn page_in_chinese_leaves_no_english_label() {
 
     // Start a lesson so that the figures are drawn, then look.
     run_lesson(&browser, "token").await;
-    assert_eq!(browser.run(check).await, json!([]), "strings not in Chinese");
+    assert_eq!(
+        browser.run(check).await,
+        json!([]),
+        "strings not in Chinese"
+    );
     assert!(
         browser
             .run("return document.querySelector('#watch').textContent")
@@ -234,13 +268,24 @@ async fn page_in_chinese_leaves_no_english_label() {
             .is_some_and(|watch| watch.contains("过期")),
         "the lesson's paragraph in Chinese"
     );
-    browser.screenshot(&root().join("run/page-zh.png")).await;
+    show_timeline(&browser).await;
+    browser
+        .screenshot(&root().join("run/page-token-zh.png"))
+        .await;
 
     browser.click("#language").await;
     assert_eq!(browser.run("return LANG").await, json!("en"));
-    assert_eq!(browser.run(check).await, json!([]), "strings not in English");
+    assert_eq!(
+        browser.run(check).await,
+        json!([]),
+        "strings not in English"
+    );
     browser.click("#language").await;
-    assert_eq!(browser.run(check).await, json!([]), "strings not in Chinese again");
+    assert_eq!(
+        browser.run(check).await,
+        json!([]),
+        "strings not in Chinese again"
+    );
 
     assert_eq!(browser.run("return window.__pageErrors").await, json!([]));
     let severe = browser.severe_console().await;

@@ -24,7 +24,10 @@ async fn a_traced_sale_puts_every_section_on_the_timeline_and_an_untraced_one_no
     api.reset("101", 2, 1).await;
     assert_eq!(api.deduct("101", "token").await.0, 200);
     assert_eq!(api.deduct("101", "watchdog").await.0, 200);
-    assert!(events(&api, "101").await.is_empty(), "not traced: no events");
+    assert!(
+        events(&api, "101").await.is_empty(),
+        "not traced: no events"
+    );
 
     let reset = api
         .reset_with(json!({ "product": "101", "stock": 3, "trace": true }))
@@ -47,17 +50,33 @@ async fn a_traced_sale_puts_every_section_on_the_timeline_and_an_untraced_one_no
         assert_eq!(leave["event"], "leave", "{pair:#?}");
         assert_eq!(enter["holder"], leave["holder"]);
         assert_eq!(enter["overlap"], false);
-        assert!(enter["instance"].is_string() && enter["variant"].is_string(), "{enter}");
+        assert!(
+            enter["instance"].is_string() && enter["variant"].is_string(),
+            "{enter}"
+        );
         assert!(leave["at"].as_u64() >= enter["at"].as_u64());
     }
-    let outcomes: Vec<&str> = events.iter().filter_map(|e| e["outcome"].as_str()).collect();
+    let outcomes: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["outcome"].as_str())
+        .collect();
     assert_eq!(outcomes, ["deducted", "deducted", "deducted", "sold_out"]);
-    let variants: Vec<&str> = events.iter().filter_map(|e| e["variant"].as_str()).collect();
+    let variants: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["variant"].as_str())
+        .collect();
     assert_eq!(variants, ["token", "watchdog", "watchdog", "setnx"]);
     assert_eq!(events[0]["lease_ms"], 5000, "the token lock's TTL");
-    assert!(events[6].get("lease_ms").is_none(), "setnx's lock has no lease");
+    assert!(
+        events[6].get("lease_ms").is_none(),
+        "setnx's lock has no lease"
+    );
     let renewals = events[3]["renewals_ms"].as_array().map_or(0, Vec::len);
-    assert!(renewals >= 2, "400 ms of work on a 300 ms lease renewed every 100 ms: {:#}", events[3]);
+    assert!(
+        renewals >= 2,
+        "400 ms of work on a 300 ms lease renewed every 100 ms: {:#}",
+        events[3]
+    );
 
     let (status, body) = api.get("/trace?product=never-reset").await;
     assert_eq!((status, body["events"].clone()), (200, json!([])), "{body}");
