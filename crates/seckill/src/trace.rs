@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use redis::AsyncCommands;
 use redis::streams::StreamRangeReply;
 use serde::Serialize;
 
@@ -199,11 +200,17 @@ impl Note {
     }
 }
 
-/// The product's timeline from `since` (Redis time, ms) on: every shard's events, merged
-/// in time order, at most [`MAX_EVENTS`] per shard.
-pub async fn read(store: &Store, product: &ProductId, since: u64) -> Result<Vec<Event>, AppError> {
+/// The product's timeline from `since` (Redis time, ms) on: whether its sale is traced, and
+/// every shard's events, merged in time order, at most [`MAX_EVENTS`] per shard.
+pub async fn read(
+    store: &Store,
+    product: &ProductId,
+    since: u64,
+) -> Result<(bool, Vec<Event>), AppError> {
     let layout = product::layout(store, product).await?;
     let keys = ProductKeys::new(product);
+    let first = keys.shard(&layout, 0);
+    let traced: Option<i64> = store.conn().hget(&first.audit, "trace").await?;
     let mut events = Vec::new();
     for index in 0..layout.shards() {
         let shard = keys.shard(&layout, index);
@@ -234,16 +241,7 @@ pub async fn read(store: &Store, product: &ProductId, since: u64) -> Result<Vec<
         }
     }
     events.sort_by(|a, b| (a.at, a.shard, &a.id).cmp(&(b.at, b.shard, &b.id)));
-    Ok(events)
-}
-
-/// Whether the product's sale is traced, as its reset said.
-pub async fn is_traced(store: &Store, product: &ProductId) -> Result<bool, AppError> {
-    let layout = product::layout(store, product).await?;
-    let shard = ProductKeys::new(product).shard(&layout, 0);
-    let traced: Option<i64> =
-        redis::AsyncCommands::hget(&mut store.conn(), &shard.audit, "trace").await?;
-    Ok(traced == Some(1))
+    Ok((traced == Some(1), events))
 }
 
 #[cfg(test)]

@@ -126,14 +126,12 @@ async fn trace(
         .query_async(&mut state.store.conn())
         .await?;
     let now_ms = secs * 1000 + micros / 1000;
-    let (traced, events) = match crate::trace::is_traced(&state.store, &product).await {
-        Ok(traced) => {
-            let events = crate::trace::read(&state.store, &product, since.unwrap_or(0)).await?;
-            (traced, events)
-        }
-        Err(AppError::UnknownProduct(_)) => (false, Vec::new()),
-        Err(err) => return Err(err),
-    };
+    let (traced, events) =
+        match crate::trace::read(&state.store, &product, since.unwrap_or(0)).await {
+            Ok(timeline) => timeline,
+            Err(AppError::UnknownProduct(_)) => (false, Vec::new()),
+            Err(err) => return Err(err),
+        };
     Ok(Json(json!({
         "product": product.as_str(),
         "traced": traced,

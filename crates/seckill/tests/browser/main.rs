@@ -200,6 +200,30 @@ impl Browser {
 }
 
 impl Browser {
+    /// No error on the page and none in the console.
+    async fn assert_no_errors(&self) {
+        assert_eq!(
+            self.run("return window.__pageErrors").await,
+            json!([]),
+            "errors on the page"
+        );
+        let severe = self.severe_console().await;
+        assert!(severe.is_empty(), "console errors: {severe:?}");
+    }
+
+    /// The page at a phone's width, as `path`; still no error on it.
+    async fn phone_screenshot(&self, path: &std::path::Path) {
+        self.call(
+            reqwest::Method::POST,
+            "/window/rect",
+            json!({ "width": 390, "height": 844 }),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        self.screenshot(path).await;
+        assert_eq!(self.run("return window.__pageErrors").await, json!([]));
+    }
+
     /// Ends the session: chromedriver closes the browser.
     async fn quit(&self) {
         let url = format!("{}/session/{}", self.base, self.session);
@@ -326,22 +350,10 @@ async fn page_shows_the_naive_lesson_as_stats_has_it() {
 
     let root = root();
     browser.screenshot(&root.join("run/page.png")).await;
-    let errors = browser.run("return window.__pageErrors").await;
-    assert_eq!(errors, json!([]), "errors on the page");
-    let severe = browser.severe_console().await;
-    assert!(severe.is_empty(), "console errors: {severe:?}");
-
-    // A phone's width.
+    browser.assert_no_errors().await;
     browser
-        .call(
-            reqwest::Method::POST,
-            "/window/rect",
-            json!({ "width": 390, "height": 844 }),
-        )
+        .phone_screenshot(&root.join("run/page-phone.png"))
         .await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    browser.screenshot(&root.join("run/page-phone.png")).await;
-    assert_eq!(browser.run("return window.__pageErrors").await, json!([]));
     browser.quit().await;
     drop(browser);
     drop(nginx);

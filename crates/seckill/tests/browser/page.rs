@@ -187,19 +187,10 @@ async fn timeline_draws_overlaps_red_and_the_fair_lock_in_arrival_order() {
         "a row per phase run"
     );
 
-    assert_eq!(browser.run("return window.__pageErrors").await, json!([]));
-    let severe = browser.severe_console().await;
-    assert!(severe.is_empty(), "console errors: {severe:?}");
+    browser.assert_no_errors().await;
     browser
-        .call(
-            reqwest::Method::POST,
-            "/window/rect",
-            json!({ "width": 390, "height": 844 }),
-        )
+        .phone_screenshot(&root.join("run/page-phone-timeline.png"))
         .await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    browser.screenshot(&root.join("run/page-phone.png")).await;
-    assert_eq!(browser.run("return window.__pageErrors").await, json!([]));
     browser.quit().await;
 }
 
@@ -287,8 +278,6 @@ async fn page_in_chinese_leaves_no_english_label() {
         "strings not in Chinese again"
     );
 
-    assert_eq!(browser.run("return window.__pageErrors").await, json!([]));
-    let severe = browser.severe_console().await;
-    assert!(severe.is_empty(), "console errors: {severe:?}");
+    browser.assert_no_errors().await;
     browser.quit().await;
 }
