@@ -12,34 +12,49 @@ pub struct Instance {
     child: Child,
     pub addr: SocketAddr,
     log: PathBuf,
+    /// What it was started with, to start it again ([`restart`](Self::restart)).
+    bin: String,
+    redis_url: String,
+    args: Vec<String>,
 }
 
 impl Instance {
     /// `bin serve --listen 127.0.0.1:0 --redis-url <redis_url> <args>`; `bin` is the
     /// service's binary (a test has it as `env!("CARGO_BIN_EXE_seckill")`).
     pub fn start(bin: &str, redis_url: &str, args: &[&str]) -> Self {
-        let dir = scratch_dir("instance");
-        let log = dir.join("seckill.log");
-        let mut child = Command::new(bin)
-            .args(["serve", "--listen", "127.0.0.1:0", "--redis-url", redis_url])
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).expect("a log file"))
-            .spawn()
-            .expect("the seckill binary");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped stdout"))
-            .read_line(&mut line)
-            .expect("reading the bound address");
-        let Some(addr) = line.trim().strip_prefix("listening on ") else {
-            print_log("seckill", &log);
-            panic!("seckill did not start: {line:?}");
-        };
+        let log = scratch_dir("instance").join("seckill.log");
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let (child, addr) = spawn(bin, "127.0.0.1:0", redis_url, &args, &log)
+            .unwrap_or_else(|line| panic!("seckill did not start: {line:?}"));
         Self {
-            addr: addr.parse().expect("a socket address"),
+            addr,
             child,
             log,
+            bin: bin.to_owned(),
+            redis_url: redis_url.to_owned(),
+            args,
+        }
+    }
+
+    /// Kills it (SIGKILL) if it is running, and starts it again with the same arguments on
+    /// the same address, so that an Nginx in front of it finds it there again; its log goes
+    /// on in the same file. Panics when the address stays taken for 5 s.
+    pub fn restart(&mut self) {
+        self.kill();
+        let listen = self.addr.to_string();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match spawn(&self.bin, &listen, &self.redis_url, &self.args, &self.log) {
+                Ok((child, _)) => {
+                    self.child = child;
+                    return;
+                }
+                Err(line) if std::time::Instant::now() < deadline => {
+                    eprintln!("seckill did not start again on {listen} ({line:?}); trying again");
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(line) => panic!("seckill did not start again on {listen}: {line:?}"),
+            }
         }
     }
 
@@ -77,6 +92,43 @@ impl Instance {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// `bin serve --listen <listen> --redis-url <redis_url> <args>`, its log appended to `log`:
+/// the process and the address it bound, or the line it printed instead.
+fn spawn(
+    bin: &str,
+    listen: &str,
+    redis_url: &str,
+    args: &[String],
+    log: &std::path::Path,
+) -> Result<(Child, SocketAddr), String> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("a log file");
+    let mut child = Command::new(bin)
+        .args(["serve", "--listen", listen, "--redis-url", redis_url])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(file)
+        .spawn()
+        .expect("the seckill binary");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped stdout"))
+        .read_line(&mut line)
+        .expect("reading the bound address");
+    match line.trim().strip_prefix("listening on ") {
+        Some(addr) => Ok((child, addr.parse().expect("a socket address"))),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            print_log("seckill", log);
+            Err(line)
+        }
     }
 }
 

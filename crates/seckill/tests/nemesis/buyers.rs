@@ -1,0 +1,200 @@
+//! Buyers clicking through Nginx as a buyer's app would: a click under its own
+//! `Idempotency-Key` (most clicks) is sent again with that key while its answer says
+//! nothing about the sale — a 503, 502, 504, 423 or no answer — and every send's answer is
+//! recorded. A click without a key is sent once.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::Duration;
+
+use seckill_testkit::api::deduct_path;
+use serde_json::Value;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::world::{SALES, World};
+
+/// Buyers clicking at once.
+const BUYERS: usize = 48;
+
+/// Of 100 clicks, how many carry a key.
+const KEYED_PERCENT: u32 = 85;
+
+/// How long a click is sent again for, at most, and how many times.
+const RESEND_FOR: Duration = Duration::from_secs(20);
+const MAX_SENDS: usize = 12;
+
+/// How long a send waits for its answer: past the instances' own answer to a Redis that
+/// does not answer, short of a paused instance's whole pause.
+const SEND_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// One click: a buyer asking for one unit of a sale's product, and every answer it got.
+#[derive(Debug)]
+pub struct Click {
+    /// Its index in [`SALES`].
+    pub sale: usize,
+    pub user: String,
+    pub key: Option<String>,
+    pub sends: Vec<Sent>,
+}
+
+/// One send of a click and its answer.
+#[derive(Debug)]
+pub struct Sent {
+    /// `None` when no answer came (the connection failed, or [`SEND_TIMEOUT`]).
+    pub status: Option<u16>,
+    pub outcome: String,
+    pub order: Option<String>,
+    pub replayed: bool,
+}
+
+impl Click {
+    /// The orders its 200s named.
+    pub fn orders(&self) -> impl Iterator<Item = &str> {
+        self.sends
+            .iter()
+            .filter(|s| s.status == Some(200))
+            .filter_map(|s| s.order.as_deref())
+    }
+}
+
+/// Every click, once the buyers stopped.
+pub struct History {
+    pub clicks: Vec<Click>,
+}
+
+impl History {
+    /// Clicks, sends and answers by status and outcome.
+    pub fn summary(&self) -> String {
+        let mut answers: BTreeMap<(String, String), usize> = BTreeMap::new();
+        let mut sends = 0;
+        for click in &self.clicks {
+            for sent in &click.sends {
+                sends += 1;
+                let status = sent.status.map_or("none".to_owned(), |s| s.to_string());
+                *answers.entry((status, sent.outcome.clone())).or_default() += 1;
+            }
+        }
+        let resent = self.clicks.iter().filter(|c| c.sends.len() > 1).count();
+        let replayed = self
+            .clicks
+            .iter()
+            .flat_map(|c| &c.sends)
+            .filter(|s| s.replayed)
+            .count();
+        let mut out = format!(
+            "{} clicks, {sends} sends ({resent} clicks sent more than once, {replayed} answers \
+             replayed); answers:",
+            self.clicks.len()
+        );
+        for ((status, outcome), n) in answers {
+            let _ = write!(out, " {status} {outcome} × {n};");
+        }
+        out
+    }
+}
+
+/// The buyers, clicking until the load's end.
+pub struct Buyers {
+    running: JoinSet<Vec<Click>>,
+}
+
+/// [`BUYERS`] buyers clicking through `world`'s Nginx for `load`, their choices drawn from
+/// `seed`.
+pub fn start(world: &World, seed: u64, load: Duration) -> Buyers {
+    let http = reqwest::Client::builder()
+        .timeout(SEND_TIMEOUT)
+        .pool_max_idle_per_host(BUYERS)
+        .build()
+        .expect("an HTTP client");
+    let until = Instant::now() + load;
+    let mut running = JoinSet::new();
+    for buyer in 0..BUYERS {
+        let (http, base) = (http.clone(), world.api.url(""));
+        let mut rng = fastrand::Rng::with_seed(seed ^ ((buyer as u64 + 1) << 32));
+        running.spawn(async move {
+            let mut clicks = Vec::new();
+            while Instant::now() < until {
+                clicks.push(click(&http, &base, &mut rng).await);
+            }
+            clicks
+        });
+    }
+    Buyers { running }
+}
+
+impl Buyers {
+    /// Waits for every buyer's last click (resends included) and returns them all.
+    pub async fn finish(self) -> History {
+        let clicks = self
+            .running
+            .join_all()
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        History { clicks }
+    }
+}
+
+/// One click on a sale drawn by `rng`, sent until its answer says what became of it.
+async fn click(http: &reqwest::Client, base: &str, rng: &mut fastrand::Rng) -> Click {
+    let index = rng.usize(0..SALES.len());
+    let sale = &SALES[index];
+    let user = format!("u{}", rng.u32(0..sale.users));
+    let key = (rng.u32(0..100) < KEYED_PERCENT).then(|| uuid::Uuid::from_u128(rng.u128(..)).to_string());
+    let url = format!(
+        "{base}{}&user={user}",
+        deduct_path(sale.product, sale.path)
+    );
+    let started = Instant::now();
+    let mut sends = Vec::new();
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let sent = send(http, &url, key.as_deref()).await;
+        let again = key.is_some() && matches!(sent.status, None | Some(408 | 423 | 502 | 503 | 504));
+        sends.push(sent);
+        if !again || sends.len() >= MAX_SENDS || started.elapsed() >= RESEND_FOR {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
+    Click {
+        sale: index,
+        user,
+        key,
+        sends,
+    }
+}
+
+async fn send(http: &reqwest::Client, url: &str, key: Option<&str>) -> Sent {
+    let mut request = http.post(url);
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    let Ok(response) = request.send().await else {
+        return Sent {
+            status: None,
+            outcome: "no answer".into(),
+            order: None,
+            replayed: false,
+        };
+    };
+    let status = response.status().as_u16();
+    // An answer whose body never came is as lost as one that never came at all.
+    let Ok(body) = response.json::<Value>().await else {
+        return Sent {
+            status: None,
+            outcome: format!("{status}, its body lost"),
+            order: None,
+            replayed: false,
+        };
+    };
+    Sent {
+        status: Some(status),
+        outcome: body["outcome"].as_str().unwrap_or("?").to_owned(),
+        order: body["order"].as_str().map(str::to_owned),
+        replayed: body["replayed"].as_bool().unwrap_or(false),
+    }
+}
