@@ -15,6 +15,7 @@
 -- KEYS[11] stream  (the shard's orders stream, written when the sale is streamed)
 -- KEYS[12] unpaid  (sorted set: order -> deadline to pay by, with a payment window)
 -- KEYS[13] trace   (the shard's timeline)
+-- KEYS[14] void    (hash: order ids voided after their answer was lost)
 -- ARGV[1]  holder id
 -- ARGV[2]  order id
 -- ARGV[3]  instance id
@@ -26,15 +27,15 @@
 -- ARGV[9]  the buyer, or ''
 -- ARGV[10] 'check' (the per-user limit, here) or 'record' (checked by the application)
 -- ARGV[11] the idempotency key, or ''
--- ARGV[12] its claim's deadline, ms (Redis time)
+-- ARGV[12] '1' on a shard of a split product (the claim is on the product's slot), else '0'
 -- ARGV[13] this shard's index
 -- ARGV[14] what the holder says of itself on the timeline, or '' (not on it)
 --
 -- Returns: the units left; -2 no stock key; -3 the lock was lost; -4 fenced; -5 the user
 --          bought their limit; -6 a limited product and no user; -7 another request now
---          serves the idempotency key.
+--          serves the idempotency key; -8 the order id was voided.
 return commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1],
   ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10],
-  { claim = KEYS[9], keys = KEYS[10], key = ARGV[11], deadline = ARGV[12], shard = ARGV[13],
-    stream = KEYS[11], unpaid = KEYS[12], call = {},
+  { claim = KEYS[9], keys = KEYS[10], key = ARGV[11], split = ARGV[12], shard = ARGV[13],
+    stream = KEYS[11], unpaid = KEYS[12], void = KEYS[14], call = {},
     trace = { key = KEYS[13], note = ARGV[14] } })

@@ -19,6 +19,7 @@
 -- KEYS[14] stream  (the shard's orders stream, written when the sale is streamed)
 -- KEYS[15] unpaid  (sorted set: order -> deadline to pay by, with a payment window)
 -- KEYS[16] trace   (the shard's timeline)
+-- KEYS[17] void    (hash: order ids voided after their answer was lost)
 -- ARGV[1]  holder id (in the lock and in the audit)
 -- ARGV[2]  order id
 -- ARGV[3]  instance id
@@ -31,20 +32,20 @@
 -- ARGV[10] how long that waiter may stay inside, ms
 -- ARGV[11] the buyer, or ''
 -- ARGV[12] the idempotency key, or ''
--- ARGV[13] its claim's deadline, ms (Redis time)
+-- ARGV[13] '1' on a shard of a split product (the claim is on the product's slot), else '0'
 -- ARGV[14] this shard's index
 -- ARGV[15] what the holder says of itself on the timeline, or '' (not on it)
 -- ARGV[16] what the waiter handed the lock says of itself there (it is let in here)
 --
 -- Returns: { units left (or -2 no stock key, -3 the lock was lost, -5 the user bought their
 --          limit, -6 a limited product and no user, -7 another request now serves the
---          idempotency key: nothing sold), the release's answer
+--          idempotency key, -8 the order id was voided: nothing sold), the release's answer
 --          (as watchdog_unlock.lua; false when not held), and when the lock was handed on,
 --          the new holder's stock (or false), overlap and whether it is on the timeline }.
 local left = commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10], KEYS[11],
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], '', ARGV[1], '', ARGV[11], 'check',
-  { claim = KEYS[12], keys = KEYS[13], key = ARGV[12], deadline = ARGV[13], shard = ARGV[14],
-    stream = KEYS[14], unpaid = KEYS[15], call = {},
+  { claim = KEYS[12], keys = KEYS[13], key = ARGV[12], split = ARGV[13], shard = ARGV[14],
+    stream = KEYS[14], unpaid = KEYS[15], void = KEYS[17], call = {},
     trace = { key = KEYS[16], note = ARGV[15] } })
 if left == -3 then
   return { left, false }

@@ -14,16 +14,19 @@
 -- KEYS[6]  keys    (hash: idempotency key -> order)
 -- KEYS[7]  stream  (the orders stream, written when the sale is streamed)
 -- KEYS[8]  unpaid  (sorted set: order -> deadline to pay by, with a payment window)
--- KEYS[9..] the claims of the deductions that carry an idempotency key, in their order
+-- KEYS[9]  void    (hash: order ids voided after their answer was lost: never sold)
+-- KEYS[10..] the claims of the deductions that carry an idempotency key, in their order
 -- ARGV[1]  instance id
 -- ARGV[2]  variant name
--- ARGV[3..] per deduction, first come first served, five arguments: an order id, its buyer
---          ('' for none), its holder id, its idempotency key ('' for none) and that key's
---          claim's deadline (ms)
+-- ARGV[3..] per deduction, first come first served, four arguments: an order id, its buyer
+--          ('' for none), its holder id and its idempotency key ('' for none)
+--
+-- An order id already sold is answered 1 and sold nothing more: a call sent again (by a
+-- client library, after a dropped connection) sells nothing twice. A voided one is -8.
 --
 -- Returns: {units in stock before this call, then per deduction 1 (sold), 0 (sold out),
---          -5 (the buyer has their limit), -6 (a limited product and no buyer) or -7
---          (another request now serves its idempotency key)}; the i-th unit sold leaves
+--          -5 (the buyer has their limit), -6 (a limited product and no buyer), -7
+--          (another request now serves its idempotency key) or -8 (voided)}; the i-th unit sold leaves
 --          `stock - i`. nil when there is no stock key (never reset, or Redis lost it: not
 --          for sale).
 local stock = redis.call('GET', KEYS[1])
@@ -38,51 +41,58 @@ local answers = { stock }
 local orders = {}
 local bought = {}
 local sold, sold_out, refused = 0, 0, 0
-local claims = 8
+local claims = 9
 -- The sale's terms (lib/critical.lua's `terms`): read at the first sale, once per call;
 -- the call's orders, streamed in one entry at the end.
 local call = { lines = {} }
-for i = 3, #ARGV, 5 do
+for i = 3, #ARGV, 4 do
   local order, user, holder = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local sale = { key = ARGV[i + 3], deadline = ARGV[i + 4], keys = KEYS[6], shard = '0',
+  local sale = { key = ARGV[i + 3], split = '0', keys = KEYS[6], shard = '0',
     stream = KEYS[7], unpaid = KEYS[8], call = call }
   if sale.key ~= '' then
     claims = claims + 1
     sale.claim = KEYS[claims]
   end
   local answer
-  if limit > 0 and user == '' then
-    answer = -6
-  elseif limit > 0 and left > 0 then
-    if not bought[user] then
-      bought[user] = tonumber(redis.call('HGET', KEYS[5], user) or '0')
-    end
-    if bought[user] >= limit then
-      answer = -5
-    end
-  end
-  if answer then
-    refused = refused + (answer == -5 and 1 or 0)
-  elseif left <= 0 then
-    answer = 0
-    sold_out = sold_out + 1
-  else
-    answer = keyed(sale, holder)
-  end
-  if not answer then
+  if redis.call('HEXISTS', KEYS[2], order) == 1 then
+    -- Sold by an earlier send of this same call: sold, and nothing more.
     answer = 1
-    left = left - 1
-    sold = sold + 1
-    orders[#orders + 1] = order
-    if user ~= '' then
-      orders[#orders + 1] = who .. ' ' .. user
-      bought[user] = (bought[user] or 0) + 1
-      redis.call('HINCRBY', KEYS[5], user, 1)
-    else
-      orders[#orders + 1] = who
+  elseif redis.call('HEXISTS', KEYS[9], order) == 1 then
+    answer = -8
+  else
+    if limit > 0 and user == '' then
+      answer = -6
+    elseif limit > 0 and left > 0 then
+      if not bought[user] then
+        bought[user] = tonumber(redis.call('HGET', KEYS[5], user) or '0')
+      end
+      if bought[user] >= limit then
+        answer = -5
+      end
     end
-    ordered(sale, KEYS[3], order, ARGV[1], ARGV[2], user)
-    keyed_sale(sale, KEYS[3], order, ARGV[1], left)
+    if answer then
+      refused = refused + (answer == -5 and 1 or 0)
+    elseif left <= 0 then
+      answer = 0
+      sold_out = sold_out + 1
+    else
+      answer = keyed(sale, KEYS[3], holder)
+    end
+    if not answer then
+      answer = 1
+      left = left - 1
+      sold = sold + 1
+      orders[#orders + 1] = order
+      if user ~= '' then
+        orders[#orders + 1] = who .. ' ' .. user
+        bought[user] = (bought[user] or 0) + 1
+        redis.call('HINCRBY', KEYS[5], user, 1)
+      else
+        orders[#orders + 1] = who
+      end
+      ordered(sale, KEYS[3], order, ARGV[1], ARGV[2], user)
+      keyed_sale(sale, KEYS[3], order, ARGV[1], left)
+    end
   end
   answers[#answers + 1] = answer
 end

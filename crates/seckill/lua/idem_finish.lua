@@ -1,23 +1,37 @@
 -- idem_finish.lua: the holder of an idempotency key's claim (lua/idem_claim.lua) gives it
--- its answer, or gives it up. Nothing happens unless `holder` still holds the claim (a
--- repeat may have taken an expired one over).
+-- its answer, gives it up, or says it does not know. Nothing happens unless `holder` still
+-- holds the claim (a repeat may have taken it over).
 --
 -- KEYS[1]  the claim
+-- KEYS[2]  the holder's reservation (lua/reserve.lua): with an answer that sold, the
+--          reservation was used, and its record goes (any key of the slot where none)
 -- ARGV[1]  holder id
--- ARGV[2]  'done' (the answer follows) or 'release' (nothing was sold and the answer is
---          worth no replay — lock busy, lock lost, an error: a repeat is served anew)
--- ARGV[3..8] status, outcome, order, shard, remaining, instance ('' where none)
+-- ARGV[2]  'done' (the answer follows), 'release' (nothing was sold, for sure, and the
+--          answer is worth no replay — lock busy, an error before the sale: a repeat is
+--          served anew) or 'unknown' (the sale's answer was lost and could not be looked up:
+--          a repeat takes the claim over at once, and finds out)
+-- ARGV[3..8] with 'done': status, outcome, order, shard, remaining, instance ('' where none)
 --
 -- Returns: 1 when the claim was ours, else 0.
-if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then
+local c = redis.call('HMGET', KEYS[1], 'holder', 'state')
+if c[1] ~= ARGV[1] then
   return 0
 end
 if ARGV[2] == 'release' then
-  if redis.call('HGET', KEYS[1], 'state') == 'pending' then
+  if c[2] ~= 'done' then
     redis.call('DEL', KEYS[1])
+  end
+  return 1
+end
+if ARGV[2] == 'unknown' then
+  if c[2] == 'pending' then
+    redis.call('HSET', KEYS[1], 'state', 'unknown')
   end
   return 1
 end
 redis.call('HSET', KEYS[1], 'state', 'done', 'status', ARGV[3], 'outcome', ARGV[4],
   'order', ARGV[5], 'shard', ARGV[6], 'remaining', ARGV[7], 'instance', ARGV[8])
+if ARGV[5] ~= '' then
+  redis.call('DEL', KEYS[2])
+end
 return 1

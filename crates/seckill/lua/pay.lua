@@ -11,14 +11,20 @@
 -- KEYS[5]  buyers   (hash: user -> units sold to them here)
 -- KEYS[6]  audit    (hash of counters: `paid`, `expired`; the sale's `epoch`, `streamed`)
 -- KEYS[7]  stream   (the shard's orders stream, written when the sale is streamed)
+-- KEYS[8]  owed     (hash: expired order -> its buyer, owed a split product's reservation)
 -- ARGV[1]  the order id
+-- ARGV[2]  '1' on a shard of a split product, else '0'
 --
 -- Returns: {1} paid now; {2} paid before (a repeated payment); {-1, buyer} expired (the
---          buyer, '' for none, is given back a split product's reservation by the
---          caller when this call expired it; {-1} when it had expired before); {-2} the
---          shard sold it with no payment window (nothing to pay); {0} not sold here.
+--          buyer, '' for none, is owed a split product's reservation when this call
+--          expired it: noted in `owed` for the caller, or the sweep, to give back; {-1}
+--          when it had expired before); {-2} the shard sold it with no payment window
+--          (nothing to pay); {0} not sold here.
 local k = { unpaid = KEYS[1], settled = KEYS[2], stock = KEYS[3], orders = KEYS[4],
   buyers = KEYS[5], audit = KEYS[6], stream = KEYS[7] }
+if ARGV[2] == '1' then
+  k.owed = KEYS[8]
+end
 local order = ARGV[1]
 local state = redis.call('HGET', k.settled, order)
 if state == 'paid' then

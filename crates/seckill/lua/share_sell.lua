@@ -13,6 +13,7 @@
 -- KEYS[8]  keys    (hash: idempotency key -> order)
 -- KEYS[9]  stream  (the orders stream, written when the sale is streamed)
 -- KEYS[10] unpaid  (sorted set: order -> deadline to pay by, with a payment window)
+-- KEYS[11] void    (hash: order ids voided after their answer was lost)
 -- ARGV[1]  claim id
 -- ARGV[2]  lease, ms
 -- ARGV[3]  order id
@@ -21,13 +22,20 @@
 -- ARGV[6]  the buyer, or ''
 -- ARGV[7]  the request's holder id
 -- ARGV[8]  the idempotency key, or ''
--- ARGV[9]  its claim's deadline, ms (Redis time)
 --
--- Returns: the units left in the claim; -1 when the claim is gone (its lease ran out and
+-- Returns: the units left in the claim (also when the order id was sold already: a call
+--          sent again sells nothing twice); -1 when the claim is gone (its lease ran out and
 --          its units went back to the pool, or a reset); -5 when the buyer has their
 --          limit, -6 when the product has one and no buyer was named, -7 when another
---          request now serves the idempotency key: nothing is sold.
+--          request now serves the idempotency key, -8 when the order id was voided:
+--          nothing is sold.
 local left = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if redis.call('HEXISTS', KEYS[3], ARGV[3]) == 1 then
+  return math.max(left, 0)
+end
+if redis.call('HEXISTS', KEYS[11], ARGV[3]) == 1 then
+  return -8
+end
 if left <= 0 then
   return -1
 end
@@ -35,9 +43,9 @@ local refused = over_limit(KEYS[5], KEYS[6], ARGV[6])
 if refused then
   return refused
 end
-local sale = { claim = KEYS[7], keys = KEYS[8], key = ARGV[8], deadline = ARGV[9], shard = '0',
+local sale = { claim = KEYS[7], keys = KEYS[8], key = ARGV[8], split = '0', shard = '0',
   stream = KEYS[9], unpaid = KEYS[10], call = {} }
-local taken_over = keyed(sale, ARGV[7])
+local taken_over = keyed(sale, KEYS[4], ARGV[7])
 if taken_over then
   return taken_over
 end

@@ -112,6 +112,17 @@ impl AppError {
     }
 }
 
+impl AppError {
+    /// Whether the error came from a store (or from reading its answer) rather than from a
+    /// refusal of the request: a command sent just before it may have run all the same.
+    pub fn from_a_store(&self) -> bool {
+        matches!(
+            self,
+            Self::RedisUnavailable(_) | Self::LockStoreUnavailable(_) | Self::Internal(_)
+        )
+    }
+}
+
 impl From<RedisError> for AppError {
     fn from(err: RedisError) -> Self {
         if is_unavailable(&err) {

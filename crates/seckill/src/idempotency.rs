@@ -9,22 +9,23 @@
 //!   its answer into the claim in the script that takes the unit (`lib/critical.lua`'s
 //!   `keyed_sale`), so no crash can separate the unit from its answer. An answer that sold
 //!   nothing but stands (sold out, limit reached) is written after; one worth retrying
-//!   (lock busy, lock lost, an error) gives the claim up, and a repeat is served anew.
+//!   (lock busy, an error before any sale) gives the claim up, and a repeat is served anew.
+//!   When the sale's answer is lost and cannot be looked up, the claim is marked unknown
+//!   (`504 unknown`): the request does not know, and says so.
 //! - **a repeat of the same request** gets the first answer again — same status, same order
 //!   id — marked `replayed`. One that arrives while the first is still in flight waits for
 //!   its answer (up to [`patience`]), and answers 423 `in_flight` if there is none by then.
 //! - **the same key with another request** (another variant, product, buyer or knob) is a
 //!   422.
 //!
-//! A claim whose holder died (or is far past the time its request may take: its `wait_ms`,
-//! `work_ms` and pause plus [`INSIDE_MARGIN`]) may be taken over by a repeat after its
-//! deadline. Where the claim sits on the slot of the stock it sells from (every product but
-//! a split one), the sale script sells only while the claim is still its holder's: a late
-//! holder and the repeat that took over never both sell. A split product's shards are on
-//! other slots: there a shard sells under the key only before the claim's deadline (by
-//! Redis's clock), and a repeat takes an expired claim over only after looking in every
-//! shard for a sale under the key — so only a clock that differs between the product's and
-//! a shard's master could let both sell; the audit counts it (`keys_sold_twice`).
+//! A repeat takes a claim over when its holder said it does not know, or died (or is far
+//! past the time its request may take: its `wait_ms`, `work_ms` and pause plus
+//! [`INSIDE_MARGIN`]). Where the claim sits on the slot of the stock it sells from (every
+//! product but a split one), the sale script sells only while the claim is still its
+//! holder's: the old holder and the repeat never both sell. A split product's shards are on
+//! other slots: there the repeat fences every shard first (`lua/idem_fence.lua`), finding
+//! the old request's sale if it ran, and keeping it from running anywhere after — no clock
+//! is trusted. The audit counts a key sold twice (`keys_sold_twice`), which this rules out.
 
 use std::time::Duration;
 
@@ -38,7 +39,7 @@ use crate::keys::{IdempotencyKey, ProductKeys};
 use crate::product;
 use crate::scripts;
 use crate::state::AppState;
-use crate::variants::{INSIDE_MARGIN, Outcome};
+use crate::variants::{INSIDE_MARGIN, Outcome, give_back};
 
 /// The request header.
 pub const HEADER: &str = "idempotency-key";
@@ -79,11 +80,18 @@ pub fn key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, AppError> {
 #[derive(Debug, Clone)]
 pub struct Claim {
     pub key: IdempotencyKey,
-    /// When a repeat may take the claim over, ms (Redis time): the sale scripts of a split
-    /// product's shards sell under the key only before it.
-    pub deadline_ms: i64,
     /// The claim's hash.
     record: String,
+    /// The record of the unit its holder may reserve for the buyer (a split product with a
+    /// per-user limit, `lua/reserve.lua`).
+    reservation: String,
+}
+
+impl Claim {
+    /// The claim's hash (on the product's slot).
+    pub fn record(&self) -> &str {
+        &self.record
+    }
 }
 
 /// What claiming a key came to.
@@ -149,7 +157,6 @@ pub async fn claim(
     let lease = lease + INSIDE_MARGIN;
     let patience = patience(&app.settings.limits);
     let started = Instant::now();
-    let mut take = "ask";
     let mut pause = Duration::from_millis(2);
     loop {
         let answer: Vec<String> = scripts::IDEM_CLAIM
@@ -160,17 +167,23 @@ pub async fn claim(
             .arg(holder)
             .arg(millis(lease))
             .arg(millis(ttl))
-            .arg(take)
             .invoke_async(&mut app.store.conn())
             .await?;
         match answer.first().map(String::as_str) {
             Some("claimed") => {
-                let deadline_ms = answer.get(1).and_then(|d| d.parse().ok()).unwrap_or(0);
-                return Ok(Claimed::Ours(Claim {
+                let reservation = product.reservation(holder);
+                let claim = Claim {
                     key,
-                    deadline_ms,
                     record,
-                }));
+                    reservation,
+                };
+                if let (Some(old), Some(reserved)) = (answer.get(2), answer.get(3))
+                    && let Some(replay) =
+                        take_over(app, product, &claim, holder, old, reserved).await?
+                {
+                    return Ok(Claimed::Answered(replay));
+                }
+                return Ok(Claimed::Ours(claim));
             }
             Some("done") => return Ok(Claimed::Answered(Replay::from_fields(&answer[1..])?)),
             Some("mismatch") => {
@@ -191,22 +204,6 @@ pub async fn claim(
                 tokio::time::sleep(nap).await;
                 pause = (pause * 2).min(POLL);
             }
-            Some("expired") => {
-                let old_holder = answer.get(1).cloned().unwrap_or_default();
-                if let Some(replay) = sold_in_a_shard(app, product, &key).await? {
-                    // Its holder sold and died before the claim had its answer.
-                    let _: i64 = finish_script(&record, &old_holder, "done", &replay)
-                        .invoke_async(&mut app.store.conn())
-                        .await?;
-                    let _: i64 = app
-                        .store
-                        .conn()
-                        .hincr(&product.audit, "replayed", 1)
-                        .await?;
-                    return Ok(Claimed::Answered(replay));
-                }
-                take = "take";
-            }
             _ => {
                 return Err(AppError::Internal(anyhow::anyhow!(
                     "idem_claim.lua answered {answer:?}"
@@ -216,34 +213,73 @@ pub async fn claim(
     }
 }
 
-/// A split product: the sale a shard recorded under `key`, if one did.
-async fn sold_in_a_shard(
+/// `holder` just took `claim` over from `old`, whose request holds `reserved`'s
+/// reservation ('' for none). On a split product, before it sells: every shard is fenced
+/// (`lua/idem_fence.lua`), which finds the old request's sale if it ran and keeps it from
+/// running after. A sale found is the key's answer, given again; none found, the old
+/// reservation was never used, and goes back to the buyer.
+async fn take_over(
     app: &AppState,
     product: &ProductKeys,
-    key: &IdempotencyKey,
+    claim: &Claim,
+    holder: &str,
+    old: &str,
+    reserved: &str,
 ) -> Result<Option<Replay>, AppError> {
     let layout = product::layout(&app.store, &product.product).await?;
+    if layout.shards() == 1 {
+        // The whole product: its sale scripts sell only for the claim's holder.
+        return Ok(None);
+    }
+    let ttl = app.settings.idempotency_ttl;
+    let mut found = None;
     for index in 0..layout.shards() {
         let shard = product.shard(&layout, index);
-        let order: Option<String> = app.store.conn().hget(&shard.keys, key.as_str()).await?;
+        let order: Option<String> = scripts::idem_fence(&shard, claim.key.as_str(), holder, ttl)
+            .invoke_async(&mut app.store.conn())
+            .await?;
         if let Some(order) = order {
-            return Ok(Some(Replay {
-                status: StatusCode::OK,
-                outcome: "deducted",
-                order: Some(order),
-                shard: Some(index),
-                remaining: None,
-                instance: None,
-            }));
+            found = Some((order, index));
         }
     }
-    Ok(None)
+    tracing::info!(
+        key = claim.key.as_str(),
+        old,
+        sold = found.is_some(),
+        "a split product's key taken over"
+    );
+    let Some((order, shard)) = found else {
+        if !reserved.is_empty() {
+            give_back(app, product, reserved).await?;
+        }
+        return Ok(None);
+    };
+    // The old request sold, and its answer was lost.
+    let replay = Replay {
+        status: StatusCode::OK,
+        outcome: "deducted",
+        order: Some(order),
+        shard: Some(shard),
+        remaining: None,
+        instance: None,
+    };
+    let _: i64 = finish_script(claim, holder, &product.reservation(old), &replay)
+        .invoke_async(&mut app.store.conn())
+        .await?;
+    let _: i64 = app
+        .store
+        .conn()
+        .hincr(&product.audit, "replayed", 1)
+        .await?;
+    Ok(Some(replay))
 }
 
 /// After the request holding `claim` was served: records its answer (`outcome`; `None`
-/// for an error) in the claim, unless the sale's script did (`recorded_by_sale`), or gives
-/// the claim up when the answer is worth retrying. Best effort: if Redis is away the claim stays pending
-/// until its deadline, and a repeat then takes it over.
+/// for an error after which nothing can have sold) in the claim, unless the sale's script
+/// did (`recorded_by_sale`); gives the claim up when the answer is worth retrying; marks
+/// it unknown when the sale's answer was lost ([`Outcome::Unknown`]), so that a repeat
+/// takes it over at once and finds out. Best effort: if Redis is away the claim stays
+/// pending until its deadline, and a repeat then takes it over.
 pub async fn finish(
     app: &AppState,
     claim: &Claim,
@@ -252,9 +288,10 @@ pub async fn finish(
     recorded_by_sale: bool,
 ) {
     let instance = Some(app.settings.instance.to_string());
-    let answer = match outcome {
+    let script = match outcome {
         Some(Outcome::Deducted { .. }) if recorded_by_sale => return,
         Some(Outcome::InFlight) => return,
+        Some(Outcome::Unknown { .. }) => step(claim, holder, "unknown"),
         Some(
             outcome @ (Outcome::Deducted { .. }
             | Outcome::Unconfirmed { .. }
@@ -271,24 +308,17 @@ pub async fn finish(
                 Outcome::SoldOut { remaining } => (None, None, Some(*remaining)),
                 _ => (None, None, None),
             };
-            Some(Replay {
+            let replay = Replay {
                 status: outcome.status(),
                 outcome: outcome.name(),
                 order,
                 shard,
                 remaining,
                 instance,
-            })
+            };
+            finish_script(claim, holder, &claim.reservation, &replay)
         }
-        _ => None,
-    };
-    let script = match &answer {
-        Some(replay) => finish_script(&claim.record, holder, "done", replay),
-        None => {
-            let mut script = scripts::IDEM_FINISH.prepare_invoke();
-            script.key(&claim.record).arg(holder).arg("release");
-            script
-        }
+        _ => step(claim, holder, "release"),
     };
     let done: Result<i64, _> = script.invoke_async(&mut app.store.conn()).await;
     if let Err(err) = done {
@@ -300,19 +330,32 @@ pub async fn finish(
     }
 }
 
-/// `idem_finish.lua` giving `record`, held by `holder`, the answer `replay`.
+/// `idem_finish.lua` for `claim`, held by `holder`: `release` or `unknown`.
+fn step(claim: &Claim, holder: &str, what: &str) -> redis::ScriptInvocation<'static> {
+    let mut script = scripts::IDEM_FINISH.prepare_invoke();
+    script
+        .key(&claim.record)
+        .key(&claim.reservation)
+        .arg(holder)
+        .arg(what);
+    script
+}
+
+/// `idem_finish.lua` giving `claim`, held by `holder`, the answer `replay`; a sale's
+/// answer also drops the record of the reservation it used (`reservation`).
 fn finish_script(
-    record: &str,
+    claim: &Claim,
     holder: &str,
-    what: &str,
+    reservation: &str,
     replay: &Replay,
 ) -> redis::ScriptInvocation<'static> {
     let text = |v: Option<String>| v.unwrap_or_default();
     let mut script = scripts::IDEM_FINISH.prepare_invoke();
     script
-        .key(record)
+        .key(&claim.record)
+        .key(reservation)
         .arg(holder)
-        .arg(what)
+        .arg("done")
         .arg(replay.status.as_u16())
         .arg(replay.outcome)
         .arg(text(replay.order.clone()))

@@ -19,16 +19,18 @@
 //!
 //! One step is not atomic: a split product's per-user reservations live on the product's
 //! slot, apart from the shards, so an expired order's buyer gets that reservation back in a
-//! second call. An instance that dies between the two leaves the buyer one unit short
-//! (`/stats` `reserved_unsold`), never one over.
+//! second call. The expiry notes what it owes in the shard (`owed`), in the same step; the
+//! give-back happens once per order (`lua/reserve.lua`'s `return`), and only then is the
+//! note struck: an answer lost, or an instance that dies between the two, leaves the note
+//! for the next sweep of any instance, never a buyer one unit short or one over.
 
 use std::time::Duration;
 
 use futures_util::future::try_join_all;
-use redis::Value;
+use redis::{AsyncCommands, Value};
 
 use crate::error::AppError;
-use crate::keys::{ProductId, ProductKeys, UNPAID_SETS, shard_of_unpaid};
+use crate::keys::{ProductId, ProductKeys, ShardKeys, UNPAID_SETS, shard_of_unpaid};
 use crate::orders::entries::{integer, text};
 use crate::product;
 use crate::scripts;
@@ -49,23 +51,29 @@ pub async fn pay(store: &Store, product: &ProductId, order: &str) -> Result<Paid
     let layout = product::layout(store, product).await?;
     let keys = ProductKeys::new(product);
     let conn = store.conn();
+    let split = layout.shards() > 1;
     // Each shard is asked at once; only the one that sold the order does anything.
     let answers: Vec<Vec<Value>> = try_join_all((0..layout.shards()).map(|index| {
         let shard = keys.shard(&layout, index);
         let mut conn = conn.clone();
-        async move { scripts::pay(&shard, order).invoke_async(&mut conn).await }
+        async move {
+            scripts::pay(&shard, split, order)
+                .invoke_async(&mut conn)
+                .await
+        }
     }))
     .await?;
-    for answer in answers {
+    for (index, answer) in (0..).zip(answers) {
         let code = answer.first().and_then(integer).unwrap_or(0);
         match code {
             1 => return Ok(Paid::Now),
             2 => return Ok(Paid::Before),
             -1 => {
-                if layout.shards() > 1
-                    && let Some(buyer) = answer.get(1).and_then(text).filter(|b| !b.is_empty())
+                if split && let Some(buyer) = answer.get(1).and_then(text).filter(|b| !b.is_empty())
                 {
-                    give_back(store, &keys, &buyer).await?;
+                    // Owed, and noted: when this fails, the sweep gives it back.
+                    let shard = keys.shard(&layout, index);
+                    give_back(store, &keys, &shard, order, &buyer).await?;
                 }
                 return Err(AppError::Expired(order.to_owned()));
             }
@@ -76,15 +84,20 @@ pub async fn pay(store: &Store, product: &ProductId, order: &str) -> Result<Paid
     Err(AppError::UnknownOrder(order.to_owned()))
 }
 
-/// A split product's per-user reservation of `buyer`'s, given back (`lua/reserve.lua`).
-async fn give_back(store: &Store, keys: &ProductKeys, buyer: &str) -> Result<(), AppError> {
-    let _: i64 = scripts::RESERVE
-        .key(&keys.meta)
-        .key(&keys.reserved)
-        .arg(buyer)
-        .arg("give")
-        .invoke_async(&mut store.conn())
+/// A split product's per-user reservation of `buyer`'s, given back for expired order
+/// `order`, once (`lua/reserve.lua`), and then struck from what `shard` owes.
+async fn give_back(
+    store: &Store,
+    keys: &ProductKeys,
+    shard: &ShardKeys,
+    order: &str,
+    buyer: &str,
+) -> Result<(), AppError> {
+    let mut conn = store.conn();
+    let _: i64 = scripts::return_expired(keys, order, buyer)
+        .invoke_async(&mut conn)
         .await?;
+    let _: i64 = conn.hdel(&shard.owed, order).await?;
     Ok(())
 }
 
@@ -152,17 +165,18 @@ impl Sweeper {
                 continue;
             };
             loop {
-                let buyers: Vec<String> = scripts::expire(&shard, BATCH)
+                let answer: Vec<Value> = scripts::expire(&shard, split, BATCH)
                     .invoke_async(&mut conn)
                     .await?;
-                expired += buyers.len();
-                if split {
-                    let keys = ProductKeys::new(&product);
-                    for buyer in buyers.iter().filter(|b| !b.is_empty()) {
-                        give_back(&self.store, &keys, buyer).await?;
+                let now = answer.first().and_then(integer).unwrap_or(0);
+                expired += usize::try_from(now).unwrap_or(0);
+                let keys = ProductKeys::new(&product);
+                for owed in answer.get(1..).unwrap_or_default().chunks_exact(2) {
+                    if let (Some(order), Some(buyer)) = (text(&owed[0]), text(&owed[1])) {
+                        give_back(&self.store, &keys, &shard, &order, &buyer).await?;
                     }
                 }
-                if buyers.len() < BATCH {
+                if now < BATCH as i64 {
                     break;
                 }
             }

@@ -14,7 +14,7 @@ use redis::{Script, ScriptInvocation};
 use seckill_lock::watchdog::{FAIR_PATIENCE, ReleaseArgs};
 use seckill_lock::{LOCK_LUA, millis};
 
-use crate::keys::ShardKeys;
+use crate::keys::{ProductKeys, ShardKeys};
 use crate::variants::section::{Credentials, StockWrite};
 
 const CRITICAL_LUA: &str = include_str!("../lua/lib/critical.lua");
@@ -57,13 +57,20 @@ pub static SHARE_CLAIM: LazyLock<Script> = script!("share_claim.lua");
 pub static SHARE_SELL: LazyLock<Script> = script!([CRITICAL_LUA], "share_sell.lua");
 
 /// A split product's per-user limit: reserve a unit for a buyer, or give it back.
-pub static RESERVE: LazyLock<Script> = script!("reserve.lua");
+static RESERVE: LazyLock<Script> = script!("reserve.lua");
 
 /// Pay for a reserved order (or find it expired), on its shard.
 static PAY: LazyLock<Script> = script!([CRITICAL_LUA], "pay.lua");
 
 /// Expire a shard's reservations that were not paid in time.
 static EXPIRE: LazyLock<Script> = script!([CRITICAL_LUA], "expire.lua");
+
+/// What became of a sale whose answer was lost: found, or voided so that it never runs.
+static RESOLVE: LazyLock<Script> = script!("resolve.lua");
+
+/// A request that took a split product's key over looks at one shard: the old request's
+/// sale there, or a fence that keeps it from selling there after.
+static IDEM_FENCE: LazyLock<Script> = script!("idem_fence.lua");
 
 /// Claim an idempotency key before serving its request, or find its answer.
 pub static IDEM_CLAIM: LazyLock<Script> = script!("idem_claim.lua");
@@ -82,8 +89,10 @@ pub struct Sale<'a> {
     pub variant: &'a str,
     /// The buyer, or `""` when the request named none.
     pub user: &'a str,
-    /// The request's idempotency key and its claim's deadline (ms), when it has one.
-    pub keyed: Option<(&'a str, i64)>,
+    /// The request's idempotency key, when it has one.
+    pub keyed: Option<&'a str>,
+    /// The shard is one of a split product's, whose claims live on the product's slot.
+    pub split: bool,
     /// What the holder says of itself on the product's timeline, `""` when it is not on it
     /// (`crate::trace`).
     pub trace: String,
@@ -108,18 +117,19 @@ impl Sale<'_> {
     }
 
     /// The keys and arguments of the sale's extras (`lib/critical.lua`'s `sale`: the
-    /// idempotency key, the orders stream, the unpaid reservations), after everything
-    /// else the script takes.
+    /// idempotency key, the orders stream, the unpaid reservations, the voided order
+    /// ids), after everything else the script takes.
     fn fill_keyed(&self, script: &mut ScriptInvocation<'_>) {
-        let (key, deadline) = self.keyed.unwrap_or(("", 0));
+        let key = self.keyed.unwrap_or("");
         script
             .key(self.shard.claim(key))
             .key(&self.shard.keys)
             .key(&self.shard.stream)
             .key(&self.shard.unpaid)
             .key(&self.shard.trace)
+            .key(&self.shard.void)
             .arg(key)
-            .arg(deadline)
+            .arg(if self.split { "1" } else { "0" })
             .arg(self.shard.index)
             .arg(&self.trace);
     }
@@ -269,6 +279,93 @@ pub fn commit_release(
     script
 }
 
+/// `resolve.lua`: whether `holder`'s sale `order` on `shard`, whose answer was lost, was
+/// sold; voided when it was not.
+pub fn resolve(shard: &ShardKeys, holder: &str, order: &str) -> ScriptInvocation<'static> {
+    let mut script = RESOLVE.prepare_invoke();
+    script
+        .key(&shard.stock)
+        .key(&shard.inside)
+        .key(&shard.orders)
+        .key(&shard.void)
+        .arg(holder)
+        .arg(order);
+    script
+}
+
+/// `idem_fence.lua`: on `shard`, the order sold under idempotency key `key`, or a fence that
+/// lets only `holder` sell under it there from now on, for `ttl`.
+pub fn idem_fence(
+    shard: &ShardKeys,
+    key: &str,
+    holder: &str,
+    ttl: Duration,
+) -> ScriptInvocation<'static> {
+    let mut script = IDEM_FENCE.prepare_invoke();
+    script
+        .key(&shard.keys)
+        .key(shard.claim(key))
+        .key(&shard.audit)
+        .arg(key)
+        .arg(holder)
+        .arg(millis(ttl).max(1));
+    script
+}
+
+/// `reserve.lua take`: one unit of `product` for `holder`'s buyer `user`, the record kept
+/// for `keep`, and noted in the idempotency key's claim `claim` when it is `holder`'s.
+pub fn reserve(
+    product: &ProductKeys,
+    holder: &str,
+    user: &str,
+    claim: &str,
+    keep: Duration,
+) -> ScriptInvocation<'static> {
+    let mut script = RESERVE.prepare_invoke();
+    script
+        .key(&product.meta)
+        .key(&product.reserved)
+        .key(product.reservation(holder))
+        .key(claim)
+        .arg("take")
+        .arg(user)
+        .arg(holder)
+        .arg(millis(keep).max(1));
+    script
+}
+
+/// `reserve.lua give`: `holder`'s reservation of `product` back to its buyer, if it is
+/// still there.
+pub fn give_back(product: &ProductKeys, holder: &str) -> ScriptInvocation<'static> {
+    let mut script = RESERVE.prepare_invoke();
+    script
+        .key(&product.meta)
+        .key(&product.reserved)
+        .key(product.reservation(holder))
+        .key(product.whole().claim(""))
+        .arg("give");
+    script
+}
+
+/// `reserve.lua return`: expired order `order`'s unit of `product` back to its buyer
+/// `buyer`, once per order.
+pub fn return_expired(
+    product: &ProductKeys,
+    order: &str,
+    buyer: &str,
+) -> ScriptInvocation<'static> {
+    let mut script = RESERVE.prepare_invoke();
+    let mark = product.reservation(&format!("expired:{order}"));
+    script
+        .key(&product.meta)
+        .key(&product.reserved)
+        .key(&mark)
+        .key(product.whole().claim(""))
+        .arg("return")
+        .arg(buyer);
+    script
+}
+
 /// The keys `pay.lua` and `expire.lua` both take, for `shard`.
 fn settling(script: &'static Script, shard: &ShardKeys) -> ScriptInvocation<'static> {
     let mut script = script.prepare_invoke();
@@ -279,21 +376,23 @@ fn settling(script: &'static Script, shard: &ShardKeys) -> ScriptInvocation<'sta
         .key(&shard.orders)
         .key(&shard.buyers)
         .key(&shard.audit)
-        .key(&shard.stream);
+        .key(&shard.stream)
+        .key(&shard.owed);
     script
 }
 
-/// `pay.lua`: pay for `order` on `shard`.
-pub fn pay(shard: &ShardKeys, order: &str) -> ScriptInvocation<'static> {
+/// `pay.lua`: pay for `order` on `shard` (`split`: a shard of a split product).
+pub fn pay(shard: &ShardKeys, split: bool, order: &str) -> ScriptInvocation<'static> {
     let mut script = settling(&PAY, shard);
-    script.arg(order);
+    script.arg(order).arg(if split { "1" } else { "0" });
     script
 }
 
-/// `expire.lua`: expire up to `at_most` of `shard`'s reservations that are due.
-pub fn expire(shard: &ShardKeys, at_most: usize) -> ScriptInvocation<'static> {
+/// `expire.lua`: expire up to `at_most` of `shard`'s reservations that are due (`split`: a
+/// shard of a split product, whose buyers are owed their reservations).
+pub fn expire(shard: &ShardKeys, split: bool, at_most: usize) -> ScriptInvocation<'static> {
     let mut script = settling(&EXPIRE, shard);
-    script.arg(at_most);
+    script.arg(at_most).arg(if split { "1" } else { "0" });
     script
 }
 

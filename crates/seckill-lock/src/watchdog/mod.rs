@@ -313,6 +313,7 @@ impl<C: Connection> Lock for WatchdogLock<C> {
         let holder = self.holder.clone();
         let fair = self.fair;
         let lease_ms = millis(self.lease()).max(1);
+        let first = if self.holds == 0 { "first" } else { "again" };
         let attempt = move || {
             let mut script = scripts::WATCHDOG_LOCK.prepare_invoke();
             for key in &keys {
@@ -322,7 +323,8 @@ impl<C: Connection> Lock for WatchdogLock<C> {
                 .arg(lease_ms)
                 .arg(&holder)
                 .arg(if fair { "fair" } else { "unfair" })
-                .arg(millis(FAIR_PATIENCE));
+                .arg(millis(FAIR_PATIENCE))
+                .arg(first);
             let mut conn = conn.clone();
             async move {
                 let wait: Option<i64> = script.invoke_async(&mut conn).await?;

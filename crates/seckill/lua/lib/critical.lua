@@ -17,8 +17,12 @@
 --           shard of a split product, whose limit is checked before (lua/reserve.lua)
 --   keys    hash: idempotency key -> the order sold under it here
 --   claim   an idempotency key's claim (lua/idem_claim.lua) on this slot: the key's one
---           claim when the shard is the whole product; a key that does not exist for a
---           shard of a split product (the claim is on the product's slot)
+--           claim when the shard is the whole product. On a shard of a split product (whose
+--           claim is on the product's slot) the key's fence instead, once a request that
+--           took the claim over fenced the shard (lua/idem_fence.lua): "<epoch> <holder>",
+--           the one holder that may sell under the key here from then on
+--   void    hash: order id -> 1 for the sales whose answer was lost and that were found
+--           not to have run (lua/resolve.lua): a sale under such an id never runs after
 --   stream  the shard's orders stream, for the orders' database: each sale appends its
 --           order when the reset said it is streamed (audit `streamed`: an instance with
 --           --orders-db created the stream)
@@ -33,8 +37,9 @@
 -- note = what the holder says of itself, as the service writes it ("i=<instance>
 -- v=<variant> w=<ms waited> ..."), '' when the product is not traced }.
 -- A sale's extras travel in one table, `sale`: { shard = this shard's index, stream,
--- unpaid, the request's idempotency key ('' for none) with its claim, keys and deadline,
--- and `call`, a table every sale of one script call shares (what `terms` read) }.
+-- unpaid, void, the request's idempotency key ('' for none) with its claim and keys, and
+-- `split` ('1' on a shard of a split product, where the claim is not on this slot), and
+-- `call`, a table every sale of one script call shares (what `terms` read) }.
 -- A fencing token is '' when the holder presents none.
 
 -- The time in Redis, ms.
@@ -43,23 +48,48 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Whether a sale under idempotency key `sale.key` ('' for none) may go on: where the claim
--- lives on this slot, only while it is still `holder`'s pending claim (a repeat that took
--- an expired claim over sells instead, never both); on a shard of a split product, only
--- before the claim's deadline (`sale.deadline`, ms: after it a repeat may take the claim
--- over, once it has seen no shard sold under the key). Returns nil when it may, else -7.
-local function keyed(sale, holder)
+-- The terms of this shard's sale, as its reset wrote them in the audit hash: its epoch,
+-- whether its orders are streamed, its payment window (ms, 0 for none); and whether
+-- `/admin/close` closed it since (`closed_at`). Read once per call: the sales of one call
+-- share `sale.call`.
+local function terms(sale, audit)
+  local call = sale.call
+  if call.epoch == nil then
+    local t = redis.call('HMGET', audit, 'epoch', 'streamed', 'pay_within_ms', 'closed_at')
+    call.epoch = t[1] or '0'
+    call.streaming = t[2] == '1'
+    call.pay_within = tonumber(t[3] or '0')
+    call.closed = t[4] ~= false
+  end
+  return call
+end
+
+-- Whether a sale under idempotency key `sale.key` ('' for none) may go on. Where the claim
+-- lives on this slot (the whole product), only while it is still `holder`'s pending claim:
+-- a repeat that took the claim over sells instead, never both. On a shard of a split
+-- product, only while nothing was sold under the key here and no other holder fenced the
+-- shard for this sale (lua/idem_fence.lua): a repeat that takes the claim over fences every
+-- shard before it sells, so the late sale of the request it took over cannot run after it
+-- looked. `audit` is the shard's (its epoch). Returns nil when it may, else -7.
+local function keyed(sale, audit, holder)
   if sale.key == '' then
     return nil
   end
-  local c = redis.call('HMGET', sale.claim, 'state', 'holder')
-  -- Remembered for keyed_sale, which always follows.
-  sale.claimed_here = c[1] ~= false
-  if sale.claimed_here then
-    if c[1] == 'pending' and c[2] == holder then
-      return nil
+  if sale.split == '1' then
+    if redis.call('HEXISTS', sale.keys, sale.key) == 1 then
+      return -7
     end
-  elseif now_ms() <= tonumber(sale.deadline) and redis.call('HEXISTS', sale.keys, sale.key) == 0 then
+    local fence = redis.call('GET', sale.claim)
+    if fence then
+      local epoch, by = string.match(fence, '^(%S+) (.+)$')
+      if epoch == terms(sale, audit).epoch and by ~= holder then
+        return -7
+      end
+    end
+    return nil
+  end
+  local c = redis.call('HMGET', sale.claim, 'state', 'holder')
+  if c[1] == 'pending' and c[2] == holder then
     return nil
   end
   return -7
@@ -69,7 +99,8 @@ end
 -- none): the key -> `order` in the shard's `keys` (a second sale under one key here is
 -- counted, `keys_sold_twice`: the claims failed) and, where the claim lives on this slot,
 -- the sale as its answer — in the script that takes the unit, so no crash can separate
--- the two.
+-- the two. A split product's claim, on the product's slot, gets its answer after the
+-- sale, from the request (or, when that answer is lost, from a repeat's fences).
 local function keyed_sale(sale, audit, order, instance, remaining)
   if sale.key == '' then
     return
@@ -77,10 +108,23 @@ local function keyed_sale(sale, audit, order, instance, remaining)
   if redis.call('HSETNX', sale.keys, sale.key, order) == 0 then
     redis.call('HINCRBY', audit, 'keys_sold_twice', 1)
   end
-  if sale.claimed_here then
+  if sale.split ~= '1' then
     redis.call('HSET', sale.claim, 'state', 'done', 'status', 200, 'outcome', 'deducted',
       'order', order, 'shard', sale.shard, 'remaining', remaining, 'instance', instance)
   end
+end
+
+-- Whether order id `order` may still be sold here: nil when it may; the units left when it
+-- already was (a command sent again — by a client library after a dropped connection —
+-- sells nothing twice); -8 when its answer was lost and lua/resolve.lua voided it.
+local function unsold(stock, orders, void, order)
+  if redis.call('HEXISTS', orders, order) == 1 then
+    return tonumber(redis.call('GET', stock))
+  end
+  if void and redis.call('HEXISTS', void, order) == 1 then
+    return -8
+  end
+  return nil
 end
 
 -- The timeline's length: a lesson's whole run, at most.
@@ -147,22 +191,6 @@ local function over_limit(meta, buyers, user)
   return nil
 end
 
--- The terms of this shard's sale, as its reset wrote them in the audit hash: its epoch,
--- whether its orders are streamed, its payment window (ms, 0 for none); and whether
--- `/admin/close` closed it since (`closed_at`). Read once per call: the sales of one call
--- share `sale.call`.
-local function terms(sale, audit)
-  local call = sale.call
-  if call.epoch == nil then
-    local t = redis.call('HMGET', audit, 'epoch', 'streamed', 'pay_within_ms', 'closed_at')
-    call.epoch = t[1] or '0'
-    call.streaming = t[2] == '1'
-    call.pay_within = tonumber(t[3] or '0')
-    call.closed = t[4] ~= false
-  end
-  return call
-end
-
 -- Appends orders to the shard's orders stream, for the database: one entry for the orders
 -- `lines` ("<order id> <buyer>" each, the buyer '' for none, comma-separated) of one call,
 -- with the sale's epoch, the shard, who sold them, when (Redis time, ms) and the deadline
@@ -202,10 +230,12 @@ local function ordered(sale, audit, order, instance, variant, user)
 end
 
 -- Settles reserved order `order` of a shard (`k`: its unpaid, settled, stock, orders,
--- buyers, audit and stream keys) as `outcome`, 'paid' or 'expired', at `now` (ms). The
--- caller has checked it is still unpaid: this runs once per order. An expired order's
--- unit goes back to the shard's stock and its buyer's slot is freed (here, where the
--- shard counts them; a split product's reservation on its own slot is the caller's).
+-- buyers, audit and stream keys, and `owed` on a shard of a split product) as `outcome`,
+-- 'paid' or 'expired', at `now` (ms). The caller has checked it is still unpaid: this runs
+-- once per order. An expired order's unit goes back to the shard's stock and its buyer's
+-- slot is freed here, where the shard counts them; a split product's reservation, on the
+-- product's slot, is owed back to the buyer: noted in `owed` (order -> buyer) until the
+-- caller or a sweep has given it back, so that a lost answer loses nothing.
 -- Returns the order's buyer ('' for none).
 local function settle(k, order, outcome, now)
   redis.call('ZREM', k.unpaid, order)
@@ -217,6 +247,9 @@ local function settle(k, order, outcome, now)
     redis.call('INCR', k.stock)
     if user ~= '' and tonumber(redis.call('HGET', k.buyers, user) or '0') > 0 then
       redis.call('HINCRBY', k.buyers, user, -1)
+    end
+    if k.owed and user ~= '' then
+      redis.call('HSET', k.owed, order, user)
     end
   end
   local t = redis.call('HMGET', k.audit, 'epoch', 'streamed')
@@ -247,11 +280,13 @@ end
 -- per-user limit, here, inside the critical section) or 'record' (the application checked:
 -- naive's check-then-act). `sale` carries the sale's extras (the shard's index and
 -- stream, the idempotency key: see the top of this file).
--- Returns the units left; -2 when the stock key is gone (a reset, or Redis lost it); -3
+-- Returns the units left (also when order id `order` was sold already: nothing is sold
+-- twice under one id); -2 when the stock key is gone (a reset, or Redis lost it); -3
 -- when that holder no longer holds the lock (counted as lock_lost); -4 when the token is
 -- older than one the stock has seen (counted as fenced); -5 when the user has bought their
 -- limit, -6 when the product has a limit and no user was named; -7 when another request
--- now serves the idempotency key. On -2 to -7 nothing is sold.
+-- now serves the idempotency key; -8 when the order id was voided (its answer was lost,
+-- and lua/resolve.lua found it had not run). On -2 to -8 nothing is sold.
 local function sell(stock, inside, orders, audit, lock, fence, buyers, meta, holder, order,
                     instance, variant, take, value, lock_holder, token, user, limit, sale)
   redis.call('ZREM', inside, holder)
@@ -261,7 +296,11 @@ local function sell(stock, inside, orders, audit, lock, fence, buyers, meta, hol
   if take == 'leave' then
     return tonumber(redis.call('GET', stock))
   end
-  local taken_over = keyed(sale, holder)
+  local settled = unsold(stock, orders, sale.void, order)
+  if settled then
+    return settled
+  end
+  local taken_over = keyed(sale, audit, holder)
   if taken_over then
     return taken_over
   end
@@ -302,7 +341,7 @@ end
 
 -- What a commit's answer says the holder did, on the timeline.
 local LEFT = { [-2] = 'gone', [-3] = 'lock_lost', [-4] = 'fenced', [-5] = 'limit_reached',
-  [-6] = 'user_required', [-7] = 'taken_over' }
+  [-6] = 'user_required', [-7] = 'taken_over', [-8] = 'voided' }
 
 -- `sell`, and, when the holder is on the timeline (`sale.trace` with a note), its leaving:
 -- 'deducted', 'sold_out' or why it sold nothing.

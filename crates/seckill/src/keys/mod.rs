@@ -74,6 +74,15 @@ impl ProductKeys {
         }
     }
 
+    /// The record of the unit `holder` reserved for its buyer (`lua/reserve.lua`), on the
+    /// meta's slot: given back at most once, by whoever learns first that no shard sold it.
+    pub fn reservation(&self, holder: &str) -> String {
+        key(
+            &tag(self.product.as_str()),
+            &format!("reservation:{holder}"),
+        )
+    }
+
     /// The read-write lock that closes the product's sale (`/admin/close`), on the meta's
     /// slot.
     pub fn rw_keys(&self) -> seckill_lock::RwKeys {
@@ -223,6 +232,12 @@ pub struct ShardKeys {
     /// Stream: the shard's timeline, who entered and left its critical section and when,
     /// written only while a reset with `trace` says so (`GET /trace`), capped.
     pub trace: String,
+    /// Hash: order id -> 1, for the sales whose answer was lost and that `lua/resolve.lua`
+    /// found had not run: voided, so that they never run after.
+    pub void: String,
+    /// A split product's shard, with a payment window: hash expired order id -> its buyer,
+    /// owed the reservation on the product's slot until it is given back.
+    pub owed: String,
 }
 
 impl ShardKeys {
@@ -248,7 +263,19 @@ impl ShardKeys {
             claim_leases: key(tag, "claims:leases"),
             confirm: key(tag, "confirm"),
             trace: key(tag, "trace"),
+            void: key(tag, "void"),
+            owed: key(tag, "owed"),
         }
+    }
+
+    /// The keys of the shard whose stock key is `stock` (as [`ShardKeys::stock`] names it),
+    /// shard `index` of its product.
+    pub fn of_stock(stock: &str, index: u32) -> Self {
+        let tag = stock
+            .strip_prefix("seckill:")
+            .and_then(|rest| rest.strip_suffix(":stock"))
+            .unwrap_or(stock);
+        Self::with_tag(tag, index)
     }
 
     /// The claim on idempotency key `idempotency` on this shard's slot (`""`: no key, a
@@ -284,7 +311,7 @@ impl ShardKeys {
 
     /// The shard's keys in the stock store (all but its lock), for a reset to delete.
     /// (Not its orders stream: what waits there for the database outlives a reset.)
-    pub fn stock_side(&self) -> [&str; 13] {
+    pub fn stock_side(&self) -> [&str; 15] {
         [
             &self.stock,
             &self.inside,
@@ -299,6 +326,8 @@ impl ShardKeys {
             &self.claim_leases,
             &self.confirm,
             &self.trace,
+            &self.void,
+            &self.owed,
         ]
     }
 }
@@ -322,6 +351,19 @@ fn key(tag: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shard_is_found_again_from_its_stock_key() {
+        let id = ProductId::parse("101").unwrap();
+        let keys = ProductKeys::new(&id);
+        let layout = Layout::plain(&id, 4);
+        let shard = keys.shard(&layout, 3);
+        let again = ShardKeys::of_stock(&shard.stock, 3);
+        assert_eq!(again.stock, shard.stock);
+        assert_eq!(again.orders, shard.orders);
+        assert_eq!(again.void, shard.void);
+        assert_eq!(again.index, 3);
+    }
 
     #[test]
     fn claims_streams_and_unpaid_sets_name_their_shard() {

@@ -87,6 +87,11 @@ const UNCONFIRMED: &str = "the unit was taken and the order recorded on the mast
     replicas confirmed it in time: it may or may not survive a failover; do not retry blindly, \
     look the order up";
 
+/// What an `unknown` answer tells the client.
+const UNKNOWN: &str = "the sale was sent but its answer was lost (Redis did not answer in \
+    time), and it could not be looked up yet: it may or may not have sold. Do not retry \
+    blindly: repeat the request with the same Idempotency-Key, or look the order up";
+
 /// What a `limit_reached` answer tells the client.
 const LIMIT_REACHED: &str =
     "this buyer already has as many units as the product allows one user (per_user)";
@@ -273,6 +278,11 @@ fn answer(
             answer.shard = Some(shard);
             answer.note = Some(UNCONFIRMED);
         }
+        Outcome::Unknown { order, shard } => {
+            answer.order = Some(order);
+            answer.shard = Some(shard);
+            answer.note = Some(UNKNOWN);
+        }
         Outcome::LockBusy
         | Outcome::LockLost
         | Outcome::Abandoned
@@ -285,7 +295,10 @@ fn answer(
         Outcome::Closed => answer.note = Some(CLOSED),
     }
     let mut response = json(status, &answer);
-    if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::LOCKED {
+    if matches!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE | StatusCode::LOCKED | StatusCode::GATEWAY_TIMEOUT
+    ) {
         response
             .headers_mut()
             .insert("retry-after", HeaderValue::from_static("1"));

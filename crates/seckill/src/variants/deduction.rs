@@ -2,11 +2,13 @@
 //! and who the request is.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::AsyncCommands;
 
+use super::lost::{Sending, Then};
 use super::{Outcome, Variant};
 use crate::error::AppError;
 use crate::idempotency::Claim;
@@ -32,6 +34,15 @@ pub struct Deduction {
     worked_us: AtomicU64,
     /// This holder on the product's timeline, when it is traced.
     pub timeline: Timeline,
+    /// A split product's unit reserved for the buyer under this holder's id
+    /// (`lua/reserve.lua`), which a sale that never ran gives back.
+    pub reserved: AtomicBool,
+    /// The sale sent and not yet answered ([`Deduction::sending`]).
+    pub(super) sending: Mutex<Option<Sending>>,
+    /// The sale whose answer was lost and could not be looked up ([`Deduction::learn`]).
+    pub(super) unsettled: Mutex<Option<Sending>>,
+    /// What waits for it to be looked up ([`Deduction::after_settled`]).
+    pub(super) thens: Mutex<Vec<Then>>,
 }
 
 impl Deduction {
@@ -45,18 +56,26 @@ impl Deduction {
             knobs,
             worked_us: AtomicU64::new(0),
             timeline: Timeline::default(),
+            reserved: AtomicBool::new(false),
+            sending: Mutex::new(None),
+            unsettled: Mutex::new(None),
+            thens: Mutex::new(Vec::new()),
         }
     }
 
-    /// Runs the variant, and counts the requests that sold nothing in the product's audit
-    /// (unless the variant's script counts its own), so that `/stats` accounts for every
-    /// answer.
+    /// Runs the variant; a sale whose answer was lost is looked up ([`Deduction::learn`],
+    /// and later when Redis does not answer now). Counts the requests that sold nothing in
+    /// the product's audit (unless the variant's script counts its own), so that `/stats`
+    /// accounts for every answer.
     pub async fn run(&self) -> Result<Outcome, AppError> {
         let spec = self.variant.spec();
         let outcome = match self.knobs.choice(&crate::close::GUARD) {
-            None => (spec.deduct)(self).await?,
-            Some(guard) => crate::close::guarded(self, guard == "rw").await?,
+            None => (spec.deduct)(self).await,
+            Some(guard) => crate::close::guarded(self, guard == "rw").await,
         };
+        let outcome = self.learn(outcome).await;
+        self.settle_later();
+        let outcome = outcome?;
         if let Some(counter) = outcome.refusal_counter()
             && !spec.counts_its_refusals
         {

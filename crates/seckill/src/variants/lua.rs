@@ -68,6 +68,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let index = shard.index;
     let sale = Sale::of(d, Uuid::now_v7().to_string());
     let order = sale.order.clone();
+    d.sending(&shard, &order);
     let unit = if d.knobs.switch(&BATCH) {
         let batches: &LuaBatches = d.state()?;
         batches.deduct(shard, sale).await?
@@ -76,6 +77,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         let units = call(&mut d.redis(), instance, &shard, &[sale], confirm).await?;
         units.first().copied().unwrap_or(Unit::NotForSale)
     };
+    d.answered();
     match unit {
         Unit::NotForSale => Err(d.not_for_sale().await),
         Unit::SoldOut => Ok(Outcome::SoldOut { remaining: 0 }),
@@ -99,23 +101,18 @@ struct Sale {
     /// The buyer, or `""`.
     user: String,
     holder: String,
-    /// The idempotency key (`""`: none) and its claim's deadline, ms.
+    /// The idempotency key (`""`: none).
     key: String,
-    deadline: i64,
 }
 
 impl Sale {
     fn of(d: &Deduction, order: String) -> Self {
-        let (key, deadline) = d
-            .claim
-            .as_ref()
-            .map_or(("", 0), |c| (c.key.as_str(), c.deadline_ms));
+        let key = d.claim.as_ref().map_or("", |c| c.key.as_str());
         Self {
             order,
             user: d.user().to_owned(),
             holder: d.holder.clone(),
             key: key.to_owned(),
-            deadline,
         }
     }
 }
@@ -178,6 +175,7 @@ async fn call<'a>(
         .key(&shard.keys)
         .key(&shard.stream)
         .key(&shard.unpaid)
+        .key(&shard.void)
         .arg(instance)
         .arg(SPEC.name);
     let mut count = 0;
@@ -190,8 +188,7 @@ async fn call<'a>(
             .arg(&sale.order)
             .arg(&sale.user)
             .arg(&sale.holder)
-            .arg(&sale.key)
-            .arg(sale.deadline);
+            .arg(&sale.key);
     }
     let result: Option<Vec<i64>> = script.invoke_async(redis).await?;
     let sold = result

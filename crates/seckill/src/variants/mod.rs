@@ -20,6 +20,7 @@
 //! `SPEC.start`, once at start, and is reached with [`Deduction::state`].
 
 mod deduction;
+mod lost;
 mod outcome;
 pub(crate) mod section;
 
@@ -36,6 +37,7 @@ pub mod watchdog;
 pub mod zookeeper;
 
 pub use deduction::Deduction;
+pub use lost::{SETTLE_FOR, give_back};
 pub use outcome::Outcome;
 pub use section::INSIDE_MARGIN;
 

@@ -107,8 +107,23 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     d.app
         .metrics
         .lock_acquired(d.variant, true, started.elapsed());
-    let sold = sell(d, &cart).await;
-    release(d, &mut held).await;
+    // A line whose answer was lost may still run: it must find its lock held (the next
+    // holder would read the stock before it) until it is looked up.
+    let sold = d.learn(sell(d, &cart).await).await;
+    if matches!(sold, Ok(Outcome::Unknown { .. })) {
+        let (variant, holder) = (d.variant, d.holder.clone());
+        d.after_settled(Box::new(move || {
+            Box::pin(async move {
+                while let Some(mut lock) = held.pop() {
+                    if let Err(err) = lock.release().await {
+                        tracing::warn!(%variant, holder, error = %err, "a cart's lock release failed");
+                    }
+                }
+            })
+        }));
+    } else {
+        release(d, &mut held).await;
+    }
     sold
 }
 
@@ -191,6 +206,7 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
             scripts::commit(&d.sale(shard, &order), StockWrite::Decrement, credentials)
                 .invoke_async(&mut d.redis())
                 .await?;
+        d.answered();
         if remaining < 0 {
             if line > 0 {
                 let _: i64 = d.redis().hincr(&shard.audit, "multi_half_sold", 1).await?;

@@ -26,7 +26,7 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{Credentials, LIMIT_REACHED, StockWrite, TAKEN_OVER, USER_REQUIRED};
+use super::section::{Credentials, LIMIT_REACHED, StockWrite, TAKEN_OVER, USER_REQUIRED, VOIDED};
 use super::{Deduction, Outcome, Spec, Start, VariantState};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
@@ -188,6 +188,9 @@ async fn try_once(
         .ignore()
         .query_async(conn)
         .await;
+    if executed.is_ok() {
+        d.answered();
+    }
     let remaining = match executed {
         Ok(Some((remaining,))) => remaining,
         Ok(None) => return Ok(Tried::Conflict),
@@ -207,7 +210,9 @@ async fn try_once(
     };
     match remaining {
         -2 => Err(d.not_for_sale().await),
-        LIMIT_REACHED | USER_REQUIRED | TAKEN_OVER => d.refused(remaining).map(Tried::Done),
+        LIMIT_REACHED | USER_REQUIRED | TAKEN_OVER | VOIDED => {
+            d.refused(remaining).map(Tried::Done)
+        }
         _ => Ok(Tried::Done(d.sold(shard, order, remaining).await)),
     }
 }

@@ -47,11 +47,15 @@ pub enum Outcome {
     /// 503 (`optimistic`): every transaction connection to the stock's master stayed in use
     /// for the whole wait; nothing was tried.
     TxBusy,
+    /// 504: the sale was sent, its answer was lost (Redis paused, or the connection
+    /// dropped), and Redis did not answer the look-up either: it may or may not have sold.
+    /// A repeat with the same `Idempotency-Key` finds out; so does looking `order` up.
+    Unknown { order: String, shard: u32 },
 }
 
 impl Outcome {
     /// Every outcome's name, as answers, metrics and `/openapi.json` spell them.
-    pub const NAMES: [&'static str; 13] = [
+    pub const NAMES: [&'static str; 14] = [
         "deducted",
         "sold_out",
         "lock_busy",
@@ -65,6 +69,7 @@ impl Outcome {
         "conflict",
         "tx_busy",
         "closed",
+        "unknown",
     ];
 
     pub fn name(&self) -> &'static str {
@@ -82,6 +87,7 @@ impl Outcome {
             Self::Conflict => "conflict",
             Self::TxBusy => "tx_busy",
             Self::Closed => "closed",
+            Self::Unknown { .. } => "unknown",
         }
     }
 
@@ -99,6 +105,7 @@ impl Outcome {
             | Self::Fenced
             | Self::LockUnconfirmed
             | Self::TxBusy => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unknown { .. } => StatusCode::GATEWAY_TIMEOUT,
         }
     }
 
@@ -145,6 +152,10 @@ mod tests {
             Outcome::Conflict,
             Outcome::TxBusy,
             Outcome::Closed,
+            Outcome::Unknown {
+                order: String::new(),
+                shard: 0,
+            },
         ];
         assert_eq!(every.map(|o| o.name()), Outcome::NAMES);
     }

@@ -23,6 +23,10 @@ pub(crate) const USER_REQUIRED: i64 = -6;
 /// A script's answer when another request now serves the idempotency key (a repeat took
 /// the claim over after this one's deadline): nothing sold.
 pub(crate) const TAKEN_OVER: i64 = -7;
+/// A script's answer when the sale's order id was voided: its answer had been lost, and a
+/// look-up found it had not run (`lua/resolve.lua`). Nothing sold; only a command sent
+/// again (by a client library) can meet it.
+pub(crate) const VOIDED: i64 = -8;
 
 /// How long past its own work a holder may stay in the audit's "inside" set: the time it
 /// needs for its last Redis round trips under load. A holder that dies inside stops
@@ -112,8 +116,9 @@ impl Deduction {
     /// The one lock sequence: acquire (for up to `wait`), confirm with the lock store's
     /// replicas, abandon if the request asked to, take a fencing token, run the critical
     /// section on `shard`, release — released whatever the section came to (an error
-    /// included), as the seed's `finally` does, unless the holder abandoned it.
-    pub(super) async fn under_lock<L: Lock>(
+    /// included), as the seed's `finally` does, unless the holder abandoned it, or the
+    /// commit's answer was lost: then only once the sale is looked up ([`Deduction::learn`]).
+    pub(super) async fn under_lock<L: Lock + 'static>(
         &self,
         shard: &ShardKeys,
         mut lock: L,
@@ -130,7 +135,21 @@ impl Deduction {
         }
         self.timeline.granted();
         let held = self.while_held(shard, &mut lock, store).await;
-        if !matches!(held, Ok(Outcome::Abandoned)) {
+        if matches!(held, Ok(Outcome::Abandoned)) {
+            return held;
+        }
+        // A commit whose answer was lost may still run: it must find the lock held (the
+        // next holder would read the stock before it) until it is looked up.
+        let held = self.learn(held).await;
+        if matches!(held, Ok(Outcome::Unknown { .. })) {
+            let (variant, holder) = (self.variant, self.holder.clone());
+            self.after_settled(Box::new(move || {
+                Box::pin(async move {
+                    let released = lock.release().await;
+                    log_release(variant, &holder, released);
+                })
+            }));
+        } else {
             self.log_release(lock.release().await);
         }
         held
@@ -243,17 +262,20 @@ impl Deduction {
         let remaining: i64 = scripts::commit(&self.sale(shard, &order), write, credentials)
             .invoke_async(&mut self.redis())
             .await?;
+        self.answered();
         match remaining {
             -2 => Err(self.not_for_sale().await),
             -3 => Ok(Outcome::LockLost),
             -4 => Ok(Outcome::Fenced),
-            LIMIT_REACHED | USER_REQUIRED | TAKEN_OVER => self.refused(remaining),
+            LIMIT_REACHED | USER_REQUIRED | TAKEN_OVER | VOIDED => self.refused(remaining),
             _ => Ok(self.sold(shard, order, remaining).await),
         }
     }
 
-    /// This deduction's sale from `shard`, recorded as `order`, as the commit scripts take it.
+    /// This deduction's sale from `shard`, recorded as `order`, as the commit scripts take
+    /// it; noted as sent ([`Deduction::sending`]), since it is about to be.
     pub(super) fn sale<'a>(&'a self, shard: &'a ShardKeys, order: &'a str) -> scripts::Sale<'a> {
+        self.sending(shard, order);
         scripts::Sale {
             shard,
             holder: &self.holder,
@@ -261,23 +283,26 @@ impl Deduction {
             instance: &self.app.settings.instance,
             variant: self.variant.name(),
             user: self.user(),
-            keyed: self
-                .claim
-                .as_ref()
-                .map(|claim| (claim.key.as_str(), claim.deadline_ms)),
+            keyed: self.claim.as_ref().map(|claim| claim.key.as_str()),
+            // Whether the key's claim lives elsewhere than on this shard's slot: a split
+            // product's shard, or a cart's line of another product (multi).
+            split: self.claim.as_ref().is_some_and(|claim| {
+                self.variant.spec().splits_stock
+                    || claim.record() != shard.claim(claim.key.as_str())
+            }),
             trace: self.timeline.leaving(),
         }
     }
 
-    /// What a script's refusal to sell ([`LIMIT_REACHED`], [`USER_REQUIRED`] or
-    /// [`TAKEN_OVER`]) answers.
+    /// What a script's refusal to sell ([`LIMIT_REACHED`], [`USER_REQUIRED`],
+    /// [`TAKEN_OVER`] or [`VOIDED`]) answers.
     pub(super) fn refused(&self, code: i64) -> Result<Outcome, AppError> {
         match code {
             USER_REQUIRED => Err(AppError::BadRequest(format!(
                 "product {} limits the units one buyer may have: name the buyer with user",
                 self.product.product
             ))),
-            TAKEN_OVER => Ok(Outcome::InFlight),
+            TAKEN_OVER | VOIDED => Ok(Outcome::InFlight),
             _ => Ok(Outcome::LimitReached),
         }
     }
@@ -324,20 +349,25 @@ impl Deduction {
 
     /// A release that did not go as it should is worth a line in the log.
     pub(super) fn log_release(&self, released: Result<bool, LockError>) {
-        match released {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(
-                variant = %self.variant,
-                holder = %self.holder,
-                "lock was no longer ours at release: the work outlasted it"
-            ),
-            Err(err) => tracing::warn!(
-                variant = %self.variant,
-                holder = %self.holder,
-                error = %err,
-                "lock release failed; it stays until it expires (setnx: until deleted by hand)"
-            ),
-        }
+        log_release(self.variant, &self.holder, released);
+    }
+}
+
+/// A release by `holder` of `variant` that did not go as it should, in the log.
+fn log_release(variant: super::Variant, holder: &str, released: Result<bool, LockError>) {
+    match released {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(
+            %variant,
+            holder,
+            "lock was no longer ours at release: the work outlasted it"
+        ),
+        Err(err) => tracing::warn!(
+            %variant,
+            holder,
+            error = %err,
+            "lock release failed; it stays until it expires (setnx: until deleted by hand)"
+        ),
     }
 }
 

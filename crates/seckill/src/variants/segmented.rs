@@ -7,11 +7,16 @@
 //!
 //! A per-user limit cannot be checked inside a shard's critical section: the buyer's count
 //! lives on the product's slot, the shard elsewhere. So the unit is reserved first
-//! (`lua/reserve.lua`) and the reservation given back when no shard sold it.
+//! (`lua/reserve.lua`), and given back when no shard sold it — when that is known: a sale
+//! whose answer was lost is looked up first ([`Deduction::learn`]), and until it is, the
+//! reservation stays.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Deduction, Outcome, Spec, watchdog};
+use super::{Deduction, Outcome, Spec, lost, watchdog};
 use crate::error::AppError;
 use crate::keys::Layout;
 use crate::{product, scripts};
@@ -48,43 +53,62 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     }
 
     // A buyer's units are counted on the product's slot, the stock on the shards': the
-    // unit is reserved first, and given back when no shard sold it.
-    let reserved = match layout.shards() {
-        1 => false,
-        _ => match reserve(d, "take").await? {
-            0 => false,
-            1 => true,
-            code => return d.refused(code),
-        },
+    // unit is reserved first, and given back once it is known that no shard sold it.
+    // A take whose answer is lost may have reserved: reserved until known otherwise.
+    let reserving = layout.shards() > 1;
+    d.reserved.store(reserving, Ordering::Relaxed);
+    let taken = if reserving { reserve(d).await } else { Ok(0) };
+    let outcome = match taken {
+        Ok(0) => {
+            d.reserved.store(false, Ordering::Relaxed);
+            d.learn(sell(d, &layout, &with_stock).await).await
+        }
+        Ok(1) => d.learn(sell(d, &layout, &with_stock).await).await,
+        Ok(code) => {
+            d.reserved.store(false, Ordering::Relaxed);
+            return d.refused(code);
+        }
+        Err(err) => Err(err),
     };
-    let outcome = sell(d, &layout, &with_stock).await;
-    let sold = matches!(
-        outcome,
-        Ok(Outcome::Deducted { .. } | Outcome::Unconfirmed { .. })
-    );
-    if reserved
-        && !sold
-        && let Err(err) = reserve(d, "give").await
+    let sold_nothing = match &outcome {
+        Ok(Outcome::Deducted { .. } | Outcome::Unconfirmed { .. } | Outcome::Unknown { .. }) => {
+            false
+        }
+        // Learnt: an error here is one after which no sale can run.
+        Ok(_) | Err(_) => true,
+    };
+    if sold_nothing
+        && d.reserved.load(Ordering::Relaxed)
+        && let Err(err) = lost::give_back(&d.app, &d.product, &d.holder).await
     {
         tracing::warn!(
             error = %err,
             user = d.user(),
-            "a reservation was not given back: the buyer may buy one unit fewer"
+            "a reservation no sale used was not given back: the buyer may buy one unit fewer"
         );
     }
     outcome
 }
 
-/// `lua/reserve.lua` for this deduction's buyer: `take` or `give` one unit.
-async fn reserve(d: &Deduction, what: &str) -> Result<i64, AppError> {
-    Ok(scripts::RESERVE
-        .key(&d.product.meta)
-        .key(&d.product.reserved)
-        .arg(d.user())
-        .arg(what)
-        .invoke_async(&mut d.redis())
-        .await?)
+/// `lua/reserve.lua` for this deduction's buyer: one unit, under the holder's id, noted in
+/// the idempotency key's claim when the request has one. The record of it is kept as long
+/// as a repeat of the request may take the claim over, or for [`RESERVATION_KEPT`].
+async fn reserve(d: &Deduction) -> Result<i64, AppError> {
+    let (claim, keep) = match &d.claim {
+        Some(claim) => (claim.record().to_owned(), d.app.settings.idempotency_ttl),
+        // The claim of no key: a name never written.
+        None => (d.product.whole().claim(""), RESERVATION_KEPT),
+    };
+    Ok(
+        scripts::reserve(&d.product, &d.holder, d.user(), &claim, keep)
+            .invoke_async(&mut d.redis())
+            .await?,
+    )
 }
+
+/// How long the record of an unkeyed request's reservation is kept: well past the time it
+/// takes to look its sale up ([`super::SETTLE_FOR`]).
+const RESERVATION_KEPT: Duration = Duration::from_secs(600);
 
 /// One unit from the first of `with_stock`'s shards (in a random turn) that sells one.
 async fn sell(d: &Deduction, layout: &Layout, with_stock: &[u32]) -> Result<Outcome, AppError> {

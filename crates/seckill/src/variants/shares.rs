@@ -20,7 +20,7 @@ use seckill_lock::millis;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{LIMIT_REACHED, TAKEN_OVER, USER_REQUIRED};
+use super::section::{LIMIT_REACHED, TAKEN_OVER, USER_REQUIRED, VOIDED};
 use super::{Deduction, Outcome, Spec, Start, VariantState};
 use crate::error::AppError;
 use crate::keys::ProductId;
@@ -126,7 +126,8 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
             Turn::Elsewhere => tokio::time::sleep(RECLAIM_POLL).await,
             Turn::Unit { claim } => {
                 let order = Uuid::now_v7().to_string();
-                let keyed = d.sale(&shard, &order).keyed.unwrap_or(("", 0));
+                let key = d.claim.as_ref().map_or("", |c| c.key.as_str());
+                d.sending(&shard, &order);
                 let left: i64 = scripts::SHARE_SELL
                     .key(&shard.claims)
                     .key(&shard.claim_leases)
@@ -140,20 +141,21 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                     .arg(&*d.app.settings.instance)
                     .arg(d.variant.name())
                     .arg(d.user())
-                    .key(shard.claim(keyed.0))
+                    .key(shard.claim(key))
                     .key(&shard.keys)
                     .key(&shard.stream)
                     .key(&shard.unpaid)
+                    .key(&shard.void)
                     .arg(&d.holder)
-                    .arg(keyed.0)
-                    .arg(keyed.1)
+                    .arg(key)
                     .invoke_async(&mut d.redis())
                     .await?;
+                d.answered();
                 if left >= 0 {
                     // As every sale: a 200 once as many replicas as asked for have it.
                     return Ok(d.sold(&shard, order, left).await);
                 }
-                if matches!(left, LIMIT_REACHED | USER_REQUIRED | TAKEN_OVER) {
+                if matches!(left, LIMIT_REACHED | USER_REQUIRED | TAKEN_OVER | VOIDED) {
                     // Not sold: the unit goes back into the share it was taken from.
                     let mut share = share.lock().await;
                     if let Some((id, units)) = share.claim.as_mut()

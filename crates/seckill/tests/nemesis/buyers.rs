@@ -142,17 +142,16 @@ async fn click(http: &reqwest::Client, base: &str, rng: &mut fastrand::Rng) -> C
     let index = rng.usize(0..SALES.len());
     let sale = &SALES[index];
     let user = format!("u{}", rng.u32(0..sale.users));
-    let key = (rng.u32(0..100) < KEYED_PERCENT).then(|| uuid::Uuid::from_u128(rng.u128(..)).to_string());
-    let url = format!(
-        "{base}{}&user={user}",
-        deduct_path(sale.product, sale.path)
-    );
+    let key =
+        (rng.u32(0..100) < KEYED_PERCENT).then(|| uuid::Uuid::from_u128(rng.u128(..)).to_string());
+    let url = format!("{base}{}&user={user}", deduct_path(sale.product, sale.path));
     let started = Instant::now();
     let mut sends = Vec::new();
     let mut pause = Duration::from_millis(50);
     loop {
         let sent = send(http, &url, key.as_deref()).await;
-        let again = key.is_some() && matches!(sent.status, None | Some(408 | 423 | 502 | 503 | 504));
+        let again =
+            key.is_some() && matches!(sent.status, None | Some(408 | 423 | 502 | 503 | 504));
         sends.push(sent);
         if !again || sends.len() >= MAX_SENDS || started.elapsed() >= RESEND_FOR {
             break;

@@ -7,6 +7,7 @@
 //!   under it (that order, when it answered one);
 //! - no buyer holds more units than the product allows one buyer;
 //! - sold + remaining = initial: every unit that left the stock is an order;
+//! - a cart answered 200 sold its buyer a unit of every product in it;
 //! - PostgreSQL holds exactly the orders Redis holds;
 //! - no answer was a 500.
 //!
@@ -58,7 +59,9 @@ pub async fn check(world: &World, history: &History) -> Found {
     };
     let v = &mut found.violations;
     for (index, sale) in SALES.iter().enumerate() {
-        let products: Vec<&str> = std::iter::once(sale.product).chain(sale.also.iter().copied()).collect();
+        let products: Vec<&str> = std::iter::once(sale.product)
+            .chain(sale.also.iter().copied())
+            .collect();
         let mut redis = BTreeMap::new();
         for product in &products {
             let held = in_redis(world, product).await;
@@ -72,7 +75,10 @@ pub async fn check(world: &World, history: &History) -> Found {
         for click in &clicks {
             for sent in &click.sends {
                 if sent.status == Some(500) {
-                    v.push(format!("{}: a 500 ({}) for {} ({:?})", sale.product, sent.outcome, click.user, click.key));
+                    v.push(format!(
+                        "{}: a 500 ({}) for {} ({:?})",
+                        sale.product, sent.outcome, click.user, click.key
+                    ));
                 }
             }
             let orders: BTreeSet<&str> = click.orders().collect();
@@ -84,10 +90,24 @@ pub async fn check(world: &World, history: &History) -> Found {
                     orders.len()
                 ));
             }
+            if !orders.is_empty() {
+                for line in sale.also {
+                    let (others, _) = &redis[line];
+                    if !others.orders.values().any(|buyer| *buyer == click.user) {
+                        v.push(format!(
+                            "{}: a cart answered 200 to {} ({:?}), who has no unit of {line}",
+                            sale.product, click.user, click.key
+                        ));
+                    }
+                }
+            }
             for order in &orders {
                 answered.insert(order.to_string());
                 match held.orders.get(*order) {
-                    None => v.push(format!("{}: order {order} answered 200 to {} is not in Redis", sale.product, click.user)),
+                    None => v.push(format!(
+                        "{}: order {order} answered 200 to {} is not in Redis",
+                        sale.product, click.user
+                    )),
                     Some(buyer) if *buyer != click.user => v.push(format!(
                         "{}: order {order} answered 200 to {} is {buyer}'s in Redis",
                         sale.product, click.user
@@ -95,7 +115,10 @@ pub async fn check(world: &World, history: &History) -> Found {
                     Some(_) => {}
                 }
                 match db.get(*order) {
-                    None => v.push(format!("{}: order {order} answered 200 to {} is not in PostgreSQL", sale.product, click.user)),
+                    None => v.push(format!(
+                        "{}: order {order} answered 200 to {} is not in PostgreSQL",
+                        sale.product, click.user
+                    )),
                     Some(buyer) if *buyer != click.user => v.push(format!(
                         "{}: order {order} answered 200 to {} is {buyer}'s in PostgreSQL",
                         sale.product, click.user
@@ -123,8 +146,15 @@ pub async fn check(world: &World, history: &History) -> Found {
                 }
             }
         }
-        let unanswered = held.orders.keys().filter(|o| !answered.contains(*o)).count();
-        let twos = clicks.iter().filter(|c| c.orders().next().is_some()).count();
+        let unanswered = held
+            .orders
+            .keys()
+            .filter(|o| !answered.contains(*o))
+            .count();
+        let twos = clicks
+            .iter()
+            .filter(|c| c.orders().next().is_some())
+            .count();
         found.lines.push(format!(
             "{} {}: {} clicks, {twos} answered 200; {} sold ({} never answered 200), {} remaining of {}; {} buyers",
             sale.product,
@@ -149,15 +179,28 @@ fn check_stores(
     db: &BTreeMap<String, String>,
 ) {
     if held.keys_sold_twice > 0 {
-        v.push(format!("{product}: Redis counted {} keys sold twice", held.keys_sold_twice));
+        v.push(format!(
+            "{product}: Redis counted {} keys sold twice",
+            held.keys_sold_twice
+        ));
     }
     for (key, sold) in &held.keys {
         if sold.len() > 1 {
-            v.push(format!("{product}: key {key} sold in {} shards: {sold:?}", sold.len()));
+            v.push(format!(
+                "{product}: key {key} sold in {} shards: {sold:?}",
+                sold.len()
+            ));
         }
     }
-    let only_redis: Vec<_> = held.orders.keys().filter(|o| !db.contains_key(*o)).collect();
-    let only_db: Vec<_> = db.keys().filter(|o| !held.orders.contains_key(*o)).collect();
+    let only_redis: Vec<_> = held
+        .orders
+        .keys()
+        .filter(|o| !db.contains_key(*o))
+        .collect();
+    let only_db: Vec<_> = db
+        .keys()
+        .filter(|o| !held.orders.contains_key(*o))
+        .collect();
     if !only_redis.is_empty() || !only_db.is_empty() {
         v.push(format!(
             "{product}: {} orders only in Redis ({:?}…), {} only in PostgreSQL ({:?}…)",
@@ -234,7 +277,10 @@ async fn in_redis(world: &World, product: &str) -> InRedis {
         let stock: Option<i64> = conn.get(&shard.stock).await.expect("a shard's stock");
         let claimed: Vec<i64> = conn.hvals(&shard.claims).await.expect("the shares' claims");
         held.remaining += stock.unwrap_or(0) + claimed.iter().sum::<i64>();
-        let sold: BTreeMap<String, String> = conn.hgetall(&shard.keys).await.expect("the keys sold under");
+        let sold: BTreeMap<String, String> = conn
+            .hgetall(&shard.keys)
+            .await
+            .expect("the keys sold under");
         for (key, order) in sold {
             held.keys.entry(key).or_default().push(order);
         }

@@ -46,9 +46,8 @@ impl Schedule {
     /// Faults from 2 s into `load` until 3 s before its end, 1–3 s apart, drawn from `seed`.
     pub fn draw(seed: u64, load: Duration) -> Self {
         let mut rng = fastrand::Rng::with_seed(seed);
-        let ms = |rng: &mut fastrand::Rng, from: u64, to: u64| {
-            Duration::from_millis(rng.u64(from..=to))
-        };
+        let ms =
+            |rng: &mut fastrand::Rng, from: u64, to: u64| Duration::from_millis(rng.u64(from..=to));
         let mut faults = Vec::new();
         let mut at = Duration::from_secs(2);
         while at + Duration::from_secs(3) < load {

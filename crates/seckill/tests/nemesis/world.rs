@@ -151,7 +151,9 @@ impl World {
                     let in_redis = crate::check::redis_orders(self, product).await.len();
                     let in_db = crate::check::database_orders(self, product).await.len();
                     if in_redis != in_db {
-                        behind.push(format!("{product}: {in_redis} in Redis, {in_db} in PostgreSQL"));
+                        behind.push(format!(
+                            "{product}: {in_redis} in Redis, {in_db} in PostgreSQL"
+                        ));
                     }
                 }
             }

@@ -42,6 +42,7 @@ async fn a_handoff_whose_answer_was_lost_is_one_hold_and_no_overlap() {
             variant: "watchdog",
             user: "",
             keyed: None,
+            split: false,
             trace: String::new(),
         };
         scripts::commit_release(&sale, true, &release, "")

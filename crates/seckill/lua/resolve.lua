@@ -1,0 +1,23 @@
+-- resolve.lua: what became of a sale whose answer was lost. A command that timed out, or
+-- whose connection dropped, may have run, or may still run: it can sit unread in a paused
+-- Redis's socket and run when Redis goes on. So its order id is looked for on its shard, and
+-- when the order is not there the id is voided, so that the sale never runs after this
+-- (lib/critical.lua's `unsold`). Either way the answer is final: what the caller gives back
+-- after it (a buyer's reservation, an idempotency key's claim, a lock) cannot undo a sale.
+--
+-- KEYS[1]  stock
+-- KEYS[2]  inside  (the holder leaves the critical section: it will not commit now)
+-- KEYS[3]  orders  (hash: order id -> "instance variant[ user]")
+-- KEYS[4]  void    (hash: order id -> 1)
+-- ARGV[1]  the holder
+-- ARGV[2]  the order id
+--
+-- Returns: { 1 when the order was sold, 0 when it was not (and now never will be), the
+--          units left (false without a stock key) }.
+redis.call('ZREM', KEYS[2], ARGV[1])
+local stock = redis.call('GET', KEYS[1])
+if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then
+  return { 1, stock }
+end
+redis.call('HSET', KEYS[4], ARGV[2], 1)
+return { 0, stock }

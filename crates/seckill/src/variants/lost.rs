@@ -1,0 +1,255 @@
+//! A lost answer is not an undone command.
+//!
+//! A Redis command that timed out, or whose connection dropped after it was sent, may have
+//! run — or may still run: it can sit unread in a paused Redis's socket and run the moment
+//! Redis goes on, long after the instance answered and moved on. So when a sale's answer is
+//! lost, nothing is given back on the guess that it did not run. The sale is looked up by
+//! its order id on its shard (`lua/resolve.lua`): found, it was sold; not found, the id is
+//! voided in the same step, so that the sale can never run after. Only then does the
+//! deduction act on what happened: give the buyer's reservation back, release the
+//! idempotency key's claim, release the lock held over the sale.
+//!
+//! When Redis does not answer the look-up either, the request is answered `504 unknown`,
+//! with the order id to look up, and a task of its own looks the sale up again until Redis
+//! answers (for up to [`SETTLE_FOR`]), then does what the request could not. Should the
+//! instance die first, the rest is left to what outlives it: a repeat of the request takes
+//! its idempotency key over (and finds the sale, or fences it out), the lock expires, and
+//! the reservation stays — the buyer may buy one unit fewer, never one more.
+
+use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use redis::RedisError;
+
+use super::{Deduction, Outcome};
+use crate::error::AppError;
+use crate::idempotency;
+use crate::keys::ShardKeys;
+use crate::scripts;
+use crate::state::AppState;
+use crate::store::Store;
+
+/// How long a task keeps looking up a sale whose answer was lost before it gives up (and
+/// leaves the claim to a repeat, the lock to its lease, the reservation in place).
+pub const SETTLE_FOR: Duration = Duration::from_secs(60);
+
+/// A sale sent to Redis: on which shard (its stock key and index: the rest follows), under
+/// which order id.
+#[derive(Debug, Clone)]
+pub(crate) struct Sending {
+    stock: String,
+    index: u32,
+    order: String,
+}
+
+impl Sending {
+    fn shard(&self) -> ShardKeys {
+        ShardKeys::of_stock(&self.stock, self.index)
+    }
+}
+
+/// What to do once a lost sale is settled, besides the claim and the reservation: release
+/// the locks held over it.
+pub(crate) type Then = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>;
+
+/// What the look-up found.
+#[derive(Debug, Clone, Copy)]
+enum Found {
+    /// The sale ran: `remaining` units are left on its shard now.
+    Sold { remaining: i64 },
+    /// It had not run, and now never will.
+    Voided,
+}
+
+impl Deduction {
+    /// Notes that the sale `order` is being sent to `shard`, until its answer comes.
+    pub(crate) fn sending(&self, shard: &ShardKeys, order: &str) {
+        *self.in_flight() = Some(Sending {
+            stock: shard.stock.clone(),
+            index: shard.index,
+            order: order.to_owned(),
+        });
+    }
+
+    /// The sale's answer came: there is nothing to look up.
+    pub(crate) fn answered(&self) {
+        *self.in_flight() = None;
+    }
+
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, Option<Sending>> {
+        self.sending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What this deduction came to, when it ended in `outcome`. An error while a sale was
+    /// in flight is not a "no": the sale is looked up, and the answer is what happened — a
+    /// sale (200), or the error again once the sale is known never to run. When the look-up
+    /// finds no answer either, the outcome is [`Outcome::Unknown`], and the sale is looked
+    /// up again later ([`Deduction::settle_later`]).
+    pub(crate) async fn learn(
+        &self,
+        outcome: Result<Outcome, AppError>,
+    ) -> Result<Outcome, AppError> {
+        let Err(err) = &outcome else {
+            return outcome;
+        };
+        if !err.from_a_store() {
+            return outcome;
+        }
+        let Some(sale) = self.in_flight().take() else {
+            return outcome;
+        };
+        match look_up(&self.app.store, &sale, &self.holder).await {
+            Ok(Found::Sold { remaining }) => {
+                tracing::info!(order = %sale.order, "a sale's answer was lost; it was sold");
+                Ok(self.sold(&sale.shard(), sale.order, remaining).await)
+            }
+            Ok(Found::Voided) => outcome,
+            Err(lost) => {
+                tracing::warn!(
+                    error = %lost,
+                    order = %sale.order,
+                    "a sale's answer was lost and it cannot be looked up now: answered unknown"
+                );
+                let unknown = Outcome::Unknown {
+                    order: sale.order.clone(),
+                    shard: sale.index,
+                };
+                *self
+                    .unsettled
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(sale);
+                Ok(unknown)
+            }
+        }
+    }
+
+    /// Once this deduction's lost sale is settled, `then` (release the locks held over
+    /// it: until the sale is known, it may still run, and must find them held).
+    pub(crate) fn after_settled(&self, then: Then) {
+        self.thens
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(then);
+    }
+
+    /// When the deduction ended [`Outcome::Unknown`]: a task that looks its sale up until
+    /// Redis answers, then gives the reservation back (if the sale never ran), gives the
+    /// idempotency key's claim its answer, and runs what [`after_settled`] asked.
+    ///
+    /// [`after_settled`]: Deduction::after_settled
+    pub(crate) fn settle_later(&self) {
+        let Some(sale) = self
+            .unsettled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            return;
+        };
+        let thens = std::mem::take(&mut *self.thens.lock().unwrap_or_else(PoisonError::into_inner));
+        let settle = Settle {
+            app: self.app.clone(),
+            product: self.product.clone(),
+            holder: self.holder.clone(),
+            sale,
+            claim: self.claim.clone(),
+            reserved: self.reserved.load(Ordering::Relaxed),
+            split: self.variant.spec().splits_stock,
+            thens,
+        };
+        tokio::spawn(settle.run());
+    }
+}
+
+/// `resolve.lua` for `holder`'s `sale`.
+async fn look_up(store: &Store, sale: &Sending, holder: &str) -> Result<Found, RedisError> {
+    let (sold, stock): (i64, Option<i64>) = scripts::resolve(&sale.shard(), holder, &sale.order)
+        .invoke_async(&mut store.conn())
+        .await?;
+    Ok(match sold {
+        1 => Found::Sold {
+            remaining: stock.unwrap_or(0),
+        },
+        _ => Found::Voided,
+    })
+}
+
+/// A lost sale, and what waits on its look-up.
+struct Settle {
+    app: AppState,
+    product: crate::keys::ProductKeys,
+    holder: String,
+    sale: Sending,
+    claim: Option<idempotency::Claim>,
+    reserved: bool,
+    split: bool,
+    thens: Vec<Then>,
+}
+
+impl Settle {
+    async fn run(self) {
+        let started = tokio::time::Instant::now();
+        let mut pause = Duration::from_millis(100);
+        let found = loop {
+            tokio::time::sleep(pause).await;
+            match look_up(&self.app.store, &self.sale, &self.holder).await {
+                Ok(found) => break found,
+                Err(err) if started.elapsed() < SETTLE_FOR => {
+                    tracing::debug!(error = %err, order = %self.sale.order, "looking a lost sale up again");
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(err) => {
+                    tracing::warn!(
+                        error = %err,
+                        order = %self.sale.order,
+                        "a lost sale could not be looked up in {SETTLE_FOR:?}: its claim waits \
+                         for a repeat, its locks for their leases, its reservation stays"
+                    );
+                    return;
+                }
+            }
+        };
+        tracing::info!(order = %self.sale.order, ?found, "a lost sale, looked up");
+        match found {
+            Found::Voided => {
+                if self.reserved
+                    && let Err(err) = give_back(&self.app, &self.product, &self.holder).await
+                {
+                    tracing::warn!(error = %err, "a reservation no sale used was not given back");
+                }
+                if let Some(claim) = &self.claim {
+                    idempotency::finish(&self.app, claim, &self.holder, None, false).await;
+                }
+            }
+            Found::Sold { remaining } => {
+                if let Some(claim) = &self.claim {
+                    let sold = Outcome::Deducted {
+                        remaining,
+                        order: self.sale.order.clone(),
+                        shard: self.sale.index,
+                    };
+                    idempotency::finish(&self.app, claim, &self.holder, Some(&sold), !self.split)
+                        .await;
+                }
+            }
+        }
+        for then in self.thens {
+            then().await;
+        }
+    }
+}
+
+/// `holder`'s reservation of `product`'s unit back to its buyer, if nobody gave it back
+/// yet (`lua/reserve.lua`).
+pub async fn give_back(
+    app: &AppState,
+    product: &crate::keys::ProductKeys,
+    holder: &str,
+) -> Result<(), RedisError> {
+    let _: i64 = scripts::give_back(product, holder)
+        .invoke_async(&mut app.store.conn())
+        .await?;
+    Ok(())
+}
