@@ -4,8 +4,9 @@
 # (scripts/install-deps.sh installs it). PostgreSQL refuses to run as root: as root, the
 # directory is handed to the `postgres` user and every step runs as that user.
 #
-#   scripts/postgres.sh start DIR PORT   initdb DIR if it is new, start on 127.0.0.1:PORT,
-#                                        create the database; prints the URL
+#   scripts/postgres.sh start DIR PORT   initdb DIR if it is new, start on 127.0.0.1:PORT
+#                                        unless it runs already, create the database;
+#                                        prints the URL
 #   scripts/postgres.sh stop DIR         stop it (fast shutdown); the data stays
 #   scripts/postgres.sh clean DIR        stop it and delete its data
 #   scripts/postgres.sh url PORT         the URL the instances take (--orders-db)
@@ -59,8 +60,11 @@ case "${1:-}" in
       # trust on loopback only: the server listens on 127.0.0.1 and its own socket directory.
       as_owner "$bin/initdb" -D "$dir" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
     fi
-    as_owner "$bin/pg_ctl" -D "$dir" -l "$dir/postgres.log" -w -t 30 start \
-      -o "-p $port -c listen_addresses=127.0.0.1 -k $dir -c max_connections=200" >/dev/null
+    # Started already (a second `scripts/cluster.sh start`): left as it is.
+    if ! as_owner "$bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
+      as_owner "$bin/pg_ctl" -D "$dir" -l "$dir/postgres.log" -w -t 30 start \
+        -o "-p $port -c listen_addresses=127.0.0.1 -k $dir -c max_connections=200" >/dev/null
+    fi
     as_owner "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAt \
       -c "SELECT 1 FROM pg_database WHERE datname = 'seckill'" | grep -q 1 \
       || as_owner "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres seckill

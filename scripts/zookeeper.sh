@@ -32,7 +32,15 @@ mode() {
   echo "$answer" | sed -n 's/^Mode: //p'
 }
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+alive() { # pid file
+  local pid
+  [ -f "$1" ] || return 1
+  pid=$(cat "$1")
+  kill -0 "$pid" 2>/dev/null || return 1
+  # A server killed with -9 whose parent does not reap it (PID 1 in some containers) is a
+  # zombie: kill -0 still finds it, but it serves nothing, and must be started again.
+  ! grep -qs '^State:[[:space:]]*Z' "/proc/$pid/status"
+}
 
 start() { # dir first_port n
   local dir=$1 first=$2 n=$3 i servers="" hosts=()

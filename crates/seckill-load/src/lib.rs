@@ -232,7 +232,7 @@ impl Load {
                     }
                 }
                 409 if self.until_sold_out => break,
-                503 if !retry_after => report.without_retry_after += 1,
+                503 | 504 if !retry_after => report.without_retry_after += 1,
                 _ => {}
             }
         }
@@ -256,7 +256,7 @@ pub struct Report {
     pub orders: Vec<String>,
     /// 200s that named no order: the contract says every sale does.
     pub unnamed_sales: usize,
-    /// 503s that did not say when to come back (`Retry-After`).
+    /// 503s and 504s that did not say when to come back (`Retry-After`).
     pub without_retry_after: usize,
     /// Answers that were an idempotency key's first answer given again.
     pub replayed: usize,

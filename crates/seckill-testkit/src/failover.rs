@@ -23,9 +23,10 @@ pub fn assert_survived_failover(
         load.transport_errors, 0,
         "every request got an answer: {load:?}"
     );
+    // A 504: a sale's answer lost with the master, and not yet looked up (`unknown`).
     assert!(
-        load.statuses.keys().all(|s| [200, 503].contains(s)),
-        "only sales and clean 503s: {load:?}"
+        load.statuses.keys().all(|s| [200, 503, 504].contains(s)),
+        "only sales, clean 503s and 504s: {load:?}"
     );
     assert_eq!(load.without_retry_after, 0, "{load:?}");
     assert_eq!(load.unnamed_sales, 0, "every 200 names its order: {load:?}");

@@ -113,13 +113,15 @@ impl AppError {
 }
 
 impl AppError {
-    /// Whether the error came from a store (or from reading its answer) rather than from a
-    /// refusal of the request: a command sent just before it may have run all the same.
-    pub fn from_a_store(&self) -> bool {
-        matches!(
-            self,
-            Self::RedisUnavailable(_) | Self::LockStoreUnavailable(_) | Self::Internal(_)
-        )
+    /// Whether the command this error answered may have run all the same: it was sent, and
+    /// its answer was lost — a timeout, or a connection that dropped once it was sent. Not
+    /// when the connection could not be had (refused, a TLS handshake that failed), nor
+    /// when Redis answered, even with an error: then the answer is what happened.
+    pub fn answer_may_be_lost(&self) -> bool {
+        let Self::RedisUnavailable(err) = self else {
+            return false;
+        };
+        err.is_timeout() || (err.is_connection_dropped() && !err.is_connection_refusal())
     }
 }
 

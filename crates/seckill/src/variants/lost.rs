@@ -94,7 +94,7 @@ impl Deduction {
         let Err(err) = &outcome else {
             return outcome;
         };
-        if !err.from_a_store() {
+        if !err.answer_may_be_lost() {
             return outcome;
         }
         let Some(sale) = self.in_flight().take() else {

@@ -199,14 +199,31 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
         lock_holder: checkable.then_some(d.holder.as_str()),
         token: None,
     };
-    let mut first = None;
+    let mut first: Option<(String, i64, u32)> = None;
     for (line, shard) in shards.iter().enumerate() {
         let order = Uuid::now_v7().to_string();
-        let remaining: i64 =
+        let committed: Result<i64, _> =
             scripts::commit(&d.sale(shard, &order), StockWrite::Decrement, credentials)
                 .invoke_async(&mut d.redis())
-                .await?;
-        d.answered();
+                .await;
+        let remaining = match committed {
+            Ok(remaining) => {
+                d.answered();
+                remaining
+            }
+            // A line whose answer was lost is looked up before the cart goes on: the
+            // cart's answer stays its first line's.
+            Err(err) => match d.learn(Err(err.into())).await? {
+                Outcome::Deducted { remaining, .. } => remaining,
+                // Sold, and not yet on enough replicas: sold all the same.
+                Outcome::Unconfirmed { .. } => 0,
+                Outcome::Unknown { order, shard } => {
+                    let (order, shard) = first.map_or((order, shard), |(o, _, s)| (o, s));
+                    return Ok(Outcome::Unknown { order, shard });
+                }
+                other => return Ok(other),
+            },
+        };
         if remaining < 0 {
             if line > 0 {
                 let _: i64 = d.redis().hincr(&shard.audit, "multi_half_sold", 1).await?;

@@ -9,7 +9,8 @@
 //! - sold + remaining = initial: every unit that left the stock is an order;
 //! - a cart answered 200 sold its buyer a unit of every product in it;
 //! - PostgreSQL holds exactly the orders Redis holds;
-//! - no answer was a 500.
+//! - no answer was a 500;
+//! - no sale checked against its watchdog lock ran more than a lease after it was sent.
 //!
 //! `naive` is held to what it promises: keys and orders, not the stock or the limit, which
 //! it gets wrong by design.
@@ -21,7 +22,10 @@ use redis::AsyncCommands;
 use seckill::keys::{Layout, ProductId, ProductKeys};
 
 use crate::buyers::History;
-use crate::world::{SALES, Sale, World};
+use crate::world::{LEASE_MS, SALES, Sale, World};
+
+/// What a clock read on the instance and one read in Redis may differ by, ms (one machine).
+const LATE_SLACK_MS: i64 = 300;
 
 /// What the checker found.
 pub struct Found {
@@ -114,7 +118,7 @@ pub async fn check(world: &World, history: &History) -> Found {
                     )),
                     Some(_) => {}
                 }
-                match db.get(*order) {
+                match db.get(*order).map(|o| &o.buyer) {
                     None => v.push(format!(
                         "{}: order {order} answered 200 to {} is not in PostgreSQL",
                         sale.product, click.user
@@ -146,6 +150,23 @@ pub async fn check(world: &World, history: &History) -> Found {
                 }
             }
         }
+        // A sale that ran in Redis more than a lease after it was sent: a commit checked
+        // against its lock cannot (the lease ran out meanwhile, and nobody renews a lease
+        // in a paused Redis); one fenced, or not checked, can.
+        let delays: Vec<(i64, &str)> = db
+            .iter()
+            .filter_map(|(order, o)| Some((delay_ms(order, o)?, order.as_str())))
+            .collect();
+        let latest = delays.iter().max().copied();
+        if sale.holder_checked
+            && let Some((late, order)) = latest
+            && late > LEASE_MS + LATE_SLACK_MS
+        {
+            v.push(format!(
+                "{}: order {order} ran {late} ms after it was sent, past its {LEASE_MS} ms lease",
+                sale.product
+            ));
+        }
         let unanswered = held
             .orders
             .keys()
@@ -156,7 +177,7 @@ pub async fn check(world: &World, history: &History) -> Found {
             .filter(|c| c.orders().next().is_some())
             .count();
         found.lines.push(format!(
-            "{} {}: {} clicks, {twos} answered 200; {} sold ({} never answered 200), {} remaining of {}; {} buyers",
+            "{} {}: {} clicks, {twos} answered 200; {} sold ({} never answered 200), {} remaining of {}; {} buyers; the latest sale ran {} ms after it was sent",
             sale.product,
             sale.path,
             clicks.len(),
@@ -165,6 +186,7 @@ pub async fn check(world: &World, history: &History) -> Found {
             held.remaining,
             sale.stock,
             held.orders.values().collect::<BTreeSet<_>>().len(),
+            latest.map_or(0, |(late, _)| late),
         ));
     }
     found
@@ -176,7 +198,7 @@ fn check_stores(
     sale: &Sale,
     product: &str,
     held: &InRedis,
-    db: &BTreeMap<String, String>,
+    db: &BTreeMap<String, DbOrder>,
 ) {
     if held.keys_sold_twice > 0 {
         v.push(format!(
@@ -220,10 +242,12 @@ fn check_stores(
             held.remaining, sale.stock
         ));
     }
-    for (store, orders) in [("Redis", &held.orders), ("PostgreSQL", db)] {
+    let in_db: BTreeMap<&String, &String> = db.iter().map(|(o, d)| (o, &d.buyer)).collect();
+    let in_redis: BTreeMap<&String, &String> = held.orders.iter().collect();
+    for (store, orders) in [("Redis", &in_redis), ("PostgreSQL", &in_db)] {
         let mut by_buyer: BTreeMap<&str, i64> = BTreeMap::new();
         for buyer in orders.values() {
-            *by_buyer.entry(buyer).or_default() += 1;
+            *by_buyer.entry(buyer.as_str()).or_default() += 1;
         }
         for (buyer, units) in by_buyer {
             if units > sale.per_user {
@@ -290,9 +314,16 @@ async fn in_redis(world: &World, product: &str) -> InRedis {
     held
 }
 
-/// Every order PostgreSQL holds for `product`'s current sale (its epoch in Redis): order
-/// id -> buyer ('' for none).
-pub async fn database_orders(world: &World, product: &str) -> BTreeMap<String, String> {
+/// One order as PostgreSQL holds it.
+pub struct DbOrder {
+    /// '' for none.
+    pub buyer: String,
+    /// When its sale's script ran, by Redis's clock (ms).
+    pub sold_at_ms: i64,
+}
+
+/// Every order PostgreSQL holds for `product`'s current sale (its epoch in Redis).
+pub async fn database_orders(world: &World, product: &str) -> BTreeMap<String, DbOrder> {
     let keys = ProductKeys::new(&ProductId::parse(product).expect("a product id"));
     let epoch: Option<i64> = world
         .redis
@@ -302,13 +333,32 @@ pub async fn database_orders(world: &World, product: &str) -> BTreeMap<String, S
         .await
         .expect("the product's epoch");
     let sql = format!(
-        "SELECT id || '|' || coalesce(buyer, '') FROM orders \
+        "SELECT id || '|' || coalesce(buyer, '') || '|' || \
+         (extract(epoch FROM sold_at) * 1000)::bigint FROM orders \
          WHERE product = '{product}' AND epoch = {}",
         epoch.unwrap_or(0)
     );
     let rows = tokio::task::block_in_place(|| world.postgres.query(&sql));
     rows.lines()
-        .filter_map(|line| line.split_once('|'))
-        .map(|(order, buyer)| (order.to_owned(), buyer.to_owned()))
+        .filter_map(|line| {
+            let mut fields = line.split('|');
+            let (id, buyer, at) = (fields.next()?, fields.next()?, fields.next()?);
+            let order = DbOrder {
+                buyer: buyer.to_owned(),
+                sold_at_ms: at.parse().ok()?,
+            };
+            Some((id.to_owned(), order))
+        })
         .collect()
+}
+
+/// How long after its order id was made (by the instance, just before it sent the sale:
+/// a UUIDv7 carries the time) the sale ran in Redis, ms.
+fn delay_ms(order: &str, db: &DbOrder) -> Option<i64> {
+    let (secs, nanos) = uuid::Uuid::parse_str(order)
+        .ok()?
+        .get_timestamp()?
+        .to_unix();
+    let sent = i64::try_from(secs).ok()? * 1_000 + i64::from(nanos / 1_000_000);
+    Some(db.sold_at_ms - sent)
 }

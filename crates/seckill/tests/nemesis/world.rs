@@ -22,7 +22,13 @@ pub struct Sale {
     pub exact: bool,
     /// A cart's other products (multi): reset like this one, sold only through it.
     pub also: &'static [&'static str],
+    /// Its commit checks, in the same script, that the holder still holds its lock.
+    pub holder_checked: bool,
 }
+
+/// The watchdog locks' lease (`--lock-lease-ms`): one a paused Redis outlives, so that what
+/// a lock does when its lease runs out under a holder is part of what is checked.
+pub const LEASE_MS: i64 = 1_000;
 
 const STOCK: i64 = 1_000;
 const USERS: u32 = 800;
@@ -37,6 +43,7 @@ const fn sale(product: &'static str, path: &'static str, shards: u32) -> Sale {
         users: USERS,
         exact: true,
         also: &[],
+        holder_checked: false,
     }
 }
 
@@ -50,9 +57,18 @@ pub static SALES: &[Sale] = &[
     },
     sale("302", "setnx?work_ms=1", 1),
     sale("303", "token?work_ms=1&fence=on", 1),
-    sale("304", "watchdog?work_ms=1", 1),
-    sale("305", "segmented?work_ms=1&fence=on", 4),
-    sale("306", "segmented?work_ms=1", 4),
+    Sale {
+        holder_checked: true,
+        ..sale("304", "watchdog?work_ms=1", 1)
+    },
+    Sale {
+        holder_checked: true,
+        ..sale("305", "segmented?work_ms=1&fence=on", 4)
+    },
+    Sale {
+        holder_checked: true,
+        ..sale("306", "segmented?work_ms=1", 4)
+    },
     sale("307", "shares?work_ms=1", 1),
     Sale {
         per_user: 2,
@@ -63,6 +79,7 @@ pub static SALES: &[Sale] = &[
     sale("311", "zookeeper?work_ms=1", 1),
     Sale {
         also: &["313"],
+        holder_checked: true,
         ..sale("312", "multi?products=312,313&work_ms=1", 1)
     },
 ];
@@ -87,6 +104,7 @@ impl World {
         let zookeeper = ZooKeeperEnsemble::start(1);
         let postgres = Postgres::start();
         let (orders, zk) = (postgres.url(), zookeeper.hosts());
+        let lease = LEASE_MS.to_string();
         let redlock_urls = redlock
             .iter()
             .map(RedisServer::url)
@@ -101,10 +119,8 @@ impl World {
             &redlock_urls,
             "--zookeeper-urls",
             &zk,
-            // A lease a paused Redis outlives: what a lock does when its lease runs out
-            // under a holder is part of what is checked.
             "--lock-lease-ms",
-            "1000",
+            &lease,
             "--share-lease-ms",
             "2000",
         ];

@@ -7,12 +7,14 @@
 
 mod buyers;
 mod close;
+mod cluster_script;
 mod durability;
 mod failure_modes;
 mod fencing;
 mod hostile_input;
 mod http;
 mod idempotency;
+mod lost_answers;
 mod multi;
 mod nginx;
 mod optimistic;

@@ -1,0 +1,348 @@
+//! A lost answer is not an undone command: a sale whose answer never came is looked up
+//! before anything is given back, and a paused Redis that runs the sale late finds the
+//! request's claim, reservation and lock as the sale would have them.
+//!
+//! The first tests run the scripts by hand, on a connection with no response timeout, so
+//! that a command sent to a frozen Redis simply waits; the others go through an instance
+//! whose Redis is frozen (SIGSTOP) or killed while a sale is on its way.
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use seckill::scripts;
+use seckill_lock::watchdog::ReleaseArgs;
+use seckill_testkit::{RedisServer, int};
+
+use crate::{instance, keys};
+
+/// A connection that waits as long as it takes for each answer.
+async fn patient(redis: &RedisServer) -> MultiplexedConnection {
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .unwrap()
+}
+
+/// A watchdog holder's sale of one unit (order `order`), as `commit_release.lua` takes it.
+fn sale<'a>(
+    shard: &'a seckill::keys::ShardKeys,
+    holder: &'a str,
+    order: &'a str,
+) -> scripts::Sale<'a> {
+    scripts::Sale {
+        shard,
+        holder,
+        order,
+        instance: "test",
+        variant: "watchdog",
+        user: "",
+        keyed: None,
+        split: false,
+        trace: String::new(),
+    }
+}
+
+fn release(holder: &str, lease: Duration) -> ReleaseArgs {
+    ReleaseArgs {
+        holder: holder.to_owned(),
+        lease,
+        fair: false,
+        successor: None,
+    }
+}
+
+/// `resolve.lua` after a sale that ran finds it; before one, it voids the order id, and the
+/// sale, arriving after, sells nothing (-8) — the stock and the orders are as if it never
+/// was sent.
+#[tokio::test]
+async fn a_sale_looked_up_is_found_or_voided_and_a_voided_one_never_runs() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let shard = keys("101").whole();
+    let _: () = conn.set(&shard.stock, 10).await.unwrap();
+    let lease = Duration::from_secs(30);
+    let enter = |holder: &str| scripts::lock_enter(&shard, holder, lease, false, lease, "");
+
+    let _: (i64, i64, i64, i64) = enter("x").invoke_async(&mut conn).await.unwrap();
+    let sold: (i64, bool) =
+        scripts::commit_release(&sale(&shard, "x", "o-1"), true, &release("x", lease), "")
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(sold, (9, true), "x sold and released");
+    let found: (i64, i64) = scripts::resolve(&shard, "x", "o-1")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        found,
+        (1, 9),
+        "the sale that ran is found, with the units left"
+    );
+
+    let _: (i64, i64, i64, i64) = enter("y").invoke_async(&mut conn).await.unwrap();
+    let voided: (i64, i64) = scripts::resolve(&shard, "y", "o-2")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(voided, (0, 9), "not run yet: voided");
+    let late: (i64, bool) =
+        scripts::commit_release(&sale(&shard, "y", "o-2"), true, &release("y", lease), "")
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(late.0, -8, "the voided sale, arriving late, sells nothing");
+    let stock: i64 = conn.get(&shard.stock).await.unwrap();
+    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+    assert_eq!((stock, orders), (9, 1));
+
+    // A sale sent twice (a client library after a dropped connection) sells once.
+    let _: (i64, i64, i64, i64) = enter("z").invoke_async(&mut conn).await.unwrap();
+    let commit =
+        || scripts::commit_release(&sale(&shard, "z", "o-3"), true, &release("z", lease), "");
+    let once: (i64, bool) = commit().invoke_async(&mut conn).await.unwrap();
+    let twice: (i64, bool) = commit().invoke_async(&mut conn).await.unwrap();
+    assert_eq!((once.0, twice.0), (8, 8), "the same order id, sold once");
+    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+    assert_eq!(orders, 2);
+}
+
+/// A commit sent just as Redis froze reaches it only once the holder's lease has run out
+/// (frozen for twice the lease): the commit's own check of the lock finds it gone, and it
+/// sells nothing. No renewal can run in a frozen Redis, so a commit checked against its
+/// lock never runs more than a lease after it was sent (`lib/critical.lua`'s `sell` checks
+/// the lock for `commit.lua` as for `commit_release.lua`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_that_reaches_a_paused_redis_after_its_lease_ran_out_sells_nothing() {
+    let redis = RedisServer::start();
+    let mut conn = patient(&redis).await;
+    let shard = keys("101").whole();
+    let _: () = conn.set(&shard.stock, 10).await.unwrap();
+    let lease = Duration::from_millis(500);
+    let taken: (i64, i64, i64, i64) = scripts::lock_enter(&shard, "x", lease, false, lease, "")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(taken.0, 1, "x holds the lock");
+    redis.signal("STOP");
+    let commit = {
+        let (mut late, shard) = (conn.clone(), shard.clone());
+        tokio::spawn(async move {
+            let sold: (i64, bool) =
+                scripts::commit_release(&sale(&shard, "x", "o-x"), true, &release("x", lease), "")
+                    .invoke_async(&mut late)
+                    .await
+                    .unwrap();
+            sold
+        })
+    };
+    tokio::time::sleep(lease * 2).await;
+    redis.signal("CONT");
+    assert_eq!(
+        commit.await.unwrap(),
+        (-3, false),
+        "the lock was lost: nothing sold"
+    );
+    let stock: i64 = conn.get(&shard.stock).await.unwrap();
+    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+    let lost: i64 = conn.hget(&shard.audit, "lock_lost").await.unwrap();
+    assert_eq!((stock, orders, lost), (10, 0, 1));
+}
+
+/// A repeat that takes over a split product's key fences each shard: a sale of the old
+/// request that ran before is found; one that arrives after is refused (-7), whatever the
+/// clocks say.
+#[tokio::test]
+async fn a_shard_fenced_by_a_repeat_refuses_the_old_requests_late_sale() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let product = keys("101");
+    let layout = seckill::keys::Layout::plain(&product.product, 2);
+    let (first, second) = (product.shard(&layout, 0), product.shard(&layout, 1));
+    for shard in [&first, &second] {
+        let _: () = conn.set(&shard.stock, 10).await.unwrap();
+    }
+    let lease = Duration::from_secs(30);
+    let keyed = |shard, holder, order| {
+        let mut sale = sale(shard, holder, order);
+        sale.keyed = Some("k-1");
+        sale.split = true;
+        sale
+    };
+    let (first, second) = (&first, &second);
+    // The old request ("old") sold on the first shard; its answer was lost.
+    let _: (i64, i64, i64, i64) = scripts::lock_enter(first, "old", lease, false, lease, "")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    let _: (i64, bool) = scripts::commit_release(
+        &keyed(first, "old", "o-old"),
+        true,
+        &release("old", lease),
+        "",
+    )
+    .invoke_async(&mut conn)
+    .await
+    .unwrap();
+    let ttl = Duration::from_secs(60);
+    let found: Option<String> = scripts::idem_fence(first, "k-1", "new", ttl)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        found.as_deref(),
+        Some("o-old"),
+        "the old request's sale, found"
+    );
+    let fenced: Option<String> = scripts::idem_fence(second, "k-1", "new", ttl)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(fenced, None);
+    // A second sale of the old request, late, on the fenced shard: refused.
+    let _: (i64, i64, i64, i64) = scripts::lock_enter(second, "old", lease, false, lease, "")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    let late: (i64, bool) = scripts::commit_release(
+        &keyed(second, "old", "o-late"),
+        true,
+        &release("old", lease),
+        "",
+    )
+    .invoke_async(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        late.0, -7,
+        "fenced: the old request sells nothing more under the key"
+    );
+    // The new holder may sell there (it would, had nothing been found).
+    let _: (i64, i64, i64, i64) = scripts::lock_enter(second, "new", lease, false, lease, "")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    let new: (i64, bool) = scripts::commit_release(
+        &keyed(second, "new", "o-new"),
+        true,
+        &release("new", lease),
+        "",
+    )
+    .invoke_async(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(new.0, 9);
+}
+
+/// The double sale, aimed at: a keyed click on a split product with one unit per
+/// buyer, whose commit is sent to a frozen Redis. The request answers 504 `unknown` with its
+/// order id (not a 503 that invites a blind retry, and nothing given back). When Redis goes
+/// on, the same key answers one sale: the late one, found (replayed), or — when the repeat
+/// fenced the shards before the late sale reached its shard — a sale of its own, the late
+/// one refused. Either way one unit is sold, the buyer holds one, and a new click of theirs
+/// is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_split_sale_sent_to_a_paused_redis_is_answered_once() {
+    let redis = RedisServer::start();
+    let args = [
+        "--redis-timeout-ms",
+        "300",
+        "--redis-wait-timeout-ms",
+        "100",
+    ];
+    let seckill = instance(&redis.url(), &args);
+    let api = seckill.api();
+    api.reset_limited("101", 10, 4, 1).await;
+    let path = "segmented?work_ms=600&user=ann";
+    let clicked = {
+        let api = api.clone();
+        tokio::spawn(async move { api.deduct_keyed("101", path, "k-1").await })
+    };
+    // Into the work: the commit is sent to a Redis that is frozen.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    redis.signal("STOP");
+    let (status, first, _) = clicked.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    redis.signal("CONT");
+    assert_eq!(status, 504, "{first}");
+    assert_eq!(first["outcome"], "unknown", "{first}");
+    let lost = first["order"]
+        .as_str()
+        .expect("the order id to look up")
+        .to_owned();
+
+    let (status, again, replayed) = api.deduct_keyed("101", path, "k-1").await;
+    assert_eq!(status, 200, "{again}");
+    let orders = crate::recorded_orders(&redis, "101").await;
+    eprintln!(
+        "the lost sale {lost}: repeat answered {again} (replayed: {replayed}); orders {orders:?}"
+    );
+    assert_eq!(orders.len(), 1, "one unit sold: {orders:?}");
+    assert!(
+        orders.contains_key(again["order"].as_str().unwrap()),
+        "{again}"
+    );
+    if replayed {
+        assert_eq!(
+            again["order"],
+            lost.as_str(),
+            "the replay is the late sale's"
+        );
+    } else {
+        assert!(!orders.contains_key(&lost), "the late sale was fenced out");
+    }
+    let (status, more) = api.deduct("101", "segmented?user=ann").await;
+    assert_eq!(status, 403, "ann has her one unit: {more}");
+    let stats = api.stats("101").await;
+    assert_eq!(int(&stats["over_limit"], "units"), 0, "{stats}");
+    assert_eq!(int(&stats["idempotency"], "keys_sold_twice"), 0, "{stats}");
+    assert_eq!(int(&stats, "reserved_unsold"), 0, "{stats}");
+}
+
+/// The other half: the commit never runs (Redis, frozen with it unread, is killed and
+/// restarted from its AOF). The request answers 504; once Redis is back the sale is looked
+/// up, found never to have run, and voided, and only then is the buyer's reservation given
+/// back: the buyer can buy, and does, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_sale_that_never_ran_gives_the_reservation_back_once_it_is_known() {
+    let mut redis = RedisServer::start();
+    let args = [
+        "--redis-timeout-ms",
+        "300",
+        "--redis-wait-timeout-ms",
+        "100",
+    ];
+    let seckill = instance(&redis.url(), &args);
+    let api = seckill.api();
+    api.reset_limited("101", 10, 4, 1).await;
+    let clicked = {
+        let api = api.clone();
+        tokio::spawn(async move { api.deduct("101", "segmented?work_ms=600&user=ann").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    redis.signal("STOP");
+    let (status, first) = clicked.await.unwrap();
+    assert_eq!(status, 504, "{first}");
+    tokio::task::block_in_place(|| redis.restart());
+    // The look-up runs again until Redis answers; then the reservation goes back.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let stats = api.stats("101").await;
+        if int(&stats, "reserved_unsold") == 0 {
+            assert_eq!(int(&stats, "sold"), 0, "{stats}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the reservation stayed: {stats}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, bought) = api.deduct("101", "segmented?user=ann").await;
+    assert_eq!(status, 200, "{bought}");
+    let (status, _) = api.deduct("101", "segmented?user=ann").await;
+    assert_eq!(status, 403, "one unit, not two");
+}
