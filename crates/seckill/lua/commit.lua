@@ -10,7 +10,7 @@
 -- KEYS[6]  fence
 -- KEYS[7]  buyers
 -- KEYS[8]  meta    (the product's, when the shard is the whole product)
--- KEYS[9]  the idempotency key's claim on this slot
+-- KEYS[9]  the idempotency key's claim on this slot (its fence with ARGV split '1')
 -- KEYS[10] keys    (hash: idempotency key -> order)
 -- KEYS[11] stream  (the shard's orders stream, written when the sale is streamed)
 -- KEYS[12] unpaid  (sorted set: order -> deadline to pay by, with a payment window)
@@ -27,7 +27,8 @@
 -- ARGV[9]  the buyer, or ''
 -- ARGV[10] 'check' (the per-user limit, here) or 'record' (checked by the application)
 -- ARGV[11] the idempotency key, or ''
--- ARGV[12] '1' on a shard of a split product (the claim is on the product's slot), else '0'
+-- ARGV[12] '1' where the claim gets its answer after the sale (a split product's shard, a
+--          cart's line), else '0'
 -- ARGV[13] this shard's index
 -- ARGV[14] what the holder says of itself on the timeline, or '' (not on it)
 --

@@ -14,7 +14,7 @@
 -- KEYS[9]  waiting (fair only)
 -- KEYS[10] buyers
 -- KEYS[11] meta    (the product's, when the shard is the whole product)
--- KEYS[12] the idempotency key's claim on this slot
+-- KEYS[12] the idempotency key's claim on this slot (its fence with ARGV split '1')
 -- KEYS[13] keys    (hash: idempotency key -> order)
 -- KEYS[14] stream  (the shard's orders stream, written when the sale is streamed)
 -- KEYS[15] unpaid  (sorted set: order -> deadline to pay by, with a payment window)
@@ -32,7 +32,8 @@
 -- ARGV[10] how long that waiter may stay inside, ms
 -- ARGV[11] the buyer, or ''
 -- ARGV[12] the idempotency key, or ''
--- ARGV[13] '1' on a shard of a split product (the claim is on the product's slot), else '0'
+-- ARGV[13] '1' where the claim gets its answer after the sale (a split product's shard, a
+--          cart's line), else '0'
 -- ARGV[14] this shard's index
 -- ARGV[15] what the holder says of itself on the timeline, or '' (not on it)
 -- ARGV[16] what the waiter handed the lock says of itself there (it is let in here)

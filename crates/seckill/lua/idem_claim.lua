@@ -63,6 +63,11 @@ redis.call('HSET', KEYS[1], 'state', 'pending', 'request', ARGV[1], 'epoch', epo
   'holder', ARGV[2], 'deadline', deadline)
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 if took then
+  -- The reservation stays noted until the new holder gives it back (`reserve.lua give`
+  -- does it once): should it fail first, the next repeat finds it here.
+  if took[2] ~= '' then
+    redis.call('HSET', KEYS[1], 'reserved', took[2])
+  end
   return { 'claimed', deadline, took[1], took[2] }
 end
 return { 'claimed', deadline }

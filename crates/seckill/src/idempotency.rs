@@ -35,8 +35,7 @@ use tokio::time::Instant;
 
 use crate::config::Limits;
 use crate::error::AppError;
-use crate::keys::{IdempotencyKey, ProductKeys};
-use crate::product;
+use crate::keys::{IdempotencyKey, ProductKeys, ShardKeys};
 use crate::scripts;
 use crate::state::AppState;
 use crate::variants::{INSIDE_MARGIN, Outcome, give_back};
@@ -99,10 +98,36 @@ impl Claim {
 pub enum Claimed {
     /// This request serves the key.
     Ours(Claim),
+    /// This request serves the key, which it took over from another ([`TakenFrom`]): it
+    /// must [`take_over`] before it sells.
+    TookOver(Claim, TakenFrom),
     /// The key has its answer already: this one.
     Answered(Replay),
     /// Another request still serves the key, past [`patience`].
     InFlight,
+}
+
+/// Whom a claim was taken over from.
+#[derive(Debug, Clone)]
+pub struct TakenFrom {
+    /// The request that held it.
+    pub holder: String,
+    /// The holder whose reservation its request held (`""` for none).
+    pub reserved: String,
+}
+
+/// Where a request may sell under its key besides its claim's own slot: what a repeat
+/// that takes the claim over must fence first ([`take_over`]).
+#[derive(Debug)]
+pub enum Elsewhere {
+    /// Nowhere: the claim is on the slot of the one stock it sells from, whose sale script
+    /// sells only for the claim's holder.
+    Nowhere,
+    /// A split product's shards: a sale found on one is the key's answer.
+    Shards(Vec<ShardKeys>),
+    /// A cart's products (`multi`), one unit each under the key: what was found is part of
+    /// the cart, which the repeat then completes.
+    Cart(Vec<ShardKeys>),
 }
 
 /// A key's first answer, given again.
@@ -177,13 +202,16 @@ pub async fn claim(
                     record,
                     reservation,
                 };
-                if let (Some(old), Some(reserved)) = (answer.get(2), answer.get(3))
-                    && let Some(replay) =
-                        take_over(app, product, &claim, holder, old, reserved).await?
-                {
-                    return Ok(Claimed::Answered(replay));
-                }
-                return Ok(Claimed::Ours(claim));
+                return Ok(match (answer.get(2), answer.get(3)) {
+                    (Some(old), Some(reserved)) => Claimed::TookOver(
+                        claim,
+                        TakenFrom {
+                            holder: old.clone(),
+                            reserved: reserved.clone(),
+                        },
+                    ),
+                    _ => Claimed::Ours(claim),
+                });
             }
             Some("done") => return Ok(Claimed::Answered(Replay::from_fields(&answer[1..])?)),
             Some("mismatch") => {
@@ -213,48 +241,48 @@ pub async fn claim(
     }
 }
 
-/// `holder` just took `claim` over from `old`, whose request holds `reserved`'s
-/// reservation ('' for none). On a split product, before it sells: every shard is fenced
-/// (`lua/idem_fence.lua`), which finds the old request's sale if it ran and keeps it from
-/// running after. A sale found is the key's answer, given again; none found, the old
-/// reservation was never used, and goes back to the buyer.
-async fn take_over(
+/// `holder` just took `claim` over `from` another request. Before it sells, every place
+/// the other may have sold under the key besides the claim's own slot (`elsewhere`) is
+/// fenced (`lua/idem_fence.lua`), which finds the other's sale there if it ran and keeps it
+/// from running after. On a split product a sale found is the key's answer, given again;
+/// none found, the other's reservation was never used, and goes back to the buyer. A cart's
+/// lines found are kept: the repeat completes the cart around them.
+pub async fn take_over(
     app: &AppState,
     product: &ProductKeys,
     claim: &Claim,
     holder: &str,
-    old: &str,
-    reserved: &str,
+    from: &TakenFrom,
+    elsewhere: &Elsewhere,
 ) -> Result<Option<Replay>, AppError> {
-    let layout = product::layout(&app.store, &product.product).await?;
-    if layout.shards() == 1 {
-        // The whole product: its sale scripts sell only for the claim's holder.
-        return Ok(None);
-    }
+    let (shards, answers) = match elsewhere {
+        Elsewhere::Nowhere => return Ok(None),
+        Elsewhere::Shards(shards) => (shards, true),
+        Elsewhere::Cart(shards) => (shards, false),
+    };
     let ttl = app.settings.idempotency_ttl;
     let mut found = None;
-    for index in 0..layout.shards() {
-        let shard = product.shard(&layout, index);
-        let order: Option<String> = scripts::idem_fence(&shard, claim.key.as_str(), holder, ttl)
+    for shard in shards {
+        let order: Option<String> = scripts::idem_fence(shard, claim.key.as_str(), holder, ttl)
             .invoke_async(&mut app.store.conn())
             .await?;
         if let Some(order) = order {
-            found = Some((order, index));
+            found.get_or_insert((order, shard.index));
         }
     }
     tracing::info!(
         key = claim.key.as_str(),
-        old,
+        from = from.holder,
         sold = found.is_some(),
-        "a split product's key taken over"
+        "a key taken over, its other sales fenced"
     );
-    let Some((order, shard)) = found else {
-        if !reserved.is_empty() {
-            give_back(app, product, reserved).await?;
+    let Some((order, shard)) = found.filter(|_| answers) else {
+        if !from.reserved.is_empty() {
+            give_back(app, product, &from.reserved).await?;
         }
         return Ok(None);
     };
-    // The old request sold, and its answer was lost.
+    // The other request sold, and its answer was lost.
     let replay = Replay {
         status: StatusCode::OK,
         outcome: "deducted",
@@ -263,7 +291,7 @@ async fn take_over(
         remaining: None,
         instance: None,
     };
-    let _: i64 = finish_script(claim, holder, &product.reservation(old), &replay)
+    let _: i64 = finish_script(claim, holder, &product.reservation(&from.holder), &replay)
         .invoke_async(&mut app.store.conn())
         .await?;
     let _: i64 = app

@@ -121,8 +121,14 @@ impl Sale<'_> {
     /// ids), after everything else the script takes.
     fn fill_keyed(&self, script: &mut ScriptInvocation<'_>) {
         let key = self.keyed.unwrap_or("");
+        // The claim, or where the claim's answer comes after the sale, the key's fence.
+        let claim = if self.split {
+            self.shard.key_fence(key)
+        } else {
+            self.shard.claim(key)
+        };
         script
-            .key(self.shard.claim(key))
+            .key(claim)
             .key(&self.shard.keys)
             .key(&self.shard.stream)
             .key(&self.shard.unpaid)
@@ -304,7 +310,7 @@ pub fn idem_fence(
     let mut script = IDEM_FENCE.prepare_invoke();
     script
         .key(&shard.keys)
-        .key(shard.claim(key))
+        .key(shard.key_fence(key))
         .key(&shard.audit)
         .arg(key)
         .arg(holder)

@@ -17,10 +17,11 @@
 --           shard of a split product, whose limit is checked before (lua/reserve.lua)
 --   keys    hash: idempotency key -> the order sold under it here
 --   claim   an idempotency key's claim (lua/idem_claim.lua) on this slot: the key's one
---           claim when the shard is the whole product. On a shard of a split product (whose
---           claim is on the product's slot) the key's fence instead, once a request that
---           took the claim over fenced the shard (lua/idem_fence.lua): "<epoch> <holder>",
---           the one holder that may sell under the key here from then on
+--           claim when the shard is the whole product. Where the claim gets its answer
+--           after the sale instead (`sale.split`: a shard of a split product, whose claim is
+--           on the product's slot, or a cart's line), the key's fence (`:idem:<key>:fence`),
+--           once a request that took the claim over fenced the shard (lua/idem_fence.lua):
+--           "<epoch> <holder>", the one holder that may sell under the key here from then on
 --   void    hash: order id -> 1 for the sales whose answer was lost and that were found
 --           not to have run (lua/resolve.lua): a sale under such an id never runs after
 --   stream  the shard's orders stream, for the orders' database: each sale appends its
@@ -37,9 +38,10 @@
 -- note = what the holder says of itself, as the service writes it ("i=<instance>
 -- v=<variant> w=<ms waited> ..."), '' when the product is not traced }.
 -- A sale's extras travel in one table, `sale`: { shard = this shard's index, stream,
--- unpaid, void, the request's idempotency key ('' for none) with its claim and keys, and
--- `split` ('1' on a shard of a split product, where the claim is not on this slot), and
--- `call`, a table every sale of one script call shares (what `terms` read) }.
+-- unpaid, void, the request's idempotency key ('' for none) with its claim (or fence) and
+-- keys, and `split` ('1' where the claim gets its answer after the sale: a shard of a split
+-- product, a cart's line), and `call`, a table every sale of one script call shares (what
+-- `terms` read) }.
 -- A fencing token is '' when the holder presents none.
 
 -- The time in Redis, ms.

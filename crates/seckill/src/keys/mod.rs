@@ -289,6 +289,16 @@ impl ShardKeys {
         claim
     }
 
+    /// The fence of idempotency key `idempotency` on this shard's slot (a string, `"<epoch>
+    /// <holder>"`): where a request sells under a key whose claim gets its answer after the
+    /// sale (a split product's shard, a cart's line), the one holder that may still sell under
+    /// the key here, once a repeat took the claim over (`lua/idem_fence.lua`).
+    pub fn key_fence(&self, idempotency: &str) -> String {
+        let mut fence = self.claim(idempotency);
+        fence.push_str(":fence");
+        fence
+    }
+
     /// The shard's lock, as the watchdog lock takes its keys.
     pub fn lock_keys(&self) -> LockKeys {
         LockKeys {

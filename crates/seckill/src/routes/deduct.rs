@@ -153,6 +153,18 @@ async fn run(
         let (holder, lease) = (&deduction.holder, deduction.knobs.longest());
         match idempotency::claim(state, &deduction.product, key, &request, holder, lease).await? {
             Claimed::Ours(claim) => deduction.claim = Some(claim),
+            Claimed::TookOver(claim, from) => {
+                let elsewhere = deduction.elsewhere().await?;
+                let product_keys = &deduction.product;
+                let holder = &deduction.holder;
+                if let Some(replay) =
+                    idempotency::take_over(state, product_keys, &claim, holder, &from, &elsewhere)
+                        .await?
+                {
+                    return Ok((product, Served::Replayed(replay)));
+                }
+                deduction.claim = Some(claim);
+            }
             Claimed::Answered(replay) => return Ok((product, Served::Replayed(replay))),
             Claimed::InFlight => {
                 count_in_flight(&deduction).await;
@@ -176,9 +188,9 @@ async fn run(
 async fn serve(d: &Deduction) -> (Result<Outcome, AppError>, Option<Duration>) {
     let outcome = d.run().await;
     if let Some(claim) = &d.claim {
-        // A split product's shards are not on the claim's slot: their sales' answers are
-        // recorded here, after the sale.
-        let recorded = !d.variant.spec().splits_stock;
+        // A split product's shards are not on the claim's slot, and a cart sells in steps:
+        // their answers are recorded here, after the sale.
+        let recorded = !d.answers_after_sale();
         idempotency::finish(&d.app, claim, &d.holder, outcome.as_ref().ok(), recorded).await;
         if matches!(outcome, Ok(Outcome::InFlight)) {
             count_in_flight(d).await;

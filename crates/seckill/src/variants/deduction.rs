@@ -11,7 +11,7 @@ use redis::AsyncCommands;
 use super::lost::{Sending, Then};
 use super::{Outcome, Variant};
 use crate::error::AppError;
-use crate::idempotency::Claim;
+use crate::idempotency::{Claim, Elsewhere};
 use crate::keys::{ProductKeys, ShardKeys};
 use crate::knobs::Knobs;
 use crate::state::AppState;
@@ -136,6 +136,41 @@ impl Deduction {
             0 => None,
             us => Some(Duration::from_micros(us)),
         }
+    }
+
+    /// The products of this request's cart (`multi`), when it has more than one.
+    fn cart(&self) -> Option<&[crate::keys::ProductId]> {
+        let cart = self.knobs.products(&super::multi::PRODUCTS);
+        (cart.len() > 1).then_some(cart)
+    }
+
+    /// Whether its idempotency key's claim gets its answer after the sale rather than from
+    /// the sale's script: the request sells elsewhere than on the claim's slot (a split
+    /// product's shard), or in several steps (a cart).
+    pub fn answers_after_sale(&self) -> bool {
+        self.variant.spec().splits_stock || self.cart().is_some()
+    }
+
+    /// Where the request may sell under its key besides its claim's own slot, for a repeat
+    /// that takes the claim over to fence ([`idempotency::take_over`]).
+    ///
+    /// [`idempotency::take_over`]: crate::idempotency::take_over
+    pub async fn elsewhere(&self) -> Result<Elsewhere, AppError> {
+        if let Some(cart) = self.cart() {
+            let lines = cart.iter().map(|p| ProductKeys::new(p).whole()).collect();
+            return Ok(Elsewhere::Cart(lines));
+        }
+        if !self.variant.spec().splits_stock {
+            return Ok(Elsewhere::Nowhere);
+        }
+        let layout = crate::product::layout(&self.app.store, &self.product.product).await?;
+        if layout.shards() == 1 {
+            return Ok(Elsewhere::Nowhere);
+        }
+        let shards = (0..layout.shards())
+            .map(|index| self.product.shard(&layout, index))
+            .collect();
+        Ok(Elsewhere::Shards(shards))
     }
 
     /// Why there was no stock key: a product split into shards is sold by the variants

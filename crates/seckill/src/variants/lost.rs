@@ -156,7 +156,8 @@ impl Deduction {
             sale,
             claim: self.claim.clone(),
             reserved: self.reserved.load(Ordering::Relaxed),
-            split: self.variant.spec().splits_stock,
+            answered_after: self.answers_after_sale(),
+            cart: self.knobs.products(&super::multi::PRODUCTS).len() > 1,
             thens,
         };
         tokio::spawn(settle.run());
@@ -184,7 +185,10 @@ struct Settle {
     sale: Sending,
     claim: Option<idempotency::Claim>,
     reserved: bool,
-    split: bool,
+    /// The claim gets its answer after the sale ([`Deduction::answers_after_sale`]).
+    answered_after: bool,
+    /// A cart: a line found sold is not the cart's answer; a repeat completes the cart.
+    cart: bool,
     thens: Vec<Then>,
 }
 
@@ -224,13 +228,14 @@ impl Settle {
                 }
             }
             Found::Sold { remaining } => {
-                if let Some(claim) = &self.claim {
+                if let Some(claim) = self.claim.as_ref().filter(|_| !self.cart) {
                     let sold = Outcome::Deducted {
                         remaining,
                         order: self.sale.order.clone(),
                         shard: self.sale.index,
                     };
-                    idempotency::finish(&self.app, claim, &self.holder, Some(&sold), !self.split)
+                    let recorded = !self.answered_after;
+                    idempotency::finish(&self.app, claim, &self.holder, Some(&sold), recorded)
                         .await;
                 }
             }

@@ -27,7 +27,7 @@ use seckill_lock::{Lock, WatchdogLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{Credentials, INSIDE_MARGIN, StockWrite};
+use super::section::{Credentials, INSIDE_MARGIN, StockWrite, TAKEN_OVER};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::{ProductKeys, ShardKeys};
@@ -223,6 +223,22 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
                 }
                 other => return Ok(other),
             },
+        };
+        // Sold under this key by an earlier try of this cart, whose answer was lost: that
+        // line is part of the cart (a repeat completes a cart, never buys a line twice).
+        let (order, remaining) = match (remaining, &d.claim) {
+            (TAKEN_OVER, Some(claim)) => {
+                let (sold, stock): (Option<String>, Option<i64>) = redis::pipe()
+                    .hget(&shard.keys, claim.key.as_str())
+                    .get(&shard.stock)
+                    .query_async(&mut d.redis())
+                    .await?;
+                match sold {
+                    Some(sold) => (sold, stock.unwrap_or(0)),
+                    None => (order, remaining),
+                }
+            }
+            _ => (order, remaining),
         };
         if remaining < 0 {
             if line > 0 {

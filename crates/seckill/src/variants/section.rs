@@ -284,11 +284,10 @@ impl Deduction {
             variant: self.variant.name(),
             user: self.user(),
             keyed: self.claim.as_ref().map(|claim| claim.key.as_str()),
-            // Whether the key's claim lives elsewhere than on this shard's slot: a split
-            // product's shard, or a cart's line of another product (multi).
+            // Whether the sale leaves the key's claim alone: it lives on another slot (a
+            // split product's shard), or its answer comes after the sale (a cart).
             split: self.claim.as_ref().is_some_and(|claim| {
-                self.variant.spec().splits_stock
-                    || claim.record() != shard.claim(claim.key.as_str())
+                self.answers_after_sale() || claim.record() != shard.claim(claim.key.as_str())
             }),
             trace: self.timeline.leaving(),
         }
