@@ -112,9 +112,10 @@ async fn redis_dies_under_load_then_comes_back() {
             seen.count(503) > 0,
             "{variant} answered 503 after: {seen:?}"
         );
+        // A 504: a sale on its way when Redis died, which could not be looked up (unknown).
         for status in seen.statuses.keys() {
             assert!(
-                [200, 429, 503].contains(status),
+                [200, 429, 503, 504].contains(status),
                 "{variant}: {status} in {seen:?}"
             );
         }
