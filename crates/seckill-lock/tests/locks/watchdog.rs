@@ -92,6 +92,32 @@ async fn reentrant_lock_counts_holds() {
     other.release().await.unwrap();
 }
 
+/// A hand-off whose answer was lost: Redis already names the waiter as the holder, and the
+/// waiter, told it was not handed the lock, tries on its own with a handle that holds
+/// nothing. It gets the lock as one hold, not a second one, so that its one release frees
+/// the lock (two holds would leave it held, unrenewed, for a whole lease).
+#[tokio::test]
+async fn a_handle_that_finds_the_lock_already_its_own_takes_one_hold() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let holders = HolderIds::new();
+    let mut lock = handle(&locks, "handed", &holders);
+    let mut conn = redis.conn().await;
+    let _: () = redis::pipe()
+        .hset("test:handed:lock", lock.holder(), 1)
+        .pexpire("test:handed:lock", 30_000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(lock.acquire(Duration::ZERO).await.unwrap());
+    assert_eq!(lock.hold_count().await.unwrap(), 1, "one hold, not two");
+    assert!(lock.release().await.unwrap());
+    assert!(
+        !lock.is_locked().await.unwrap(),
+        "its release frees the lock"
+    );
+}
+
 /// A holds, B waits; A releases, and B is woken and acquires long before the lease
 /// (30 s) could have expired: the unlock message did it (hand-offs off).
 #[tokio::test]
