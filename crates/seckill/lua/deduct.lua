@@ -45,7 +45,17 @@ local claims = 9
 -- The sale's terms (lib/critical.lua's `terms`): read at the first sale, once per call;
 -- the call's orders, streamed in one entry at the end.
 local call = { lines = {} }
+-- Which of the call's order ids were sold already, and whether any order id of the product
+-- was ever voided: read once per call, not once per deduction.
+local ids = {}
 for i = 3, #ARGV, 4 do
+  ids[#ids + 1] = ARGV[i]
+end
+local already = redis.call('HMGET', KEYS[2], unpack(ids))
+local voids = redis.call('EXISTS', KEYS[9]) == 1
+local n = 0
+for i = 3, #ARGV, 4 do
+  n = n + 1
   local order, user, holder = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local sale = { key = ARGV[i + 3], split = '0', keys = KEYS[6], shard = '0',
     stream = KEYS[7], unpaid = KEYS[8], call = call }
@@ -54,10 +64,10 @@ for i = 3, #ARGV, 4 do
     sale.claim = KEYS[claims]
   end
   local answer
-  if redis.call('HEXISTS', KEYS[2], order) == 1 then
+  if already[n] then
     -- Sold by an earlier send of this same call: sold, and nothing more.
     answer = 1
-  elseif redis.call('HEXISTS', KEYS[9], order) == 1 then
+  elseif voids and redis.call('HEXISTS', KEYS[9], order) == 1 then
     answer = -8
   else
     if limit > 0 and user == '' then

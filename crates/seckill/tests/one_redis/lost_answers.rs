@@ -386,3 +386,43 @@ async fn a_keyed_cart_sold_in_part_is_completed_by_its_repeat_never_twice() {
         );
     }
 }
+
+/// `deduct.lua` (the lock-free variant) sent twice with the same order ids — a client
+/// library re-sending a call after a dropped connection — sells once: the second call
+/// answers those deductions sold, and takes nothing more. A voided order id never sells.
+#[tokio::test]
+async fn the_lock_free_script_sent_twice_sells_once() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let shard = keys("101").whole();
+    let _: () = conn.set(&shard.stock, 10).await.unwrap();
+    let call = |orders: &[&str]| {
+        let mut script = scripts::DEDUCT.prepare_invoke();
+        script
+            .key(&shard.stock)
+            .key(&shard.orders)
+            .key(&shard.audit)
+            .key(&shard.meta)
+            .key(&shard.buyers)
+            .key(&shard.keys)
+            .key(&shard.stream)
+            .key(&shard.unpaid)
+            .key(&shard.void)
+            .arg("test")
+            .arg("lua");
+        for order in orders {
+            script.arg(*order).arg("").arg("h").arg("");
+        }
+        script
+    };
+    let first: Vec<i64> = call(&["o-1", "o-2"]).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(first, [10, 1, 1]);
+    let again: Vec<i64> = call(&["o-1", "o-2", "o-3"]).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(again, [8, 1, 1, 1], "o-1 and o-2 sold before, o-3 now");
+    let _: () = conn.hset(&shard.void, "o-4", 1).await.unwrap();
+    let voided: Vec<i64> = call(&["o-4"]).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(voided, [7, -8]);
+    let stock: i64 = conn.get(&shard.stock).await.unwrap();
+    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+    assert_eq!((stock, orders), (7, 3));
+}
