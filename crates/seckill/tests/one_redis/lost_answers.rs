@@ -417,7 +417,10 @@ async fn the_lock_free_script_sent_twice_sells_once() {
     };
     let first: Vec<i64> = call(&["o-1", "o-2"]).invoke_async(&mut conn).await.unwrap();
     assert_eq!(first, [10, 1, 1]);
-    let again: Vec<i64> = call(&["o-1", "o-2", "o-3"]).invoke_async(&mut conn).await.unwrap();
+    let again: Vec<i64> = call(&["o-1", "o-2", "o-3"])
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
     assert_eq!(again, [8, 1, 1, 1], "o-1 and o-2 sold before, o-3 now");
     let _: () = conn.hset(&shard.void, "o-4", 1).await.unwrap();
     let voided: Vec<i64> = call(&["o-4"]).invoke_async(&mut conn).await.unwrap();
