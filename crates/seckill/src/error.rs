@@ -8,17 +8,15 @@ use serde_json::json;
 
 use seckill_lock::LockError;
 
-use crate::variants::VARIANTS;
-
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     /// 400: a parameter or body the service will not act on. The text says which and why.
     #[error("{0}")]
     BadRequest(String),
 
-    /// 404: the path names no variant; the body lists the ones there are.
+    /// 404: the path names no variant; the body lists the ones there are (given with it).
     #[error("unknown variant {0:?}")]
-    UnknownVariant(String),
+    UnknownVariant(String, Vec<&'static str>),
 
     /// 404: no stock was ever set for the product (or Redis lost it). Never sold as stock.
     #[error("product {0} has no stock: POST /admin/reset sets it")]
@@ -76,7 +74,7 @@ impl AppError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
-            Self::UnknownVariant(_) | Self::UnknownProduct(_) | Self::UnknownOrder(_) => {
+            Self::UnknownVariant(..) | Self::UnknownProduct(_) | Self::UnknownOrder(_) => {
                 StatusCode::NOT_FOUND
             }
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -95,7 +93,7 @@ impl AppError {
     pub fn outcome(&self) -> &'static str {
         match self {
             Self::BadRequest(_) => "bad_request",
-            Self::UnknownVariant(_) => "unknown_variant",
+            Self::UnknownVariant(..) => "unknown_variant",
             Self::UnknownProduct(_) => "unknown_product",
             Self::UnknownOrder(_) => "unknown_order",
             Self::Unauthorized => "unauthorized",
@@ -181,10 +179,10 @@ impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let status = self.status();
         let body = match &self {
-            Self::UnknownVariant(_) => json!({
+            Self::UnknownVariant(_, variants) => json!({
                 "outcome": self.outcome(),
                 "error": self.to_string(),
-                "variants": VARIANTS.iter().map(|v| v.name()).collect::<Vec<_>>(),
+                "variants": variants,
             }),
             Self::RedisUnavailable(err) => {
                 tracing::warn!(error = %err, "redis unavailable");

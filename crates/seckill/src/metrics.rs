@@ -15,8 +15,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use seckill_lock::WatchdogCounters;
 
-use crate::variants::Variant;
-
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RequestLabels {
     variant: &'static str,
@@ -41,6 +39,24 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 18))
 }
 
+/// What the orders' consumer did (`crate::orders`), in `/metrics`.
+#[derive(Debug, Clone, Default)]
+pub struct OrdersCounters {
+    /// Orders inserted (new rows; a replayed entry inserts none).
+    pub inserted: Counter,
+    /// Stream entries acknowledged: their orders are in the database.
+    pub acknowledged: Counter,
+    /// Entries claimed from another consumer that left them pending.
+    pub claimed: Counter,
+    /// Batches that stayed in the stream (the database or Redis did not answer).
+    pub failed_batches: Counter,
+    /// Entries not yet in the database over every stream, at the last look (the
+    /// reconciliation's `backlog`, for every product at once).
+    pub backlog: Gauge,
+    /// How long the oldest of them has waited, ms.
+    pub oldest_ms: Gauge,
+}
+
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
@@ -54,11 +70,7 @@ pub struct Metrics {
 impl Metrics {
     /// Every series carries `instance="<id>"`: through Nginx, `/metrics` answers from a
     /// different instance each time, and the label says which.
-    pub fn new(
-        instance: &str,
-        watchdog: Arc<WatchdogCounters>,
-        orders: &crate::orders::OrdersCounters,
-    ) -> Self {
+    pub fn new(instance: &str, watchdog: Arc<WatchdogCounters>, orders: &OrdersCounters) -> Self {
         let labels = [(
             std::borrow::Cow::Borrowed("instance"),
             std::borrow::Cow::Owned(instance.to_owned()),
@@ -145,8 +157,8 @@ impl Metrics {
         }
     }
 
-    pub fn deduction(&self, variant: Variant, outcome: &'static str, took: Duration) {
-        let variant = variant.name();
+    /// A deduction of `variant` (its name) answered `outcome` after `took`.
+    pub fn deduction(&self, variant: &'static str, outcome: &'static str, took: Duration) {
         self.requests
             .get_or_create(&RequestLabels { variant, outcome })
             .inc();
@@ -155,8 +167,8 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    pub fn lock_acquired(&self, variant: Variant, acquired: bool, took: Duration) {
-        let variant = variant.name();
+    /// `variant` (its name) took its lock (`acquired`) or gave up, after `took`.
+    pub fn lock_acquired(&self, variant: &'static str, acquired: bool, took: Duration) {
         let result = if acquired { "acquired" } else { "busy" };
         self.lock_acquire
             .get_or_create(&AcquireLabels { variant, result })

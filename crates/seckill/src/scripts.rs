@@ -15,9 +15,40 @@ use seckill_lock::watchdog::{FAIR_PATIENCE, ReleaseArgs};
 use seckill_lock::{LOCK_LUA, millis};
 
 use crate::keys::{ProductKeys, ShardKeys};
-use crate::variants::section::{Credentials, StockWrite};
 
 const CRITICAL_LUA: &str = include_str!("../lua/lib/critical.lua");
+
+/// A script's answer when the buyer already has the product's `per_user` units.
+pub(crate) const LIMIT_REACHED: i64 = -5;
+/// A script's answer when the product limits each buyer and the request named none.
+pub(crate) const USER_REQUIRED: i64 = -6;
+/// A script's answer when another request now serves the idempotency key (a repeat took
+/// the claim over after this one's deadline): nothing sold.
+pub(crate) const TAKEN_OVER: i64 = -7;
+/// A script's answer when the sale's order id was voided: its answer had been lost, and a
+/// look-up found it had not run (`lua/resolve.lua`). Nothing sold; only a command sent
+/// again (by a client library) can meet it.
+pub(crate) const VOIDED: i64 = -8;
+
+/// What a lock holder presents at the stock when it commits.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Credentials<'a> {
+    /// A holder that must still be a field of the shard's lock hash (a watchdog lock that
+    /// lives beside the stock), checked inside the commit script.
+    pub lock_holder: Option<&'a str>,
+    /// `fence=on`: the fencing token the holder was granted.
+    pub token: Option<i64>,
+}
+
+/// How the commit takes the unit.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum StockWrite {
+    /// `DECR` in Redis.
+    Decrement,
+    /// `SET` a value the application computed from what it read earlier (naive's lost
+    /// update).
+    Set(i64),
+}
 
 /// A script from `lua/`, with the libraries it uses (`[LOCK_LUA, …]`) in front of it.
 macro_rules! script {

@@ -8,19 +8,19 @@
 //! any other is a 400 that says which it takes, never a value silently ignored. The API's
 //! description (`/openapi.json`) is written from the same declarations.
 
+mod limits;
 mod read;
 mod shared;
 
+pub use limits::Limits;
 pub use shared::{
     DEFAULT_LOCK_WAIT_MS, FAULT, FENCE, LEASE_MS, PAUSE_MS, STOP_FAULT, TTL_MS, WAIT_MS, WORK_MS,
 };
 
 use std::time::Duration;
 
-use crate::config::Limits;
 use crate::error::AppError;
 use crate::keys::{ProductId, UserId};
-use crate::variants::Variant;
 use read::{bad, quoted, read};
 
 /// The parameters every variant takes besides its knobs.
@@ -115,14 +115,15 @@ pub struct Knobs {
 }
 
 impl Knobs {
-    /// Parses `params` (query string and form body together) for `variant`.
+    /// Parses `params` (query string and form body together) for the variant named
+    /// `variant`, which takes the knobs `takes` (its `Spec::knobs`).
     pub fn parse(
-        variant: Variant,
+        variant: &str,
+        takes: &[Knob],
         params: &[(String, String)],
         limits: &Limits,
         faults_enabled: bool,
     ) -> Result<Self, AppError> {
-        let takes = variant.spec().knobs;
         let mut seen: Vec<&str> = Vec::with_capacity(params.len());
         for (name, _) in params {
             if seen.contains(&name.as_str()) {
@@ -291,82 +292,5 @@ impl Knobs {
 
     pub fn abandons(&self) -> bool {
         self.fault == Some(Fault::Abandon)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::variants;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct LimitsOnly {
-        #[command(flatten)]
-        limits: Limits,
-    }
-
-    fn limits() -> Limits {
-        LimitsOnly::parse_from(["x"]).limits
-    }
-
-    fn parse(variant: &str, query: &str, faults: bool) -> Result<Knobs, AppError> {
-        let variant = Variant::parse(variant).expect("a variant");
-        let params: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap();
-        Knobs::parse(variant, &params, &limits(), faults)
-    }
-
-    #[test]
-    fn defaults_sell_product_101_with_no_work() {
-        let knobs = parse("token", "", false).unwrap();
-        assert_eq!(knobs.product.as_str(), "101");
-        assert_eq!(knobs.work(), Duration::ZERO);
-        assert_eq!(knobs.wait(), Duration::ZERO);
-        assert!(knobs.fault().is_none());
-        let waits = parse("watchdog", "", false).unwrap();
-        assert_eq!(waits.wait(), Duration::from_millis(DEFAULT_LOCK_WAIT_MS));
-    }
-
-    #[test]
-    fn refuses_what_the_variant_does_not_take() {
-        let batch = &variants::lua::BATCH;
-        assert!(parse("setnx", "ttl_ms=100", false).is_err());
-        assert!(parse("lua", "work_ms=1", false).is_err());
-        assert!(!parse("lua", "batch=off", false).unwrap().switch(batch));
-        assert!(parse("lua", "", false).unwrap().switch(batch));
-        assert!(parse("lua", "batch=1", false).is_err());
-        assert!(parse("token", "batch=off", false).is_err());
-        assert!(parse("token", "ttl_ms=100&wait_ms=5", false).is_ok());
-        assert!(parse("token", "lease_ms=100", false).is_err());
-        assert!(parse("watchdog", "lease_ms=100&wait_ms=5", false).is_ok());
-        assert!(parse("segmented", "ttl_ms=100", false).is_err());
-    }
-
-    #[test]
-    fn refuses_duplicates_bounds_and_non_numbers() {
-        for query in [
-            "work_ms=1&work_ms=2",
-            "work_ms=-1",
-            "work_ms=1.5",
-            "work_ms=999999999",
-            "work_ms=",
-            "ttl_ms=0",
-            "product=a%7Bb",
-            "product=",
-        ] {
-            assert!(parse("token", query, true).is_err(), "{query} accepted");
-        }
-    }
-
-    #[test]
-    fn faults_need_the_instance_flag() {
-        assert!(parse("token", "fault=abandon", false).is_err());
-        assert_eq!(
-            parse("token", "fault=abandon", true).unwrap().fault(),
-            Some(Fault::Abandon)
-        );
-        assert!(parse("token", "fault=pause_before_release", true).is_err());
-        assert!(parse("token", "pause_ms=5", true).is_err());
-        assert!(parse("token", "fault=explode", true).is_err());
     }
 }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use super::Limits;
 use super::{Kind, Knob, Value};
-use crate::config::Limits;
 use crate::error::AppError;
 use crate::keys::ProductId;
 

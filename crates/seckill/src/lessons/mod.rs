@@ -389,8 +389,8 @@ mod tests {
                         .replace("{cart}", "101,101-b");
                     let params: Vec<(String, String)> = serde_urlencoded::from_str(&knobs).unwrap();
                     let faults = lesson.needs == Needs::Faults;
-                    let parsed =
-                        crate::knobs::Knobs::parse(phase.variant, &params, &limits, faults);
+                    let (name, takes) = (phase.variant.name(), phase.variant.spec().knobs);
+                    let parsed = crate::knobs::Knobs::parse(name, takes, &params, &limits, faults);
                     assert!(
                         parsed.is_ok(),
                         "{} {knobs}: {:?}",

@@ -36,23 +36,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
 /// The consumer group every instance reads the streams in.
 pub const GROUP: &str = "orders";
 
-/// What the consumer did, in `/metrics`.
-#[derive(Debug, Clone, Default)]
-pub struct OrdersCounters {
-    /// Orders inserted (new rows; a replayed entry inserts none).
-    pub inserted: prometheus_client::metrics::counter::Counter,
-    /// Stream entries acknowledged: their orders are in the database.
-    pub acknowledged: prometheus_client::metrics::counter::Counter,
-    /// Entries claimed from another consumer that left them pending.
-    pub claimed: prometheus_client::metrics::counter::Counter,
-    /// Batches that stayed in the stream (the database or Redis did not answer).
-    pub failed_batches: prometheus_client::metrics::counter::Counter,
-    /// Entries not yet in the database over every stream, at the last look (the
-    /// reconciliation's `backlog`, for every product at once).
-    pub backlog: prometheus_client::metrics::gauge::Gauge,
-    /// How long the oldest of them has waited, ms.
-    pub oldest_ms: prometheus_client::metrics::gauge::Gauge,
-}
+pub use crate::metrics::OrdersCounters;
 
 /// One order as the stream carries it and the database keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -49,7 +49,10 @@ async fn deduct_named(
 ) -> Response {
     match Variant::parse(&name) {
         Some(variant) => deduct(state, variant, query, headers, body).await,
-        None => AppError::UnknownVariant(name.chars().take(40).collect()).into_response(),
+        None => {
+            let names = crate::variants::VARIANTS.iter().map(|v| v.name()).collect();
+            AppError::UnknownVariant(name.chars().take(40).collect(), names).into_response()
+        }
     }
 }
 
@@ -125,7 +128,9 @@ async fn deduct(
         Ok((_, Served::Replayed(_))) => "replayed",
         Err(err) => err.outcome(),
     };
-    state.metrics.deduction(variant, outcome, started.elapsed());
+    state
+        .metrics
+        .deduction(variant.name(), outcome, started.elapsed());
     match result {
         Ok((product, Served::Now(outcome, worked))) => {
             answer(&state, variant, product, outcome, worked)
@@ -145,7 +150,14 @@ async fn run(
     let params = params(query, headers, body)?;
     let key = idempotency::key(headers)?;
     let settings = &state.settings;
-    let knobs = Knobs::parse(variant, &params, &settings.limits, settings.faults)?;
+    let takes = variant.spec().knobs;
+    let knobs = Knobs::parse(
+        variant.name(),
+        takes,
+        &params,
+        &settings.limits,
+        settings.faults,
+    )?;
     let product = knobs.product.to_string();
     let mut deduction = Deduction::new(state.clone(), variant, knobs);
     if let Some(key) = key {

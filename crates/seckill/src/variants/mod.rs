@@ -190,6 +190,9 @@ pub fn lua() -> Variant {
 }
 
 #[cfg(test)]
+mod knob_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -94,7 +94,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                 release(d, &mut held).await;
                 d.app
                     .metrics
-                    .lock_acquired(d.variant, false, started.elapsed());
+                    .lock_acquired(d.variant.name(), false, started.elapsed());
                 count(d, &cart, "lock_busy", started.elapsed()).await?;
                 return Ok(Outcome::LockBusy);
             }
@@ -106,7 +106,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     }
     d.app
         .metrics
-        .lock_acquired(d.variant, true, started.elapsed());
+        .lock_acquired(d.variant.name(), true, started.elapsed());
     // A line whose answer was lost may still run: it must find its lock held (the next
     // holder would read the stock before it) until it is looked up.
     let sold = d.learn(sell(d, &cart).await).await;

@@ -14,19 +14,10 @@ use super::{Deduction, Outcome};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
 use crate::scripts::{self, Leaving};
+pub(crate) use crate::scripts::{
+    Credentials, LIMIT_REACHED, StockWrite, TAKEN_OVER, USER_REQUIRED, VOIDED,
+};
 use crate::store::{Confirmations, Confirmed, RedisConn};
-
-/// A script's answer when the buyer already has the product's `per_user` units.
-pub(crate) const LIMIT_REACHED: i64 = -5;
-/// A script's answer when the product limits each buyer and the request named none.
-pub(crate) const USER_REQUIRED: i64 = -6;
-/// A script's answer when another request now serves the idempotency key (a repeat took
-/// the claim over after this one's deadline): nothing sold.
-pub(crate) const TAKEN_OVER: i64 = -7;
-/// A script's answer when the sale's order id was voided: its answer had been lost, and a
-/// look-up found it had not run (`lua/resolve.lua`). Nothing sold; only a command sent
-/// again (by a client library) can meet it.
-pub(crate) const VOIDED: i64 = -8;
 
 /// How long past its own work a holder may stay in the audit's "inside" set: the time it
 /// needs for its last Redis round trips under load. A holder that dies inside stops
@@ -42,26 +33,6 @@ pub enum LockStore {
     Instance,
     /// Servers of its own (Redlock).
     OwnServers,
-}
-
-/// What a lock holder presents at the stock when it commits.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Credentials<'a> {
-    /// A holder that must still be a field of the shard's lock hash (a watchdog lock that
-    /// lives beside the stock), checked inside the commit script.
-    pub lock_holder: Option<&'a str>,
-    /// `fence=on`: the fencing token the holder was granted.
-    pub token: Option<i64>,
-}
-
-/// How the commit takes the unit.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum StockWrite {
-    /// `DECR` in Redis.
-    Decrement,
-    /// `SET` a value the application computed from what it read earlier (naive's lost
-    /// update).
-    Set(i64),
 }
 
 /// A lock whose holder sleeps before giving it back (`fault=pause_before_release`): the
@@ -129,7 +100,7 @@ impl Deduction {
         self.timeline.waiting();
         let acquired = lock.acquire(wait).await?;
         let metrics = &self.app.metrics;
-        metrics.lock_acquired(self.variant, acquired, started.elapsed());
+        metrics.lock_acquired(self.variant.name(), acquired, started.elapsed());
         if !acquired {
             return Ok(Outcome::LockBusy);
         }

@@ -155,7 +155,7 @@ async fn in_two_trips(
     let entered = lock.acquire_with(wait, attempt).await?;
     d.app
         .metrics
-        .lock_acquired(d.variant, entered.is_some(), started.elapsed());
+        .lock_acquired(d.variant.name(), entered.is_some(), started.elapsed());
     let Some(entered) = entered else {
         return Ok(Outcome::LockBusy);
     };
