@@ -33,12 +33,12 @@ use axum::http::{HeaderMap, StatusCode};
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
-use crate::config::Limits;
 use crate::error::AppError;
 use crate::keys::{IdempotencyKey, ProductKeys, ShardKeys};
+use crate::knobs::{INSIDE_MARGIN, Limits};
+use crate::outcome::Outcome;
 use crate::scripts;
-use crate::state::AppState;
-use crate::variants::{INSIDE_MARGIN, Outcome, give_back};
+use crate::store::Store;
 
 /// The request header.
 pub const HEADER: &str = "idempotency-key";
@@ -73,6 +73,17 @@ pub fn key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, AppError> {
     IdempotencyKey::parse(value)
         .map(Some)
         .map_err(AppError::BadRequest)
+}
+
+/// What idempotency keys need of the instance: its stock store, how long a key is kept
+/// (`--idempotency-ttl-s`), how long a repeat waits for an answer in flight
+/// ([`patience`]), and the instance's id (written into answers).
+#[derive(Clone)]
+pub struct Keys {
+    pub store: Store,
+    pub ttl: Duration,
+    pub patience: Duration,
+    pub instance: std::sync::Arc<str>,
 }
 
 /// A key this request holds the claim on, while it is served.
@@ -170,7 +181,7 @@ impl Replay {
 /// another request), for up to `lease`; waits while another request holds it (up to
 /// [`patience`]).
 pub async fn claim(
-    app: &AppState,
+    keys: &Keys,
     product: &ProductKeys,
     key: IdempotencyKey,
     request: &str,
@@ -178,9 +189,9 @@ pub async fn claim(
     lease: Duration,
 ) -> Result<Claimed, AppError> {
     let record = product.whole().claim(key.as_str());
-    let ttl = app.settings.idempotency_ttl;
+    let ttl = keys.ttl;
     let lease = lease + INSIDE_MARGIN;
-    let patience = patience(&app.settings.limits);
+    let patience = keys.patience;
     let started = Instant::now();
     let mut pause = Duration::from_millis(2);
     loop {
@@ -192,7 +203,7 @@ pub async fn claim(
             .arg(holder)
             .arg(millis(lease))
             .arg(millis(ttl))
-            .invoke_async(&mut app.store.conn())
+            .invoke_async(&mut keys.store.conn())
             .await?;
         match answer.first().map(String::as_str) {
             Some("claimed") => {
@@ -248,7 +259,7 @@ pub async fn claim(
 /// none found, the other's reservation was never used, and goes back to the buyer. A cart's
 /// lines found are kept: the repeat completes the cart around them.
 pub async fn take_over(
-    app: &AppState,
+    keys: &Keys,
     product: &ProductKeys,
     claim: &Claim,
     holder: &str,
@@ -260,11 +271,11 @@ pub async fn take_over(
         Elsewhere::Shards(shards) => (shards, true),
         Elsewhere::Cart(shards) => (shards, false),
     };
-    let ttl = app.settings.idempotency_ttl;
+    let ttl = keys.ttl;
     let mut found = None;
     for shard in shards {
         let order: Option<String> = scripts::idem_fence(shard, claim.key.as_str(), holder, ttl)
-            .invoke_async(&mut app.store.conn())
+            .invoke_async(&mut keys.store.conn())
             .await?;
         if let Some(order) = order {
             found.get_or_insert((order, shard.index));
@@ -278,7 +289,9 @@ pub async fn take_over(
     );
     let Some((order, shard)) = found.filter(|_| answers) else {
         if !from.reserved.is_empty() {
-            give_back(app, product, &from.reserved).await?;
+            let _: i64 = scripts::give_back(product, &from.reserved)
+                .invoke_async(&mut keys.store.conn())
+                .await?;
         }
         return Ok(None);
     };
@@ -292,9 +305,9 @@ pub async fn take_over(
         instance: None,
     };
     let _: i64 = finish_script(claim, holder, &product.reservation(&from.holder), &replay)
-        .invoke_async(&mut app.store.conn())
+        .invoke_async(&mut keys.store.conn())
         .await?;
-    let _: i64 = app
+    let _: i64 = keys
         .store
         .conn()
         .hincr(&product.audit, "replayed", 1)
@@ -309,13 +322,13 @@ pub async fn take_over(
 /// takes it over at once and finds out. Best effort: if Redis is away the claim stays
 /// pending until its deadline, and a repeat then takes it over.
 pub async fn finish(
-    app: &AppState,
+    keys: &Keys,
     claim: &Claim,
     holder: &str,
     outcome: Option<&Outcome>,
     recorded_by_sale: bool,
 ) {
-    let instance = Some(app.settings.instance.to_string());
+    let instance = Some(keys.instance.to_string());
     let script = match outcome {
         Some(Outcome::Deducted { .. }) if recorded_by_sale => return,
         Some(Outcome::InFlight) => return,
@@ -348,7 +361,7 @@ pub async fn finish(
         }
         _ => step(claim, holder, "release"),
     };
-    let done: Result<i64, _> = script.invoke_async(&mut app.store.conn()).await;
+    let done: Result<i64, _> = script.invoke_async(&mut keys.store.conn()).await;
     if let Err(err) = done {
         tracing::warn!(
             error = %err,

@@ -48,6 +48,7 @@ pub mod knobs;
 pub mod lessons;
 pub mod metrics;
 pub mod orders;
+pub mod outcome;
 pub mod payment;
 pub mod product;
 pub mod routes;

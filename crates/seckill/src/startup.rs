@@ -169,8 +169,15 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
             ))
         })
         .collect::<anyhow::Result<_>>()?;
+    let idempotency = crate::idempotency::Keys {
+        store: store.clone(),
+        ttl: settings.idempotency_ttl,
+        patience: crate::idempotency::patience(&settings.limits),
+        instance: settings.instance.clone(),
+    };
     Ok(AppState::new(App {
         lock_store: lock_store.unwrap_or_else(|| store.clone()),
+        idempotency,
         locks_beside_stock: args.lock_redis_url.is_none(),
         redlock,
         zookeeper,

@@ -61,6 +61,8 @@ pub struct App {
     /// `--lock-wait-replicas`: replicas of the lock store every lock must reach before its
     /// holder goes on.
     pub lock_confirmations: Option<Arc<Confirmations>>,
+    /// What idempotency keys need: the stock store, their TTL, a repeat's patience.
+    pub idempotency: crate::idempotency::Keys,
     /// `--orders-db`: the orders' store of record, when there is one.
     pub orders: Option<Arc<OrdersDb>>,
     /// What each variant keeps per instance (its `Spec::start`).

@@ -13,6 +13,12 @@ mod read;
 mod shared;
 
 pub use limits::Limits;
+
+/// How long past its own work a holder may stay in the audit's "inside" set: the time it
+/// needs for its last Redis round trips under load. A holder that dies inside stops
+/// counting as inside after its work plus this margin; a request's idempotency claim is
+/// taken over only past its longest time plus this margin.
+pub const INSIDE_MARGIN: Duration = Duration::from_secs(2);
 pub use shared::{
     DEFAULT_LOCK_WAIT_MS, FAULT, FENCE, LEASE_MS, PAUSE_MS, STOP_FAULT, TTL_MS, WAIT_MS, WORK_MS,
 };

@@ -163,15 +163,30 @@ async fn run(
     if let Some(key) = key {
         let request = fingerprint(variant, params);
         let (holder, lease) = (&deduction.holder, deduction.knobs.longest());
-        match idempotency::claim(state, &deduction.product, key, &request, holder, lease).await? {
+        match idempotency::claim(
+            &state.idempotency,
+            &deduction.product,
+            key,
+            &request,
+            holder,
+            lease,
+        )
+        .await?
+        {
             Claimed::Ours(claim) => deduction.claim = Some(claim),
             Claimed::TookOver(claim, from) => {
                 let elsewhere = deduction.elsewhere().await?;
                 let product_keys = &deduction.product;
                 let holder = &deduction.holder;
-                if let Some(replay) =
-                    idempotency::take_over(state, product_keys, &claim, holder, &from, &elsewhere)
-                        .await?
+                if let Some(replay) = idempotency::take_over(
+                    &state.idempotency,
+                    product_keys,
+                    &claim,
+                    holder,
+                    &from,
+                    &elsewhere,
+                )
+                .await?
                 {
                     return Ok((product, Served::Replayed(replay)));
                 }
@@ -203,7 +218,14 @@ async fn serve(d: &Deduction) -> (Result<Outcome, AppError>, Option<Duration>) {
         // A split product's shards are not on the claim's slot, and a cart sells in steps:
         // their answers are recorded here, after the sale.
         let recorded = !d.answers_after_sale();
-        idempotency::finish(&d.app, claim, &d.holder, outcome.as_ref().ok(), recorded).await;
+        idempotency::finish(
+            &d.app.idempotency,
+            claim,
+            &d.holder,
+            outcome.as_ref().ok(),
+            recorded,
+        )
+        .await;
         if matches!(outcome, Ok(Outcome::InFlight)) {
             count_in_flight(d).await;
         }

@@ -224,7 +224,8 @@ impl Settle {
                     tracing::warn!(error = %err, "a reservation no sale used was not given back");
                 }
                 if let Some(claim) = &self.claim {
-                    idempotency::finish(&self.app, claim, &self.holder, None, false).await;
+                    idempotency::finish(&self.app.idempotency, claim, &self.holder, None, false)
+                        .await;
                 }
             }
             Found::Sold { remaining } => {
@@ -235,8 +236,14 @@ impl Settle {
                         shard: self.sale.index,
                     };
                     let recorded = !self.answered_after;
-                    idempotency::finish(&self.app, claim, &self.holder, Some(&sold), recorded)
-                        .await;
+                    idempotency::finish(
+                        &self.app.idempotency,
+                        claim,
+                        &self.holder,
+                        Some(&sold),
+                        recorded,
+                    )
+                    .await;
                 }
             }
         }
@@ -248,7 +255,7 @@ impl Settle {
 
 /// `holder`'s reservation of `product`'s unit back to its buyer, if nobody gave it back
 /// yet (`lua/reserve.lua`).
-pub async fn give_back(
+pub(crate) async fn give_back(
     app: &AppState,
     product: &crate::keys::ProductKeys,
     holder: &str,

@@ -21,7 +21,6 @@
 
 mod deduction;
 mod lost;
-mod outcome;
 pub(crate) mod section;
 
 pub mod lua;
@@ -36,9 +35,9 @@ pub mod token;
 pub mod watchdog;
 pub mod zookeeper;
 
+pub use crate::outcome::Outcome;
 pub use deduction::Deduction;
-pub use lost::{SETTLE_FOR, give_back};
-pub use outcome::Outcome;
+pub use lost::SETTLE_FOR;
 pub use section::INSIDE_MARGIN;
 
 use std::any::Any;

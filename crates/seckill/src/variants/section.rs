@@ -19,10 +19,7 @@ pub(crate) use crate::scripts::{
 };
 use crate::store::{Confirmations, Confirmed, RedisConn};
 
-/// How long past its own work a holder may stay in the audit's "inside" set: the time it
-/// needs for its last Redis round trips under load. A holder that dies inside stops
-/// counting as inside after its work plus this margin.
-pub const INSIDE_MARGIN: Duration = Duration::from_secs(2);
+pub use crate::knobs::INSIDE_MARGIN;
 
 /// Where a lock lives, which says what may be asked of it besides the lock itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
