@@ -122,7 +122,7 @@ def file_uses(module, no_tests):
                 found.append((code.count("\n", 0, m.start()) + 1, m.group(1), tests >= 0 and m.start() > tests))
         for line, name, test in found:
             target = name if name in files else reexport.get(name, "mod")
-            if target != node and not (test and no_tests):
+            if target in uses and target != node and not (test and no_tests):
                 uses[node][target].append(f"{path.relative_to(SRC)}:{line}" + " [test]" * test)
     return uses
 

@@ -19,6 +19,10 @@ scripts/install-deps.sh
 scripts/install-deps.sh browser
 export PATH="$PATH:/usr/sbin:/sbin"
 
+# The service's modules import one way: no circle among them (scripts/imports.py prints the
+# graph).
+python3 scripts/imports.py --max-cycle 1 >/dev/null
+
 cargo test --all-targets "$@"
 
 if [ "$(id -u)" -eq 0 ]; then

@@ -13,6 +13,9 @@
 //! back. When the close answers, every deduction that saw "open" has finished, and every
 //! later one sees "closed": no sale completes after it. New readers wait while the close
 //! is in line (see [`seckill_lock::rw`]), so a stream of buyers cannot hold a close off.
+//!
+//! This module is the admin's side, the close and the reopen; the deduction's side — the
+//! `guard` knob, the check and the read lock — is `variants/guard.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -22,55 +25,7 @@ use serde::Serialize;
 
 use crate::error::AppError;
 use crate::keys::{ProductId, ProductKeys};
-use crate::knobs::{DEFAULT_LOCK_WAIT_MS, Kind, Knob};
 use crate::state::AppState;
-use crate::variants::{Deduction, Outcome};
-
-/// `guard`: whether, and how, a deduction minds a close.
-pub const GUARD: Knob = Knob {
-    name: "guard",
-    doc: "watchdog and optimistic: check refuses the sale (410 closed) once /admin/close \
-          closed the product, but a deduction that checked just before the close may still \
-          sell after it; rw holds the product's read lock from the check to the sale, so \
-          that the close waits for it and nothing sells after the close. Unset: no check.",
-    kind: Kind::Choice {
-        values: &["check", "rw"],
-    },
-};
-
-/// A deduction that minds a close: with `guard=rw` under the product's read lock, it checks
-/// that the product is open, then runs the variant.
-pub async fn guarded(d: &Deduction, rw: bool) -> Result<Outcome, AppError> {
-    if !rw {
-        return if_open(d).await;
-    }
-    let lease = Duration::from_millis(d.app.settings.limits.lock_lease_ms);
-    let mut read = RwLock::new(d.redis(), d.product.rw_keys(), &d.holder, Side::Read, lease);
-    // Readers wait only while a close is in line.
-    let wait = if d.variant.takes("wait_ms") {
-        d.knobs.wait()
-    } else {
-        Duration::from_millis(DEFAULT_LOCK_WAIT_MS)
-    };
-    if !read.acquire(wait).await? {
-        return Ok(Outcome::LockBusy);
-    }
-    let outcome = if_open(d).await;
-    match read.release().await {
-        Ok(true) => {}
-        Ok(false) => tracing::warn!(holder = %d.holder, "read lock gone at release"),
-        Err(err) => tracing::warn!(error = %err, "read lock release failed; it expires"),
-    }
-    outcome
-}
-
-async fn if_open(d: &Deduction) -> Result<Outcome, AppError> {
-    let closed: bool = d.redis().hexists(&d.product.meta, "closed").await?;
-    if closed {
-        return Ok(Outcome::Closed);
-    }
-    (d.variant.spec().deduct)(d).await
-}
 
 /// What a close came to.
 #[derive(Debug, Serialize)]

@@ -227,6 +227,22 @@ pub struct ServeArgs {
     pub limits: Limits,
 }
 
+impl ServeArgs {
+    /// The parts of the configuration handlers and deductions read, for instance
+    /// `instance`.
+    pub fn settings(&self, instance: String) -> crate::variants::Settings {
+        crate::variants::Settings {
+            instance: instance.into(),
+            admin_token: self.admin_token.clone(),
+            faults: self.faults,
+            default_variant: self.default_variant,
+            limits: self.limits.clone(),
+            idempotency_ttl: Duration::from_secs(self.idempotency_ttl_s),
+            bench_url: self.bench_url.clone(),
+        }
+    }
+}
+
 /// An instance id goes into Redis hash fields and responses, so it is kept plain.
 pub fn check_instance_id(id: &str) -> anyhow::Result<()> {
     let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-');

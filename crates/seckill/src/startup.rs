@@ -20,13 +20,13 @@ use seckill_lock::{HolderIds, Redlock, WatchdogLocks, ZooKeeper};
 
 use crate::config::{ServeArgs, check_instance_id, instance_id_from};
 use crate::keys::LOCK_CHANNEL_PATTERN;
-use crate::lessons::Lessons;
 use crate::metrics::Metrics;
 use crate::orders::consumer::Consumer;
 use crate::orders::{OrdersCounters, OrdersDb};
 use crate::routes;
-use crate::state::{App, AppState, Settings};
+use crate::state::{App, AppState};
 use crate::store::{Confirmations, RedisMode, Store, StoreConfig};
+use crate::variants::Context as Instance;
 use crate::variants::{Start, VARIANTS};
 
 pub struct Application {
@@ -100,7 +100,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
             args.limits.redis_timeout(),
         ))
     });
-    let settings = Settings::new(&args, instance.clone());
+    let settings = args.settings(instance.clone());
     let lock_side = lock_store.as_ref().unwrap_or(&store);
     let wait_timeout = Duration::from_millis(args.redis_wait_timeout_ms);
     let pool = usize::try_from(args.confirm_connections).unwrap_or(1);
@@ -128,10 +128,11 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
     locks.set_handoffs(args.lock_handoffs);
 
     let start = Start {
-        args: &args,
         settings: &settings,
         store: &store,
         sale_confirmations: sale_confirmations.as_ref(),
+        tx_connections: u64::from(args.tx_connections),
+        share_lease: Duration::from_millis(args.share_lease_ms),
     };
     let order_counters = OrdersCounters::default();
     let orders = match &args.orders_db {
@@ -175,7 +176,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         patience: crate::idempotency::patience(&settings.limits),
         instance: settings.instance.clone(),
     };
-    Ok(AppState::new(App {
+    let context = Instance {
         lock_store: lock_store.unwrap_or_else(|| store.clone()),
         idempotency,
         locks_beside_stock: args.lock_redis_url.is_none(),
@@ -189,8 +190,10 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         sale_confirmations,
         lock_confirmations,
         variant_state,
+    };
+    Ok(AppState::new(App {
+        context: Arc::new(context),
         orders,
-        lessons: Lessons::new(&args.bench_url),
     }))
 }
 

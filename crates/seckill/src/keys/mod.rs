@@ -46,6 +46,9 @@ pub fn product_of_stream(stream: &str) -> Option<ProductId> {
     ProductId::parse(tag.split('/').next()?).ok()
 }
 
+/// The consumer group every instance reads the orders' streams in (`crate::orders`).
+pub const ORDERS_GROUP: &str = "orders";
+
 /// The product-wide keys: its metadata and its request counters.
 #[derive(Debug, Clone)]
 pub struct ProductKeys {

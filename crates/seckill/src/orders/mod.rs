@@ -33,8 +33,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("../../migrations/0002_settlements.sql")),
 ];
 
-/// The consumer group every instance reads the streams in.
-pub const GROUP: &str = "orders";
+pub use crate::keys::ORDERS_GROUP as GROUP;
 
 pub use crate::metrics::OrdersCounters;
 
@@ -273,30 +272,7 @@ fn unavailable(err: impl std::fmt::Display) -> AppError {
     AppError::NotConfigured(format!("the orders database is unavailable: {err}"))
 }
 
-/// Redis against the database, for one product's current sale (`/stats`).
-#[derive(Debug, Clone, Serialize)]
-pub struct Reconciliation {
-    /// Whether this sale's orders go to the database at all: its reset was made by an
-    /// instance with `--orders-db` (which created the streams) and did not opt out
-    /// (`orders_of_record: false`). When not, nothing else is compared.
-    pub streamed: bool,
-    /// Orders in Redis (`sold`).
-    pub in_redis: i64,
-    /// Orders of this sale in the database; `null` while it does not answer.
-    pub in_database: Option<i64>,
-    /// Stream entries not yet in the database: pending with a consumer, or not read yet.
-    pub backlog: i64,
-    /// How long the oldest of them has waited, ms.
-    pub oldest_ms: Option<i64>,
-    /// Reservations paid or expired, in Redis (a sale with a payment window).
-    pub settled_in_redis: i64,
-    /// The same in the database; `null` while it does not answer.
-    pub settled_in_database: Option<i64>,
-    /// Once the backlog is drained: orders in one store and not the other, and
-    /// reservations settled in one and not the other or differently (must be 0); `null`
-    /// while entries wait.
-    pub drift: Option<i64>,
-}
+pub use crate::product::Reconciliation;
 
 /// Reconciles `product`'s current sale (its `epoch`, `sold` orders in Redis over
 /// `layout`'s shards) with the database.

@@ -5,7 +5,7 @@ mod audit;
 mod stats;
 
 pub use audit::{recorded_orders, settled_orders, stats};
-pub use stats::{LockView, Stats};
+pub use stats::{LockView, Reconciliation, Stats};
 
 use futures_util::future::try_join_all;
 use redis::AsyncCommands;
@@ -191,7 +191,7 @@ async fn create_stream(
     let created: Result<(), redis::RedisError> = redis::cmd("XGROUP")
         .arg("CREATE")
         .arg(stream)
-        .arg(crate::orders::GROUP)
+        .arg(crate::keys::ORDERS_GROUP)
         .arg("0")
         .arg("MKSTREAM")
         .query_async(conn)

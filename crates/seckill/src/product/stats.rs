@@ -89,7 +89,7 @@ pub struct Stats {
     pub payment: Option<Payment>,
     /// With `--orders-db`: Redis against the orders' database.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub orders_of_record: Option<crate::orders::Reconciliation>,
+    pub orders_of_record: Option<Reconciliation>,
 }
 
 impl Stats {
@@ -226,4 +226,29 @@ pub struct LockView {
     pub never_expires: bool,
     /// The instance whose request holds it, when one does.
     pub holder: Option<String>,
+}
+
+/// Redis against the database, for one product's current sale (`/stats`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Reconciliation {
+    /// Whether this sale's orders go to the database at all: its reset was made by an
+    /// instance with `--orders-db` (which created the streams) and did not opt out
+    /// (`orders_of_record: false`). When not, nothing else is compared.
+    pub streamed: bool,
+    /// Orders in Redis (`sold`).
+    pub in_redis: i64,
+    /// Orders of this sale in the database; `null` while it does not answer.
+    pub in_database: Option<i64>,
+    /// Stream entries not yet in the database: pending with a consumer, or not read yet.
+    pub backlog: i64,
+    /// How long the oldest of them has waited, ms.
+    pub oldest_ms: Option<i64>,
+    /// Reservations paid or expired, in Redis (a sale with a payment window).
+    pub settled_in_redis: i64,
+    /// The same in the database; `null` while it does not answer.
+    pub settled_in_database: Option<i64>,
+    /// Once the backlog is drained: orders in one store and not the other, and
+    /// reservations settled in one and not the other or differently (must be 0); `null`
+    /// while entries wait.
+    pub drift: Option<i64>,
 }

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, FromRef, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -16,11 +16,15 @@ use subtle::ConstantTimeEq;
 
 use crate::error::AppError;
 use crate::keys::ProductId;
-use crate::lessons;
+use crate::lessons::{self, Lessons};
 use crate::product::{self, MAX_PAY_WITHIN_MS, MAX_SHARDS, MAX_STOCK, Streaming, Terms};
 use crate::state::AppState;
 
-pub fn router(state: AppState) -> Router<AppState> {
+pub fn router(state: AppState, lessons: Lessons) -> Router<AppState> {
+    let admin = Admin {
+        app: state.clone(),
+        lessons,
+    };
     Router::new()
         .route("/reset", post(reset))
         .route("/unlock", post(unlock))
@@ -29,6 +33,26 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/lesson", post(start_lesson).get(lesson_status))
         .route("/lesson/cancel", post(cancel_lesson))
         .route_layer(middleware::from_fn_with_state(state, require_admin))
+        .with_state(admin)
+}
+
+/// The admin routes' state: the instance's, and the lessons the page starts.
+#[derive(Clone)]
+struct Admin {
+    app: AppState,
+    lessons: Lessons,
+}
+
+impl FromRef<Admin> for AppState {
+    fn from_ref(admin: &Admin) -> Self {
+        admin.app.clone()
+    }
+}
+
+impl FromRef<Admin> for Lessons {
+    fn from_ref(admin: &Admin) -> Self {
+        admin.lessons.clone()
+    }
 }
 
 async fn require_admin(
@@ -215,24 +239,28 @@ fn default_product() -> String {
 }
 
 /// Resets the product and drives one lesson's load at `--bench-url`, in the background.
-async fn start_lesson(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, AppError> {
+async fn start_lesson(
+    State(state): State<AppState>,
+    State(lessons): State<Lessons>,
+    body: Bytes,
+) -> Result<Json<Value>, AppError> {
     let request: LessonRequest = json_body(&body, r#"{"lesson": "naive", "product": "101"}"#)?;
     let lesson = lessons::find(&request.lesson).ok_or_else(|| {
         let names: Vec<&str> = lessons::LESSONS.iter().map(|l| l.name).collect();
         AppError::BadRequest(format!("lesson must be one of: {}", names.join(", ")))
     })?;
     let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
-    let status = state.lessons.start(lesson, product, state.clone())?;
+    let status = lessons.start(lesson, product, state)?;
     tracing::info!(lesson = lesson.name, product = %status.product, "lesson started");
     Ok(Json(json!(status)))
 }
 
-async fn lesson_status(State(state): State<AppState>) -> Json<Value> {
-    Json(json!(state.lessons.status()))
+async fn lesson_status(State(lessons): State<Lessons>) -> Json<Value> {
+    Json(json!(lessons.status()))
 }
 
-async fn cancel_lesson(State(state): State<AppState>) -> Json<Value> {
-    Json(json!(state.lessons.cancel()))
+async fn cancel_lesson(State(lessons): State<Lessons>) -> Json<Value> {
+    Json(json!(lessons.cancel()))
 }
 
 /// Parses a JSON body, or says what one looks like. The parser's message is cut short: it

@@ -159,7 +159,7 @@ async fn run(
         settings.faults,
     )?;
     let product = knobs.product.to_string();
-    let mut deduction = Deduction::new(state.clone(), variant, knobs);
+    let mut deduction = Deduction::new(state.context.clone(), variant, knobs);
     if let Some(key) = key {
         let request = fingerprint(variant, params);
         let (holder, lease) = (&deduction.holder, deduction.knobs.longest());

@@ -13,16 +13,19 @@ use axum::http::HeaderMap;
 use axum::http::header::CONTENT_TYPE;
 
 use crate::error::AppError;
+use crate::lessons::Lessons;
 use crate::state::AppState;
 
 pub fn router(state: AppState) -> Router {
+    // The lessons the page starts: the admin routes' own, with the instance's state.
+    let lessons = Lessons::new(&state.settings.bench_url);
     Router::new()
         .merge(deduct::router())
         .merge(stock::router())
         .merge(orders::router())
         .merge(health::router())
         .merge(page::router())
-        .nest("/admin", admin::router(state.clone()))
+        .nest("/admin", admin::router(state.clone(), lessons))
         .with_state(state)
 }
 

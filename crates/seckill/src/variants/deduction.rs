@@ -2,19 +2,18 @@
 //! and who the request is.
 
 use std::any::Any;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::AsyncCommands;
 
 use super::lost::{Sending, Then};
-use super::{Outcome, Variant};
+use super::{Context, Outcome, Variant};
 use crate::error::AppError;
 use crate::idempotency::{Claim, Elsewhere};
 use crate::keys::{ProductKeys, ShardKeys};
 use crate::knobs::Knobs;
-use crate::state::AppState;
 use crate::store::RedisConn;
 use crate::timer;
 use crate::trace::Timeline;
@@ -22,7 +21,7 @@ use crate::trace::Timeline;
 /// Everything one deduction needs.
 pub struct Deduction {
     /// The instance: its stores, locks, settings and metrics.
-    pub app: AppState,
+    pub app: Arc<Context>,
     pub variant: Variant,
     pub product: ProductKeys,
     pub knobs: Knobs,
@@ -46,7 +45,7 @@ pub struct Deduction {
 }
 
 impl Deduction {
-    pub fn new(app: AppState, variant: Variant, knobs: Knobs) -> Self {
+    pub fn new(app: Arc<Context>, variant: Variant, knobs: Knobs) -> Self {
         Self {
             holder: app.holders.next(),
             product: ProductKeys::new(&knobs.product),
@@ -69,9 +68,9 @@ impl Deduction {
     /// accounts for every answer.
     pub async fn run(&self) -> Result<Outcome, AppError> {
         let spec = self.variant.spec();
-        let outcome = match self.knobs.choice(&crate::close::GUARD) {
+        let outcome = match self.knobs.choice(&super::guard::GUARD) {
             None => (spec.deduct)(self).await,
-            Some(guard) => crate::close::guarded(self, guard == "rw").await,
+            Some(guard) => super::guard::guarded(self, guard == "rw").await,
         };
         let outcome = self.learn(outcome).await;
         self.settle_later();

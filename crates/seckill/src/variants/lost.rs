@@ -23,12 +23,11 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use redis::RedisError;
 
-use super::{Deduction, Outcome};
+use super::{Context, Deduction, Outcome};
 use crate::error::AppError;
 use crate::idempotency;
 use crate::keys::ShardKeys;
 use crate::scripts;
-use crate::state::AppState;
 use crate::store::Store;
 
 /// How long a task keeps looking up a sale whose answer was lost before it gives up (and
@@ -179,7 +178,7 @@ async fn look_up(store: &Store, sale: &Sending, holder: &str) -> Result<Found, R
 
 /// A lost sale, and what waits on its look-up.
 struct Settle {
-    app: AppState,
+    app: std::sync::Arc<Context>,
     product: crate::keys::ProductKeys,
     holder: String,
     sale: Sending,
@@ -256,7 +255,7 @@ impl Settle {
 /// `holder`'s reservation of `product`'s unit back to its buyer, if nobody gave it back
 /// yet (`lua/reserve.lua`).
 pub(crate) async fn give_back(
-    app: &AppState,
+    app: &Context,
     product: &crate::keys::ProductKeys,
     holder: &str,
 ) -> Result<(), RedisError> {

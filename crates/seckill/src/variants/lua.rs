@@ -54,7 +54,7 @@ pub static SPEC: Spec = Spec {
 pub const MAX_BATCH: usize = 128;
 
 fn start(start: &Start<'_>) -> anyhow::Result<VariantState> {
-    let capacity = usize::try_from(start.args.limits.max_in_flight).unwrap_or(usize::MAX);
+    let capacity = usize::try_from(start.settings.limits.max_in_flight).unwrap_or(usize::MAX);
     Ok(Arc::new(LuaBatches::start(
         start.store.conn(),
         start.settings.instance.clone(),

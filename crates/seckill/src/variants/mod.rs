@@ -19,7 +19,9 @@
 //! That is all. State it keeps per instance (lua's shared calls, shares' claims) comes from
 //! `SPEC.start`, once at start, and is reached with [`Deduction::state`].
 
+mod context;
 mod deduction;
+pub mod guard;
 mod lost;
 pub(crate) mod section;
 
@@ -36,6 +38,7 @@ pub mod watchdog;
 pub mod zookeeper;
 
 pub use crate::outcome::Outcome;
+pub use context::{Context, Settings};
 pub use deduction::Deduction;
 pub use lost::SETTLE_FOR;
 pub use section::INSIDE_MARGIN;
@@ -47,10 +50,8 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use crate::config::ServeArgs;
 use crate::error::AppError;
 use crate::knobs::Knob;
-use crate::state::Settings;
 use crate::store::{Confirmations, Store};
 
 /// Every variant: the progression's order, then those that need servers of their own.
@@ -100,12 +101,15 @@ pub type VariantState = Arc<dyn Any + Send + Sync>;
 
 /// What a variant's per-instance state is made from.
 pub struct Start<'a> {
-    pub args: &'a ServeArgs,
     pub settings: &'a Settings,
     /// The stock store.
     pub store: &'a Store,
     /// `--redis-wait-replicas`, when asked for.
     pub sale_confirmations: Option<&'a Arc<Confirmations>>,
+    /// `--tx-connections`: connections per master for `optimistic`'s transactions.
+    pub tx_connections: u64,
+    /// `--share-lease-ms`: how long a `shares` claim outlives its last sale.
+    pub share_lease: std::time::Duration,
 }
 
 /// One variant: a handle on its [`Spec`] in the registry. Cheap to copy and compare.

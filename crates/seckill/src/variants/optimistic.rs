@@ -50,7 +50,7 @@ pub static SPEC: Spec = Spec {
     name: "optimistic",
     summary: "WATCH the stock, MULTI/EXEC the sale: no lock, a changed stock aborts the transaction; retried, then 429 conflict",
     color: "#9e9d24",
-    knobs: &[WORK_MS, RETRIES, crate::close::GUARD],
+    knobs: &[WORK_MS, RETRIES, super::guard::GUARD],
     in_progression: true,
     splits_stock: false,
     // Cut short between WATCH and EXEC, its connection would go back to the pool mid-way.
@@ -66,7 +66,7 @@ pub struct Transactions {
 }
 
 fn start(start: &Start<'_>) -> anyhow::Result<VariantState> {
-    let size = usize::try_from(start.args.tx_connections).unwrap_or(1);
+    let size = usize::try_from(start.tx_connections).unwrap_or(1);
     Ok(Arc::new(Transactions {
         pools: MasterPools::new(start.store, size)?,
     }))

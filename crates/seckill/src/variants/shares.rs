@@ -60,9 +60,7 @@ pub static SPEC: Spec = Spec {
 const RECLAIM_POLL: Duration = Duration::from_millis(50);
 
 fn start(start: &Start<'_>) -> anyhow::Result<VariantState> {
-    Ok(Arc::new(Shares::new(Duration::from_millis(
-        start.args.share_lease_ms,
-    ))))
+    Ok(Arc::new(Shares::new(start.share_lease)))
 }
 
 /// This instance's shares, one per product, each behind its local lock.

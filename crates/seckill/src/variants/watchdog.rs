@@ -67,7 +67,7 @@ pub const KNOBS: &[Knob] = &[
     FAIR,
     HANDOFF,
     RENEW,
-    crate::close::GUARD,
+    super::guard::GUARD,
 ];
 
 pub static SPEC: Spec = Spec {
