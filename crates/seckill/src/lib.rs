@@ -11,33 +11,36 @@
 //!
 //! # Layout
 //!
-//! - [`config`] — the command line (`seckill serve`), every flag, the bounds on every knob,
-//!   and [`config::RedisArgs`], the stock store's flags, which the bench takes too.
-//! - [`startup`] — [`startup::Application`]: binds, builds the router, runs until a signal.
-//! - [`state`] — [`state::AppState`], one instance, shared by every handler and deduction.
-//! - [`variants`] — the registry ([`variants::VARIANTS`]) and one file per variant, all the
-//!   same shape; the outcome of a deduction, its context, and the one lock sequence and
-//!   critical section the lock variants share. Its module doc says how to add a variant.
-//! - [`knobs`] — the per-request teaching knobs (`work_ms`, `wait_ms`, `fault`, …): declared,
-//!   parsed and bounded before anything touches Redis.
-//! - [`routes`] — one module per resource: `deduct`, `stock` (and `/stats`), `admin`,
-//!   `health`, `page`, `openapi` (written from the registries).
-//! - [`product`] — reset, where a product's shards live, and the audit behind `/stats`.
-//! - [`lessons`] — the lessons (defined once, for the page and the bench) and their runner.
-//! - [`trace`] — the lock timeline: each critical section's entry and exit, while a
-//!   product is traced, for the page (`GET /trace`).
-//! - [`store`] — which Redis, in which topology (one server, a Cluster, or behind
-//!   sentinels): the one module that knows; everything else talks to its [`store::RedisConn`].
-//! - [`idempotency`] — `Idempotency-Key`: a retried click sells once and gets its first answer.
-//! - [`keys`] — every Redis key, built in one place; product ids that cannot smuggle keys.
-//! - [`scripts`] — the Lua scripts from `lua/`, each loaded once, with their arguments.
-//! - [`orders`] — the orders of record: PostgreSQL fed from Redis Streams, and its consumer.
-//! - [`payment`] — payment or expiry: a sale with a payment window reserves its unit.
-//! - [`close`] — closing a sale cleanly under a read-write lock (`/admin/close`, `guard`).
-//! - [`metrics`] — the Prometheus registry behind `/metrics`.
-//! - [`error`] — [`error::AppError`], the one error type handlers return, and its statuses.
-//! - [`telemetry`] — tracing set-up.
-//! - [`timer`] — a sleep that lasts what it says (`work_ms`), where tokio's rounds up a millisecond.
+//! The modules import one way, bottom to top: a module uses only those in the layers
+//! below it (`scripts/imports.py` prints the graph; `scripts/test.sh` fails on a circle).
+//! Read from the bottom and you are never sent back up.
+//!
+//! 1. **Names and plumbing** — [`keys`] (every Redis key, built in one place; product ids
+//!    that cannot smuggle keys), [`store`] (which Redis, in which topology: the one module
+//!    that knows; everything else talks to its [`store::RedisConn`]), [`error`]
+//!    ([`error::AppError`], the one error type, and its statuses), [`outcome`] (what a
+//!    deduction came to, and each answer's status), [`metrics`] (the Prometheus registry
+//!    behind `/metrics`), [`telemetry`], [`timer`] (a sleep that lasts what it says).
+//! 2. **What a request asks, and the scripts** — [`knobs`] (the per-request teaching knobs,
+//!    declared, parsed and bounded before anything touches Redis, and the bounds
+//!    themselves), [`scripts`] (the Lua scripts from `lua/`, each loaded once, with their
+//!    arguments and reply codes).
+//! 3. **A product** — [`product`] (reset, where its shards live, the audit behind
+//!    `/stats`), [`trace`] (the lock timeline, while a product is traced),
+//!    [`idempotency`] (`Idempotency-Key`: a retried click sells once).
+//! 4. **The deduction** — [`variants`]: the registry ([`variants::VARIANTS`]), one file per
+//!    variant, all the same shape; a deduction's [`variants::Context`] (what it may reach of
+//!    its instance), the one lock sequence and critical section, and what a lost answer
+//!    takes (`variants/lost.rs`). Its module doc says how to add a variant.
+//! 5. **Around the deduction** — [`orders`] (the orders of record: PostgreSQL fed from
+//!    Redis Streams), [`payment`] (payment or expiry), [`config`] (the command line,
+//!    `seckill serve`, every flag).
+//! 6. **The instance** — [`state`] ([`state::AppState`]: the context and the orders'
+//!    database), [`close`] (the admin's close under a read-write lock), [`lessons`] (the
+//!    lessons, defined once for the page and the bench, and their runner).
+//! 7. **HTTP** — [`routes`] (one module per resource: `deduct`, `stock` and `/stats`,
+//!    `admin`, `health`, `page`, `openapi`), and [`startup`] ([`startup::Application`]:
+//!    binds, builds the router, runs until a signal).
 
 pub mod close;
 pub mod config;

@@ -62,7 +62,7 @@ impl Deduction {
         }
     }
 
-    /// Runs the variant; a sale whose answer was lost is looked up ([`Deduction::learn`],
+    /// Runs the variant; a sale whose answer was lost is looked up (`Deduction::learn`,
     /// and later when Redis does not answer now). Counts the requests that sold nothing in
     /// the product's audit (unless the variant's script counts its own), so that `/stats`
     /// accounts for every answer.

@@ -8,7 +8,7 @@
 //! A per-user limit cannot be checked inside a shard's critical section: the buyer's count
 //! lives on the product's slot, the shard elsewhere. So the unit is reserved first
 //! (`lua/reserve.lua`), and given back when no shard sold it — when that is known: a sale
-//! whose answer was lost is looked up first ([`Deduction::learn`]), and until it is, the
+//! whose answer was lost is looked up first (`Deduction::learn`), and until it is, the
 //! reservation stays.
 
 use std::sync::atomic::Ordering;
