@@ -6,13 +6,13 @@ use std::time::Duration;
 use seckill_load::Report;
 use serde_json::Value;
 
-use crate::int;
+use crate::{assert_adds_up, int};
 
 /// After a failover under lua load: every request answered (200, or a clean 503 with
-/// `Retry-After`), none hanging past the Redis timeout and a batch, nothing oversold, the
-/// stock and the orders adding up to `initial`, one order per unit sold. Returns how many
-/// orders answered 200 are not in `recorded` (lost in the failover); the load must have
-/// kept its orders.
+/// `Retry-After`), none hanging past the Redis timeout and a batch, nothing oversold or
+/// lost, the stock and the orders adding up to `initial` ([`assert_adds_up`]), one order
+/// per unit sold. Returns how many orders answered 200 are not in `recorded` (lost in the
+/// failover); the load must have kept its orders.
 pub fn assert_survived_failover(
     load: &Report,
     stats: &Value,
@@ -35,12 +35,7 @@ pub fn assert_survived_failover(
         load.slowest() < Duration::from_secs(4),
         "a request hung: {load:?}"
     );
-    assert_eq!(int(stats, "oversold"), 0, "{stats}");
-    assert_eq!(
-        int(stats, "sold") + int(stats, "remaining"),
-        initial,
-        "the stock and the orders add up: {stats}"
-    );
+    assert_adds_up(stats, initial, "after the failover");
     assert_eq!(int(stats, "sold") as usize, recorded.len(), "{stats}");
     load.orders
         .iter()

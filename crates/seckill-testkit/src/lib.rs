@@ -14,6 +14,10 @@
 //! - [`nginx`] — [`Nginx`] in front of some instances; [`instance`] — [`Instance`], one
 //!   `seckill serve` process; [`service`] — [`Service`], one Redis and N instances.
 //! - [`api`] — [`Api`]: deductions, resets, the audit, loads, as a client sends them.
+//! - [`audit`] — what `/stats` says of a sale that went right, said once:
+//!   [`assert_exact`] (nothing oversold or lost, no overlap, the stock and the orders add
+//!   up), [`assert_sold_out`], [`assert_adds_up`], [`assert_every_200_an_order`],
+//!   [`assert_orders_recorded`].
 //! - [`failover`] — what must hold after a store fails over under load; [`partial`] — what
 //!   must hold while one part is down: the rest answers as before.
 //! - [`postgres`] — [`Postgres`], the orders' store of record; [`zookeeper`] —
@@ -21,6 +25,7 @@
 //! - [`ports`] — candidate ports and the retry behind every start.
 
 pub mod api;
+pub mod audit;
 pub mod cluster;
 pub mod failover;
 pub mod instance;
@@ -34,6 +39,10 @@ pub mod service;
 pub mod zookeeper;
 
 pub use api::{Api, int};
+pub use audit::{
+    assert_adds_up, assert_every_200_an_order, assert_exact, assert_orders_recorded,
+    assert_sold_out,
+};
 pub use cluster::RedisCluster;
 pub use failover::assert_survived_failover;
 pub use instance::Instance;

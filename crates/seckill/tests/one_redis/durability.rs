@@ -46,7 +46,6 @@ async fn killed_redis_restarts_on_its_aof_with_every_acknowledged_order() {
     eprintln!("{load:?}; stats {stats}");
     assert_eq!(lost, 0, "acknowledged orders lost in the restart");
     assert!(load.count(503) > 0, "the outage was seen: {load:?}");
-    assert_eq!(int(&stats, "lost_updates"), 0, "{stats}");
 }
 
 /// With `--redis-wait-replicas 1` and a replica attached, sales are answered 200; with

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use seckill_testkit::api::deduct_path;
-use seckill_testkit::{Api, Service, heavy_turn, int};
+use seckill_testkit::{
+    Api, Service, assert_every_200_an_order, assert_exact, assert_sold_out, heavy_turn, int,
+};
 use serde_json::{Value, json};
 
 use crate::{keys, service};
@@ -119,7 +121,7 @@ async fn token_work_longer_than_ttl_lets_a_second_holder_in() {
     .await;
     let stats = a.stats("101").await;
     assert!(int(&stats, "lock_overlaps") > 0, "{stats}");
-    assert_eq!(int(&stats, "sold") as usize, report.count(200), "{stats}");
+    assert_every_200_an_order(&report, &stats, "token");
 }
 
 /// token with the seed's non-atomic release: the holder checks the lock is its own,
@@ -171,11 +173,8 @@ async fn watchdog_same_settings_give_zero_overlaps_and_exact_sales() {
     let report = a.run(load).await;
     let stats = a.stats("101").await;
     assert_eq!(report.count(200), 8, "{report:?}");
-    assert_eq!(int(&stats, "sold"), 8, "{stats}");
-    assert_eq!(int(&stats, "remaining"), 0, "{stats}");
-    assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
+    assert_sold_out(&stats, 8, "watchdog");
     assert_eq!(int(&stats, "lock_lost"), 0, "{stats}");
-    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
 }
 
 /// watchdog: a holder that dies (fault=abandon) stops renewing, and its lock expires one
@@ -239,8 +238,7 @@ async fn watchdog_killed_instance_frees_the_lock_one_lease_later() {
         2,
         "the dead holder's sale and the new one: {stats}"
     );
-    assert_eq!(int(&stats, "remaining"), 8, "{stats}");
-    assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
+    assert_exact(&stats, 10, "watchdog");
 }
 
 /// watchdog with an explicit lease_ms shorter than the work: no watchdog (as in Redisson),
@@ -265,7 +263,7 @@ async fn watchdog_explicit_short_lease_is_fenced_at_commit() {
     );
     assert!(int(&stats, "lock_lost") > 0, "{stats}");
     assert_eq!(int(&stats, "oversold"), 0, "{stats}");
-    assert_eq!(int(&stats, "sold") as usize, report.count(200), "{stats}");
+    assert_every_200_an_order(&report, &stats, "watchdog");
 }
 
 /// segmented: no false sold-out while any shard still has stock, and 409 once all are empty.
@@ -338,10 +336,7 @@ async fn shares_of_a_killed_instance_come_back_after_their_lease() {
     let report = b.run(load.until_sold_out()).await;
     let stats = b.stats("101").await;
     assert_eq!(int(&stats, "reclaimed"), 12, "{stats}");
-    assert_eq!(int(&stats, "sold"), 40, "{stats}");
-    assert_eq!(int(&stats, "remaining"), 0, "{stats}");
-    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
-    assert_eq!(int(&stats, "lost_updates"), 0, "{stats}");
+    assert_sold_out(&stats, 40, "shares");
     assert_eq!(
         (3 + sold + 1 + report.count(200)) as i64,
         40,

@@ -10,15 +10,12 @@ use crate::{instance, keys, service};
 
 /// Every variant of the progression on one Redis, with work inside its lock so that the
 /// repeats arrive while the first is in flight, and the shards it sells.
-const VARIANTS: [(&str, u32); 7] = [
-    ("naive?work_ms=20", 1),
-    ("setnx?work_ms=20", 1),
-    ("token?work_ms=20&wait_ms=5000", 1),
-    ("watchdog?work_ms=20", 1),
-    ("segmented?work_ms=20", 4),
-    ("shares?work_ms=20", 1),
-    ("lua", 1),
-];
+fn variants() -> Vec<(String, u32)> {
+    crate::variants::progression(&[("work_ms", "20")], 4)
+        .into_iter()
+        .map(|(_, path, shards)| (path, shards))
+        .collect()
+}
 
 /// The same key sent 20 times at once, over two instances: one unit sold, and all 20
 /// answers are 200 with the same order id (19 of them replayed), in every variant.
@@ -27,7 +24,8 @@ async fn twenty_concurrent_repeats_sell_one_unit_and_carry_one_order_id() {
     let _turn = seckill_testkit::heavy_turn().await;
     let cluster = service(2, &[]);
     let apis = cluster.apis();
-    for (variant, shards) in VARIANTS {
+    for (variant, shards) in variants() {
+        let variant = variant.as_str();
         apis[0].reset("101", 50, shards).await;
         let mut orders = BTreeSet::new();
         let mut replays = 0;

@@ -28,6 +28,9 @@ mod scripts;
 mod security;
 mod trace;
 
+#[path = "../shared/variants.rs"]
+mod variants;
+
 use std::collections::BTreeMap;
 
 use seckill::keys::{ProductId, ProductKeys};

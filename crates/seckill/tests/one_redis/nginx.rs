@@ -8,12 +8,14 @@ use std::time::Duration;
 use clap::Parser;
 use seckill_bench::args::Cli;
 use seckill_load::Control;
-use seckill_testkit::{Api, Nginx, heavy_turn, int};
+use seckill_testkit::{
+    Api, Nginx, assert_adds_up, assert_orders_recorded, assert_sold_out, heavy_turn, int,
+};
 
 use crate::{recorded_orders, service};
 
-/// Through Nginx: naive loses stock; every other variant sells exactly the stock, and both
-/// instances take part.
+/// Through Nginx: naive loses stock; every other variant of the progression sells exactly
+/// the stock, and both instances take part.
 #[tokio::test]
 async fn progression_through_nginx() {
     let cluster = service(2, &[]);
@@ -29,20 +31,10 @@ async fn progression_through_nginx() {
         "naive through Nginx: {stats}"
     );
 
-    for (variant, shards) in [
-        ("setnx?work_ms=1", 1),
-        ("token?work_ms=1&wait_ms=5000", 1),
-        ("watchdog?work_ms=1", 1),
-        ("segmented?work_ms=1", 4),
-        ("lua", 1),
-    ] {
+    for (_, variant, shards) in crate::variants::progression_but_naive(&[("work_ms", "1")], 4) {
         api.reset("101", 60, shards).await;
-        let stats = api.sell_out_in_rounds("101", variant).await;
-        assert_eq!(int(&stats, "sold"), 60, "{variant}: {stats}");
-        assert_eq!(int(&stats, "remaining"), 0, "{variant}: {stats}");
-        assert_eq!(int(&stats, "oversold"), 0, "{variant}: {stats}");
-        assert_eq!(int(&stats, "lost_updates"), 0, "{variant}: {stats}");
-        assert_eq!(int(&stats, "lock_overlaps"), 0, "{variant}: {stats}");
+        let stats = api.sell_out_in_rounds("101", &variant).await;
+        assert_sold_out(&stats, 60, &variant);
         assert_eq!(
             stats["by_instance"].as_object().unwrap().len(),
             2,
@@ -83,6 +75,8 @@ async fn post_moves_past_a_dead_instance() {
 async fn keyed_clients_lose_nothing_when_an_instance_is_killed_under_load() {
     let _turn = heavy_turn().await;
     const INITIAL: i64 = 100_000;
+    // Two variants, not every one: a lock-free sale and one under a lock whose holder dies
+    // with the instance; each run starts a cluster and kills an instance under load.
     for variant in ["lua", "watchdog?work_ms=1"] {
         for keyed in [false, true] {
             let mut cluster = service(2, &["--lock-lease-ms", "500"]);
@@ -120,14 +114,9 @@ async fn keyed_clients_lose_nothing_when_an_instance_is_killed_under_load() {
                 sold - acknowledged.len() as i64,
                 report.replayed
             );
-            assert!(
-                acknowledged
-                    .iter()
-                    .all(|order| recorded.contains_key(*order)),
-                "{what}: a 200's order is missing from Redis"
-            );
-            assert_eq!(sold + int(&stats, "remaining"), INITIAL, "{what}: {stats}");
-            assert_eq!(int(&stats, "oversold"), 0, "{what}: {stats}");
+            assert_orders_recorded(&report, &recorded, &what);
+            // Overlaps are beside the point: the instance may be killed inside its section.
+            assert_adds_up(&stats, INITIAL, &what);
             if !keyed {
                 continue;
             }

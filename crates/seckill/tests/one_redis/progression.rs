@@ -5,7 +5,9 @@
 use std::collections::BTreeSet;
 
 use futures_util::future::join_all;
-use seckill_testkit::{Report, Service, int};
+use seckill_testkit::{
+    Report, Service, assert_every_200_an_order, assert_orders_recorded, assert_sold_out, int,
+};
 use serde_json::Value;
 
 use crate::{recorded_orders, service, spread};
@@ -38,11 +40,7 @@ async fn assert_audit_consistent(cluster: &Service, product: &str, report: &Repo
     );
     assert_eq!(report.transport_errors, 0, "requests without an answer");
     assert_eq!(report.unnamed_sales, 0, "every 200 names its order");
-    assert_eq!(
-        sold as usize,
-        report.count(200),
-        "every 200 is one order: {stats}"
-    );
+    assert_every_200_an_order(report, &stats, product);
     assert_eq!(
         int(&stats, "sold_out") as usize,
         report.count(409),
@@ -54,12 +52,7 @@ async fn assert_audit_consistent(cluster: &Service, product: &str, report: &Repo
         "every 429 counted: {stats}"
     );
     let recorded = recorded_orders(&cluster.redis, product).await;
-    for order in &report.orders {
-        assert!(
-            recorded.contains_key(order),
-            "200 with order {order} not recorded"
-        );
-    }
+    assert_orders_recorded(report, &recorded, product);
     let by_instance: i64 = stats["by_instance"]
         .as_object()
         .unwrap()
@@ -107,11 +100,7 @@ async fn assert_sells_exactly_over(variant_query: &str, stock: i64, shards: u32)
         stock,
         "one 200 per unit: {report:?}"
     );
-    assert_eq!(int(&stats, "sold"), stock, "{stats}");
-    assert_eq!(int(&stats, "remaining"), 0, "{stats}");
-    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
-    assert_eq!(int(&stats, "lost_updates"), 0, "{stats}");
-    assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
+    assert_sold_out(&stats, stock, variant_query);
     let statuses: Vec<u16> = report.statuses.keys().copied().collect();
     assert!(
         statuses.iter().all(|s| [200, 409, 429].contains(s)),
@@ -278,9 +267,7 @@ async fn lock_variants_mixed_on_one_product_share_one_lock() {
     }
     let stats = cluster.api(0).stats("101").await;
     assert_eq!(sold, 90, "{stats}");
-    assert_eq!(int(&stats, "sold"), 90, "{stats}");
-    assert_eq!(int(&stats, "remaining"), 0, "{stats}");
-    assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
+    assert_sold_out(&stats, 90, "setnx, token and watchdog at once");
 }
 
 /// watchdog with hand-offs: a holder gives the lock straight to a waiter of its instance
@@ -297,9 +284,7 @@ async fn watchdog_handoffs_keep_mutual_exclusion_and_sell_exactly() {
         let report = load(&cluster, query, 2_000, 100, true).await;
         let stats = assert_audit_consistent(&cluster, "101", &report).await;
         assert_eq!(report.count(200), 300, "{query}: {report:?}");
-        assert_eq!(int(&stats, "sold"), 300, "{query}: {stats}");
-        assert_eq!(int(&stats, "remaining"), 0, "{query}: {stats}");
-        assert_eq!(int(&stats, "lock_overlaps"), 0, "{query}: {stats}");
+        assert_sold_out(&stats, 300, query);
         let handoffs = cluster.metric("seckill_lock_handoffs_total").await;
         assert!(handoffs > 0.0, "{query}: no lock was handed over");
     }

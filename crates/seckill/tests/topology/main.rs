@@ -8,6 +8,9 @@ mod redis_cluster;
 mod sentinel;
 mod zookeeper;
 
+#[path = "../shared/variants.rs"]
+mod variants;
+
 use std::collections::BTreeMap;
 
 use redis::aio::ConnectionLike;

@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use seckill_testkit::{
-    Api, Control, Instance, Nginx, RedisServer, ZooKeeperEnsemble, heavy_turn, int,
+    Api, Control, Instance, Nginx, RedisServer, ZooKeeperEnsemble, assert_every_200_an_order,
+    assert_exact, assert_sold_out, heavy_turn, int,
 };
 
 use crate::instance;
@@ -63,10 +64,7 @@ async fn zookeeper_sells_out_exactly_through_nginx_from_two_instances() {
         800,
         "the rest sold out: {report:?}"
     );
-    assert_eq!(int(&stats, "sold"), 400, "{stats}");
-    assert_eq!(int(&stats, "remaining"), 0, "{stats}");
-    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
-    assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
+    assert_sold_out(&stats, 400, "zookeeper");
     let by_instance = stats["by_instance"].as_object().expect("by_instance");
     assert_eq!(by_instance.len(), 2, "both instances sold: {stats}");
     // Every contender's node deleted: given the lock back, or gave up waiting.
@@ -138,14 +136,8 @@ async fn zookeeper_leader_killed_under_load_elects_and_sales_resume() {
         report.slowest() < Duration::from_secs(6),
         "a request hung: {report:?}"
     );
-    assert_eq!(int(&stats, "lock_overlaps"), 0, "{stats}");
-    assert_eq!(int(&stats, "oversold"), 0, "{stats}");
-    assert_eq!(
-        int(&stats, "sold") + int(&stats, "remaining"),
-        initial,
-        "{stats}"
-    );
-    assert_eq!(int(&stats, "sold") as usize, report.count(200), "{stats}");
+    assert_exact(&stats, initial, "zookeeper, its leader killed");
+    assert_every_200_an_order(&report, &stats, "zookeeper, its leader killed");
 }
 
 /// Instance A takes the lock and stops itself (`fault=stop_before_commit`: SIGSTOP to its
