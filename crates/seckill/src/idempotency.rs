@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use crate::error::AppError;
 use crate::keys::{IdempotencyKey, ProductKeys, ShardKeys};
 use crate::knobs::{INSIDE_MARGIN, Limits};
-use crate::outcome::Outcome;
+use crate::outcome::{KeyKeeps, Outcome};
 use crate::scripts;
 use crate::store::Store;
 
@@ -329,16 +329,17 @@ pub async fn finish(
     recorded_by_sale: bool,
 ) {
     let instance = Some(keys.instance.to_string());
-    let script = match outcome {
-        Some(Outcome::Deducted { .. }) if recorded_by_sale => return,
-        Some(Outcome::InFlight) => return,
-        Some(Outcome::Unknown { .. }) => step(claim, holder, "unknown"),
-        Some(
-            outcome @ (Outcome::Deducted { .. }
-            | Outcome::Unconfirmed { .. }
-            | Outcome::SoldOut { .. }
-            | Outcome::LimitReached),
-        ) => {
+    let Some(outcome) = outcome else {
+        return release(keys, claim, holder).await;
+    };
+    let script = match outcome.for_its_key() {
+        KeyKeeps::Nothing => return,
+        KeyKeeps::Answer if recorded_by_sale && matches!(outcome, Outcome::Deducted { .. }) => {
+            return;
+        }
+        KeyKeeps::Released => step(claim, holder, "release"),
+        KeyKeeps::Unknown => step(claim, holder, "unknown"),
+        KeyKeeps::Answer => {
             let (order, shard, remaining) = match outcome {
                 Outcome::Deducted {
                     remaining,
@@ -359,7 +360,6 @@ pub async fn finish(
             };
             finish_script(claim, holder, &claim.reservation, &replay)
         }
-        _ => step(claim, holder, "release"),
     };
     let done: Result<i64, _> = script.invoke_async(&mut keys.store.conn()).await;
     if let Err(err) = done {
@@ -367,6 +367,21 @@ pub async fn finish(
             error = %err,
             key = claim.key.as_str(),
             "an idempotency claim kept no answer: a repeat will wait for its deadline"
+        );
+    }
+}
+
+/// After an error after which nothing can have sold: the claim goes, and a repeat is
+/// served anew.
+async fn release(keys: &Keys, claim: &Claim, holder: &str) {
+    let done: Result<i64, _> = step(claim, holder, "release")
+        .invoke_async(&mut keys.store.conn())
+        .await;
+    if let Err(err) = done {
+        tracing::warn!(
+            error = %err,
+            key = claim.key.as_str(),
+            "an idempotency claim was not released: a repeat will wait for its deadline"
         );
     }
 }

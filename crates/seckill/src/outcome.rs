@@ -109,6 +109,67 @@ impl Outcome {
         }
     }
 
+    /// What the answer tells the client in plain words (its `note`), when its name and
+    /// status are not enough.
+    pub fn note(&self) -> Option<&'static str> {
+        Self::note_of(self.name())
+    }
+
+    /// The note of the outcome named `name` (a key's first answer, given again).
+    pub fn note_of(name: &str) -> Option<&'static str> {
+        Some(match name {
+            "unconfirmed" => {
+                "the unit was taken and the order recorded on the master, but too few \
+                 replicas confirmed it in time: it may or may not survive a failover; do \
+                 not retry blindly, look the order up"
+            }
+            "unknown" => {
+                "the sale was sent but its answer was lost (Redis did not answer in time), \
+                 and it could not be looked up yet: it may or may not have sold. Do not \
+                 retry blindly: repeat the request with the same Idempotency-Key, or look \
+                 the order up"
+            }
+            "limit_reached" => {
+                "this buyer already has as many units as the product allows one user \
+                 (per_user)"
+            }
+            "conflict" => {
+                "the stock changed between the read and the sale on every try (the first \
+                 and `retries` more): nothing was sold; units may be left, try again"
+            }
+            "tx_busy" => {
+                "every transaction connection to the stock's master was in use \
+                 (--tx-connections): nothing was tried, try again"
+            }
+            "closed" => "the sale of this product was closed (POST /admin/close); nothing was sold",
+            "in_flight" => {
+                "another request with this Idempotency-Key is being served; this one sold \
+                 nothing: repeat the same request with the same key for its answer"
+            }
+            _ => return None,
+        })
+    }
+
+    /// What the request's idempotency key keeps of this answer.
+    pub fn for_its_key(&self) -> KeyKeeps {
+        match self {
+            Self::Deducted { .. }
+            | Self::Unconfirmed { .. }
+            | Self::SoldOut { .. }
+            | Self::LimitReached => KeyKeeps::Answer,
+            Self::Unknown { .. } => KeyKeeps::Unknown,
+            Self::InFlight => KeyKeeps::Nothing,
+            Self::LockBusy
+            | Self::LockLost
+            | Self::Abandoned
+            | Self::Fenced
+            | Self::LockUnconfirmed
+            | Self::Conflict
+            | Self::Closed
+            | Self::TxBusy => KeyKeeps::Released,
+        }
+    }
+
     /// The counter in the product's audit that counts this answer, for the answers that
     /// sold nothing and whose script did not count them already.
     pub fn refusal_counter(&self) -> Option<&'static str> {
@@ -123,6 +184,20 @@ impl Outcome {
             _ => None,
         }
     }
+}
+
+/// What an idempotency key keeps of a request's answer ([`Outcome::for_its_key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKeeps {
+    /// The answer: a repeat gets it again (a sale, or a refusal that stands).
+    Answer,
+    /// Nothing: the key is released, and a repeat is served anew (nothing sold, and
+    /// retrying may help).
+    Released,
+    /// That its sale's answer was lost: a repeat takes the key over at once, and finds out.
+    Unknown,
+    /// Nothing at all: the answer is about another request that holds the key.
+    Nothing,
 }
 
 #[cfg(test)]

@@ -85,35 +85,6 @@ enum Served {
     Replayed(Replay),
 }
 
-/// What an `unconfirmed` answer tells the client, plainly.
-const UNCONFIRMED: &str = "the unit was taken and the order recorded on the master, but too few \
-    replicas confirmed it in time: it may or may not survive a failover; do not retry blindly, \
-    look the order up";
-
-/// What an `unknown` answer tells the client.
-const UNKNOWN: &str = "the sale was sent but its answer was lost (Redis did not answer in \
-    time), and it could not be looked up yet: it may or may not have sold. Do not retry \
-    blindly: repeat the request with the same Idempotency-Key, or look the order up";
-
-/// What a `limit_reached` answer tells the client.
-const LIMIT_REACHED: &str =
-    "this buyer already has as many units as the product allows one user (per_user)";
-
-/// What a `conflict` answer tells the client.
-const CONFLICT: &str = "the stock changed between the read and the sale on every try (the first \
-    and `retries` more): nothing was sold; units may be left, try again";
-
-/// What a `tx_busy` answer tells the client.
-const TX_BUSY: &str = "every transaction connection to the stock's master was in use \
-    (--tx-connections): nothing was tried, try again";
-
-/// What a `closed` answer tells the client.
-const CLOSED: &str = "the sale of this product was closed (POST /admin/close); nothing was sold";
-
-/// What an `in_flight` answer tells the client.
-const IN_FLIGHT: &str = "another request with this Idempotency-Key is being served; this one \
-    sold nothing: repeat the same request with the same key for its answer";
-
 async fn deduct(
     state: AppState,
     variant: Variant,
@@ -261,11 +232,7 @@ fn fingerprint(variant: Variant, mut params: Vec<(String, String)>) -> String {
 
 /// A key's first answer, given again: the same status, outcome and order.
 fn replayed(state: &AppState, variant: Variant, product: String, replay: Replay) -> Response {
-    let note = match replay.outcome {
-        "unconfirmed" => Some(UNCONFIRMED),
-        "limit_reached" => Some(LIMIT_REACHED),
-        _ => None,
-    };
+    let note = Outcome::note_of(replay.outcome);
     let instance = replay
         .instance
         .unwrap_or_else(|| state.settings.instance.to_string());
@@ -308,6 +275,7 @@ fn answer(
         work_us: worked.map(|w| u64::try_from(w.as_micros()).unwrap_or(u64::MAX)),
         replayed: false,
     };
+    answer.note = outcome.note();
     match outcome {
         Outcome::Deducted {
             remaining,
@@ -319,26 +287,11 @@ fn answer(
             answer.shard = Some(shard);
         }
         Outcome::SoldOut { remaining } => answer.remaining = Some(remaining),
-        Outcome::Unconfirmed { order, shard } => {
+        Outcome::Unconfirmed { order, shard } | Outcome::Unknown { order, shard } => {
             answer.order = Some(order);
             answer.shard = Some(shard);
-            answer.note = Some(UNCONFIRMED);
         }
-        Outcome::Unknown { order, shard } => {
-            answer.order = Some(order);
-            answer.shard = Some(shard);
-            answer.note = Some(UNKNOWN);
-        }
-        Outcome::LockBusy
-        | Outcome::LockLost
-        | Outcome::Abandoned
-        | Outcome::Fenced
-        | Outcome::LockUnconfirmed => {}
-        Outcome::LimitReached => answer.note = Some(LIMIT_REACHED),
-        Outcome::InFlight => answer.note = Some(IN_FLIGHT),
-        Outcome::Conflict => answer.note = Some(CONFLICT),
-        Outcome::TxBusy => answer.note = Some(TX_BUSY),
-        Outcome::Closed => answer.note = Some(CLOSED),
+        _ => {}
     }
     let mut response = json(status, &answer);
     if matches!(
