@@ -298,6 +298,13 @@ local function sell(stock, inside, orders, audit, lock, fence, buyers, meta, hol
   if take == 'leave' then
     return tonumber(redis.call('GET', stock))
   end
+  -- The sale's time, read before anything is checked. A script runs whole, but a Redis
+  -- stopped (SIGSTOP, a frozen VM) in the middle of one goes on with it when it wakes:
+  -- TIME read later would be the wake-up's, not the checks'.
+  local call = terms(sale, audit)
+  if call.now == nil and (call.pay_within > 0 or call.streaming) then
+    call.now = now_ms()
+  end
   local settled = unsold(stock, orders, sale.void, order)
   if settled then
     return settled

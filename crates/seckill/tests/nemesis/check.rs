@@ -152,7 +152,9 @@ pub async fn check(world: &World, history: &History) -> Found {
         }
         // A sale that ran in Redis more than a lease after it was sent: a commit checked
         // against its lock cannot (the lease ran out meanwhile, and nobody renews a lease
-        // in a paused Redis); one fenced, or not checked, can.
+        // in a paused Redis); one fenced, or not checked, can. Its time is read as its
+        // script begins: a Redis stopped in the middle of a script finishes it when it
+        // wakes, and a time read after the checks would be the wake-up's.
         let delays: Vec<(i64, &str)> = db
             .iter()
             .filter_map(|(order, o)| Some((delay_ms(order, o)?, order.as_str())))
@@ -318,7 +320,7 @@ async fn in_redis(world: &World, product: &str) -> InRedis {
 pub struct DbOrder {
     /// '' for none.
     pub buyer: String,
-    /// When its sale's script ran, by Redis's clock (ms).
+    /// When its sale's script began its checks, by Redis's clock (ms).
     pub sold_at_ms: i64,
 }
 
