@@ -32,9 +32,9 @@
 -- ARGV[13] this shard's index
 -- ARGV[14] what the holder says of itself on the timeline, or '' (not on it)
 --
--- Returns: the units left; -2 no stock key; -3 the lock was lost; -4 fenced; -5 the user
---          bought their limit; -6 a limited product and no user; -7 another request now
---          serves the idempotency key; -8 the order id was voided.
+-- Returns: the units left, or why nothing was sold ('gone', 'lock_lost', 'fenced',
+--          'limit_reached', 'user_required', 'taken_over', 'voided': lib/critical.lua's
+--          `sell`).
 return commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1],
   ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10],
   { claim = KEYS[9], keys = KEYS[10], key = ARGV[11], split = ARGV[12], shard = ARGV[13],

@@ -38,9 +38,8 @@
 -- ARGV[15] what the holder says of itself on the timeline, or '' (not on it)
 -- ARGV[16] what the waiter handed the lock says of itself there (it is let in here)
 --
--- Returns: { units left (or -2 no stock key, -3 the lock was lost, -5 the user bought their
---          limit, -6 a limited product and no user, -7 another request now serves the
---          idempotency key, -8 the order id was voided: nothing sold), the release's answer
+-- Returns: { units left, or why nothing was sold ('gone', 'lock_lost', … as
+--          lib/critical.lua's `sell`), the release's answer
 --          (as watchdog_unlock.lua; false when not held), and when the lock was handed on,
 --          the new holder's stock (or false), overlap and whether it is on the timeline }.
 local left = commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10], KEYS[11],
@@ -48,7 +47,7 @@ local left = commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[1
   { claim = KEYS[12], keys = KEYS[13], key = ARGV[12], split = ARGV[13], shard = ARGV[14],
     stream = KEYS[14], unpaid = KEYS[15], void = KEYS[17], call = {},
     trace = { key = KEYS[16], note = ARGV[15] } })
-if left == -3 then
+if left == 'lock_lost' then
   return { left, false }
 end
 local released

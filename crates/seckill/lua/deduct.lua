@@ -22,11 +22,11 @@
 --          ('' for none), its holder id and its idempotency key ('' for none)
 --
 -- An order id already sold is answered 1 and sold nothing more: a call sent again (by a
--- client library, after a dropped connection) sells nothing twice. A voided one is -8.
+-- client library, after a dropped connection) sells nothing twice. A voided one is 'voided'.
 --
 -- Returns: {units in stock before this call, then per deduction 1 (sold), 0 (sold out),
---          -5 (the buyer has their limit), -6 (a limited product and no buyer), -7
---          (another request now serves its idempotency key) or -8 (voided)}; the i-th unit sold leaves
+--          or why it sold nothing: 'limit_reached', 'user_required', 'taken_over' or
+--          'voided' (as lib/critical.lua's `sell`)}; the i-th unit sold leaves
 --          `stock - i`. nil when there is no stock key (never reset, or Redis lost it: not
 --          for sale).
 local stock = redis.call('GET', KEYS[1])
@@ -68,20 +68,20 @@ for i = 3, #ARGV, 4 do
     -- Sold by an earlier send of this same call: sold, and nothing more.
     answer = 1
   elseif voids and redis.call('HEXISTS', KEYS[9], order) == 1 then
-    answer = -8
+    answer = 'voided'
   else
     if limit > 0 and user == '' then
-      answer = -6
+      answer = 'user_required'
     elseif limit > 0 and left > 0 then
       if not bought[user] then
         bought[user] = tonumber(redis.call('HGET', KEYS[5], user) or '0')
       end
       if bought[user] >= limit then
-        answer = -5
+        answer = 'limit_reached'
       end
     end
     if answer then
-      refused = refused + (answer == -5 and 1 or 0)
+      refused = refused + (answer == 'limit_reached' and 1 or 0)
     elseif left <= 0 then
       answer = 0
       sold_out = sold_out + 1

@@ -22,8 +22,8 @@
 -- ARGV[4]  with 'take': how long the record is kept, ms
 --
 -- Returns: 1 reserved (or given back); 0 the product has no limit (nothing to reserve), or
---          nothing to give back (given back already, or never reserved); -5 the buyer has
---          their limit; -6 a limited product and no buyer. A give leaves a mark for 10
+--          nothing to give back (given back already, or never reserved); 'limit_reached'
+--          the buyer has their limit; 'user_required' a limited product and no buyer. A give leaves a mark for 10
 --          minutes, so that a take of the same holder arriving late reserves nothing.
 local epoch = redis.call('HGET', KEYS[1], 'epoch') or '0'
 if ARGV[1] == 'give' then
@@ -59,14 +59,14 @@ if limit <= 0 then
 end
 local user = ARGV[2]
 if user == '' then
-  return -6
+  return 'user_required'
 end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   -- This very request, asking again (its first answer was lost), or after it gave up.
   return 1
 end
 if tonumber(redis.call('HGET', KEYS[2], user) or '0') >= limit then
-  return -5
+  return 'limit_reached'
 end
 redis.call('HINCRBY', KEYS[2], user, 1)
 redis.call('SET', KEYS[3], epoch .. ' ' .. user, 'PX', ARGV[4])

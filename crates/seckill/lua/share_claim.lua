@@ -12,8 +12,8 @@
 -- ARGV[2]  units to claim; 0 for a tenth of the initial stock (the seed's ten shares)
 -- ARGV[3]  lease, ms: the claim goes back to the pool unless a sale renews it by then
 --
--- Returns: { units claimed, units held in other instances' claims }; { -2, 0 } when there
---          is no stock key (never reset, or Redis lost it).
+-- Returns: { units claimed, units held in other instances' claims }; { false, 0 } when
+--          there is no stock key (never reset, or Redis lost it).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
@@ -27,7 +27,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
 end
 local pool = redis.call('GET', KEYS[1])
 if not pool then
-  return { -2, 0 }
+  return { false, 0 }
 end
 pool = tonumber(pool)
 local size = tonumber(ARGV[2])

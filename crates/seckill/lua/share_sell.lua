@@ -24,20 +24,19 @@
 -- ARGV[8]  the idempotency key, or ''
 --
 -- Returns: the units left in the claim (also when the order id was sold already: a call
---          sent again sells nothing twice); -1 when the claim is gone (its lease ran out and
---          its units went back to the pool, or a reset); -5 when the buyer has their
---          limit, -6 when the product has one and no buyer was named, -7 when another
---          request now serves the idempotency key, -8 when the order id was voided:
---          nothing is sold.
+--          sent again sells nothing twice); or, when nothing is sold, why: 'share_gone' (the
+--          claim is gone: its lease ran out and its units went back to the pool, or a
+--          reset), 'limit_reached', 'user_required', 'taken_over' or 'voided' (as
+--          lib/critical.lua's `sell`).
 local left = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if redis.call('HEXISTS', KEYS[3], ARGV[3]) == 1 then
   return math.max(left, 0)
 end
 if redis.call('HEXISTS', KEYS[11], ARGV[3]) == 1 then
-  return -8
+  return 'voided'
 end
 if left <= 0 then
-  return -1
+  return 'share_gone'
 end
 local refused = over_limit(KEYS[5], KEYS[6], ARGV[6])
 if refused then

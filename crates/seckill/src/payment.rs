@@ -33,7 +33,7 @@ use crate::error::AppError;
 use crate::keys::{ProductId, ProductKeys, ShardKeys, UNPAID_SETS, shard_of_unpaid};
 use crate::orders::entries::{integer, text};
 use crate::product;
-use crate::scripts;
+use crate::scripts::{self, PayReply};
 use crate::store::Store;
 
 /// What a payment came to.
@@ -53,7 +53,7 @@ pub async fn pay(store: &Store, product: &ProductId, order: &str) -> Result<Paid
     let conn = store.conn();
     let split = layout.shards() > 1;
     // Each shard is asked at once; only the one that sold the order does anything.
-    let answers: Vec<Vec<Value>> = try_join_all((0..layout.shards()).map(|index| {
+    let answers: Vec<PayReply> = try_join_all((0..layout.shards()).map(|index| {
         let shard = keys.shard(&layout, index);
         let mut conn = conn.clone();
         async move {
@@ -64,21 +64,19 @@ pub async fn pay(store: &Store, product: &ProductId, order: &str) -> Result<Paid
     }))
     .await?;
     for (index, answer) in (0..).zip(answers) {
-        let code = answer.first().and_then(integer).unwrap_or(0);
-        match code {
-            1 => return Ok(Paid::Now),
-            2 => return Ok(Paid::Before),
-            -1 => {
-                if split && let Some(buyer) = answer.get(1).and_then(text).filter(|b| !b.is_empty())
-                {
+        match answer {
+            PayReply::Paid => return Ok(Paid::Now),
+            PayReply::PaidBefore => return Ok(Paid::Before),
+            PayReply::Expired { owed } => {
+                if split && let Some(buyer) = owed {
                     // Owed, and noted: when this fails, the sweep gives it back.
                     let shard = keys.shard(&layout, index);
                     give_back(store, &keys, &shard, order, &buyer).await?;
                 }
                 return Err(AppError::Expired(order.to_owned()));
             }
-            -2 => return Err(AppError::NotReserved(order.to_owned())),
-            _ => {}
+            PayReply::NotReserved => return Err(AppError::NotReserved(order.to_owned())),
+            PayReply::NotHere => {}
         }
     }
     Err(AppError::UnknownOrder(order.to_owned()))

@@ -72,20 +72,20 @@ end
 -- product, only while nothing was sold under the key here and no other holder fenced the
 -- shard for this sale (lua/idem_fence.lua): a repeat that takes the claim over fences every
 -- shard before it sells, so the late sale of the request it took over cannot run after it
--- looked. `audit` is the shard's (its epoch). Returns nil when it may, else -7.
+-- looked. `audit` is the shard's (its epoch). Returns nil when it may, else 'taken_over'.
 local function keyed(sale, audit, holder)
   if sale.key == '' then
     return nil
   end
   if sale.split == '1' then
     if redis.call('HEXISTS', sale.keys, sale.key) == 1 then
-      return -7
+      return 'taken_over'
     end
     local fence = redis.call('GET', sale.claim)
     if fence then
       local epoch, by = string.match(fence, '^(%S+) (.+)$')
       if epoch == terms(sale, audit).epoch and by ~= holder then
-        return -7
+        return 'taken_over'
       end
     end
     return nil
@@ -94,7 +94,7 @@ local function keyed(sale, audit, holder)
   if c[1] == 'pending' and c[2] == holder then
     return nil
   end
-  return -7
+  return 'taken_over'
 end
 
 -- After `keyed` let the sale go on: records it under idempotency key `sale.key` ('' for
@@ -118,13 +118,13 @@ end
 
 -- Whether order id `order` may still be sold here: nil when it may; the units left when it
 -- already was (a command sent again — by a client library after a dropped connection —
--- sells nothing twice); -8 when its answer was lost and lua/resolve.lua voided it.
+-- sells nothing twice); 'voided' when its answer was lost and lua/resolve.lua voided it.
 local function unsold(stock, orders, void, order)
   if redis.call('HEXISTS', orders, order) == 1 then
     return tonumber(redis.call('GET', stock))
   end
   if void and redis.call('HEXISTS', void, order) == 1 then
-    return -8
+    return 'voided'
   end
   return nil
 end
@@ -177,18 +177,19 @@ local function enter(stock, inside, audit, fence, holder, stay, token, trace)
   return { units, overlap, on_timeline }
 end
 
--- Whether `user` may buy one more unit here: nil when they may; -6 when the product limits
--- each buyer and the request named none; -5 when the user has bought their limit.
+-- Whether `user` may buy one more unit here: nil when they may; 'user_required' when the
+-- product limits each buyer and the request named none; 'limit_reached' when the user has
+-- bought their limit.
 local function over_limit(meta, buyers, user)
   local limit = tonumber(redis.call('HGET', meta, 'per_user') or '0')
   if limit <= 0 then
     return nil
   end
   if user == '' then
-    return -6
+    return 'user_required'
   end
   if tonumber(redis.call('HGET', buyers, user) or '0') >= limit then
-    return -5
+    return 'limit_reached'
   end
   return nil
 end
@@ -282,18 +283,20 @@ end
 -- per-user limit, here, inside the critical section) or 'record' (the application checked:
 -- naive's check-then-act). `sale` carries the sale's extras (the shard's index and
 -- stream, the idempotency key: see the top of this file).
--- Returns the units left (also when order id `order` was sold already: nothing is sold
--- twice under one id); -2 when the stock key is gone (a reset, or Redis lost it); -3
--- when that holder no longer holds the lock (counted as lock_lost); -4 when the token is
--- older than one the stock has seen (counted as fenced); -5 when the user has bought their
--- limit, -6 when the product has a limit and no user was named; -7 when another request
--- now serves the idempotency key; -8 when the order id was voided (its answer was lost,
--- and lua/resolve.lua found it had not run). On -2 to -8 nothing is sold.
+-- Returns the units left, a number (also when order id `order` was sold already: nothing
+-- is sold twice under one id; below 0 when a broken lock let two holders sell the last
+-- unit), or, when nothing is sold, why, by name (src/scripts.rs's `Refusal`): 'gone' (the
+-- stock key is gone: a reset, or Redis lost it), 'lock_lost' (that holder no longer holds
+-- the lock; counted), 'fenced' (the token is older than one the stock has seen; counted),
+-- 'limit_reached' (the user has bought their limit), 'user_required' (the product has a
+-- limit and no user was named), 'taken_over' (another request now serves the idempotency
+-- key), 'voided' (the order id's answer was lost, and lua/resolve.lua found it had not
+-- run).
 local function sell(stock, inside, orders, audit, lock, fence, buyers, meta, holder, order,
                     instance, variant, take, value, lock_holder, token, user, limit, sale)
   redis.call('ZREM', inside, holder)
   if redis.call('EXISTS', stock) == 0 then
-    return -2
+    return 'gone'
   end
   if take == 'leave' then
     return tonumber(redis.call('GET', stock))
@@ -316,13 +319,13 @@ local function sell(stock, inside, orders, audit, lock, fence, buyers, meta, hol
   if lock_holder ~= '' and (redis.call('TYPE', lock).ok ~= 'hash'
       or redis.call('HEXISTS', lock, lock_holder) == 0) then
     redis.call('HINCRBY', audit, 'lock_lost', 1)
-    return -3
+    return 'lock_lost'
   end
   if token ~= '' then
     local seen = tonumber(redis.call('HGET', fence, 'seen') or '0')
     if tonumber(token) < seen then
       redis.call('HINCRBY', audit, 'fenced', 1)
-      return -4
+      return 'fenced'
     end
     redis.call('HSET', fence, 'seen', token)
   end
@@ -348,10 +351,6 @@ local function sell(stock, inside, orders, audit, lock, fence, buyers, meta, hol
   return remaining
 end
 
--- What a commit's answer says the holder did, on the timeline.
-local LEFT = { [-2] = 'gone', [-3] = 'lock_lost', [-4] = 'fenced', [-5] = 'limit_reached',
-  [-6] = 'user_required', [-7] = 'taken_over', [-8] = 'voided' }
-
 -- `sell`, and, when the holder is on the timeline (`sale.trace` with a note), its leaving:
 -- 'deducted', 'sold_out' or why it sold nothing.
 local function commit(stock, inside, orders, audit, lock, fence, buyers, meta, holder, order,
@@ -359,8 +358,8 @@ local function commit(stock, inside, orders, audit, lock, fence, buyers, meta, h
   local left = sell(stock, inside, orders, audit, lock, fence, buyers, meta, holder, order,
     instance, variant, take, value, lock_holder, token, user, limit, sale)
   if sale.trace and sale.trace.note ~= '' then
-    local outcome = LEFT[left]
-    if not outcome then
+    local outcome = left
+    if type(left) ~= 'string' then
       outcome = take == 'leave' and 'sold_out' or 'deducted'
     end
     traced(sale.trace, 'leave', holder, 'r', outcome)

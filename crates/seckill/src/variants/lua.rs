@@ -19,7 +19,7 @@ use redis::RedisError;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::section::confirm_sales;
+use super::section::{Refusal, Reply, confirm_sales};
 use super::{Deduction, Outcome, Spec, Start, VariantState};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
@@ -90,7 +90,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
             order,
             shard: index,
         }),
-        Unit::Refused(code) => d.refused(code),
+        Unit::Refused(why) => d.refused(why).await,
     }
 }
 
@@ -127,31 +127,33 @@ enum Unit {
     Unconfirmed,
     SoldOut,
     NotForSale,
-    /// The buyer has their limit, or the product has one and no buyer was named.
-    Refused(i64),
+    /// The buyer has their limit, or the product has one and no buyer was named; the key
+    /// is another request's now; the sale was voided.
+    Refused(Refusal),
 }
 
 /// What the script answered for a call, one [`Unit`] per deduction, in order: the stock
 /// before the call, then each deduction's answer (1 sold, 0 sold out, or a refusal);
 /// nothing when the product has no stock key. `confirmed`: whether the replicas asked for
 /// confirmed the call's sales.
-fn units(script: Option<Vec<i64>>, count: usize, confirmed: bool) -> Vec<Unit> {
-    let Some((&before, answers)) = script.as_deref().and_then(<[i64]>::split_first) else {
+fn units(script: Option<Vec<Reply>>, count: usize, confirmed: bool) -> Vec<Unit> {
+    let Some((&Reply::Units(before), answers)) = script.as_deref().and_then(<[Reply]>::split_first)
+    else {
         return vec![Unit::NotForSale; count];
     };
     let mut sold = 0;
     answers
         .iter()
         .map(|&answer| match answer {
-            1 if !confirmed => Unit::Unconfirmed,
-            1 => {
+            Reply::Units(1) if !confirmed => Unit::Unconfirmed,
+            Reply::Units(1) => {
                 sold += 1;
                 Unit::Sold {
                     remaining: before - sold,
                 }
             }
-            0 => Unit::SoldOut,
-            code => Unit::Refused(code),
+            Reply::Units(_) => Unit::SoldOut,
+            Reply::Refused(why) => Unit::Refused(why),
         })
         .collect()
 }
@@ -165,35 +167,21 @@ async fn call<'a>(
     sales: impl IntoIterator<Item = &'a Sale>,
     confirm: Option<Arc<Confirmations>>,
 ) -> Result<Vec<Unit>, RedisError> {
-    let mut script = scripts::DEDUCT.prepare_invoke();
-    script
-        .key(&shard.stock)
-        .key(&shard.orders)
-        .key(&shard.audit)
-        .key(&shard.meta)
-        .key(&shard.buyers)
-        .key(&shard.keys)
-        .key(&shard.stream)
-        .key(&shard.unpaid)
-        .key(&shard.void)
-        .arg(instance)
-        .arg(SPEC.name);
     let mut count = 0;
-    for sale in sales {
+    let sales = sales.into_iter().map(|sale| {
         count += 1;
-        if !sale.key.is_empty() {
-            script.key(shard.claim(&sale.key));
+        scripts::Deduct {
+            order: &sale.order,
+            user: &sale.user,
+            holder: &sale.holder,
+            key: &sale.key,
         }
-        script
-            .arg(&sale.order)
-            .arg(&sale.user)
-            .arg(&sale.holder)
-            .arg(&sale.key);
-    }
-    let result: Option<Vec<i64>> = script.invoke_async(redis).await?;
-    let sold = result
-        .as_deref()
-        .map_or(0, |r| r.iter().skip(1).filter(|&&a| a == 1).count());
+    });
+    let script = scripts::deduct(shard, instance, SPEC.name, sales);
+    let result: Option<Vec<Reply>> = script.invoke_async(redis).await?;
+    let sold = result.as_deref().map_or(0, |r| {
+        r.iter().skip(1).filter(|&&a| a == Reply::Units(1)).count()
+    });
     let confirmed = sold == 0 || confirm_sales(confirm.as_ref(), redis, shard, sold as i64).await;
     Ok(units(result, count, confirmed))
 }
@@ -319,19 +307,29 @@ mod tests {
 
     #[test]
     fn each_deduction_of_a_call_gets_what_the_script_answered_for_it() {
-        let sold = units(Some(vec![3, 1, -5, 1, 0]), 4, true);
+        use Reply::{Refused, Units};
+        let limit = Refused(Refusal::LimitReached);
+        let sold = units(
+            Some(vec![Units(3), Units(1), limit, Units(1), Units(0)]),
+            4,
+            true,
+        );
         assert_eq!(
             sold,
             [
                 Unit::Sold { remaining: 2 },
-                Unit::Refused(-5),
+                Unit::Refused(Refusal::LimitReached),
                 Unit::Sold { remaining: 1 },
                 Unit::SoldOut
             ]
         );
-        assert_eq!(units(Some(vec![-4, 0]), 1, true), [Unit::SoldOut]);
+        // Below zero is a stock (two holders under a broken lock sold the last unit).
+        assert_eq!(
+            units(Some(vec![Units(-4), Units(0)]), 1, true),
+            [Unit::SoldOut]
+        );
         assert_eq!(units(None, 2, true), [Unit::NotForSale; 2]);
-        let unconfirmed = units(Some(vec![3, 1, 0]), 2, false);
+        let unconfirmed = units(Some(vec![Units(3), Units(1), Units(0)]), 2, false);
         assert_eq!(unconfirmed, [Unit::Unconfirmed, Unit::SoldOut]);
     }
 }

@@ -27,7 +27,7 @@ use seckill_lock::{Lock, WatchdogLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{Credentials, INSIDE_MARGIN, StockWrite, TAKEN_OVER};
+use super::section::{Credentials, INSIDE_MARGIN, Refusal, Reply, StockWrite};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::{ProductKeys, ShardKeys};
@@ -202,21 +202,21 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
     let mut first: Option<(String, i64, u32)> = None;
     for (line, shard) in shards.iter().enumerate() {
         let order = Uuid::now_v7().to_string();
-        let committed: Result<i64, _> =
+        let committed: Result<Reply, _> =
             scripts::commit(&d.sale(shard, &order), StockWrite::Decrement, credentials)
                 .invoke_async(&mut d.redis())
                 .await;
-        let remaining = match committed {
-            Ok(remaining) => {
+        let reply = match committed {
+            Ok(reply) => {
                 d.answered();
-                remaining
+                reply
             }
             // A line whose answer was lost is looked up before the cart goes on: the
             // cart's answer stays its first line's.
             Err(err) => match d.learn(Err(err.into())).await? {
-                Outcome::Deducted { remaining, .. } => remaining,
+                Outcome::Deducted { remaining, .. } => Reply::Units(remaining),
                 // Sold, and not yet on enough replicas: sold all the same.
-                Outcome::Unconfirmed { .. } => 0,
+                Outcome::Unconfirmed { .. } => Reply::Units(0),
                 Outcome::Unknown { order, shard } => {
                     let (order, shard) = first.map_or((order, shard), |(o, _, s)| (o, s));
                     return Ok(Outcome::Unknown { order, shard });
@@ -226,36 +226,38 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
         };
         // Sold under this key by an earlier try of this cart, whose answer was lost: that
         // line is part of the cart (a repeat completes a cart, never buys a line twice).
-        let (order, remaining) = match (remaining, &d.claim) {
-            (TAKEN_OVER, Some(claim)) => {
+        let (order, reply) = match (reply, &d.claim) {
+            (Reply::Refused(Refusal::TakenOver), Some(claim)) => {
                 let (sold, stock): (Option<String>, Option<i64>) = redis::pipe()
                     .hget(&shard.keys, claim.key.as_str())
                     .get(&shard.stock)
                     .query_async(&mut d.redis())
                     .await?;
                 match sold {
-                    Some(sold) => (sold, stock.unwrap_or(0)),
-                    None => (order, remaining),
+                    Some(sold) => (sold, Reply::Units(stock.unwrap_or(0))),
+                    None => (order, reply),
                 }
             }
-            _ => (order, remaining),
+            _ => (order, reply),
         };
-        if remaining < 0 {
-            if line > 0 {
-                let _: i64 = d.redis().hincr(&shard.audit, "multi_half_sold", 1).await?;
-                tracing::warn!(
-                    cart = ?cart.iter().map(|p| p.product.to_string()).collect::<Vec<_>>(),
-                    code = remaining,
-                    "a cart's line was refused after others were sold"
-                );
+        let remaining = match reply {
+            Reply::Units(remaining) => remaining,
+            Reply::Refused(why) => {
+                if line > 0 {
+                    let _: i64 = d.redis().hincr(&shard.audit, "multi_half_sold", 1).await?;
+                    tracing::warn!(
+                        cart = ?cart.iter().map(|p| p.product.to_string()).collect::<Vec<_>>(),
+                        ?why,
+                        "a cart's line was refused after others were sold"
+                    );
+                }
+                leave(d, &shards[line + 1..]).await?;
+                return match why {
+                    Refusal::Gone => Err(AppError::UnknownProduct(cart[line].product.to_string())),
+                    why => d.refused(why).await,
+                };
             }
-            leave(d, &shards[line + 1..]).await?;
-            return match remaining {
-                -2 => Err(AppError::UnknownProduct(cart[line].product.to_string())),
-                -3 => Ok(Outcome::LockLost),
-                code => d.refused(code),
-            };
-        }
+        };
         first.get_or_insert((order, remaining, shard.index));
     }
     let (order, remaining, shard) = first.expect("a cart has at least one product");

@@ -8,7 +8,7 @@
 //! below `per_user` it goes on — so several clicks of one buyer at once all pass the check
 //! before any of them is recorded, and `/stats` shows the buyer `over_limit`.
 
-use super::section::{Credentials, LIMIT_REACHED, StockWrite, USER_REQUIRED};
+use super::section::{Credentials, Refusal, StockWrite};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::WORK_MS;
@@ -43,8 +43,8 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     }
     match limit.unwrap_or(0) {
         0 => {}
-        _ if d.user().is_empty() => return d.refused(USER_REQUIRED),
-        limit if bought.unwrap_or(0) >= limit => return d.refused(LIMIT_REACHED),
+        _ if d.user().is_empty() => return d.refused(Refusal::UserRequired).await,
+        limit if bought.unwrap_or(0) >= limit => return d.refused(Refusal::LimitReached).await,
         _ => {}
     }
     d.work().await;

@@ -26,7 +26,7 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{Credentials, LIMIT_REACHED, StockWrite, TAKEN_OVER, USER_REQUIRED, VOIDED};
+use super::section::{Credentials, Reply, StockWrite};
 use super::{Deduction, Outcome, Spec, Start, VariantState};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
@@ -178,7 +178,7 @@ async fn try_once(
     let sale = d.sale(shard, &order);
     let commit = scripts::commit(&sale, StockWrite::Decrement, Credentials::default());
     // The audit counts the transactions that ran, for the conflict rate.
-    let executed: Result<Option<(i64,)>, RedisError> = redis::pipe()
+    let executed: Result<Option<(Reply,)>, RedisError> = redis::pipe()
         .atomic()
         .invoke_script(&commit)
         .cmd("HINCRBY")
@@ -191,8 +191,8 @@ async fn try_once(
     if executed.is_ok() {
         d.answered();
     }
-    let remaining = match executed {
-        Ok(Some((remaining,))) => remaining,
+    let reply = match executed {
+        Ok(Some((reply,))) => reply,
         Ok(None) => return Ok(Tried::Conflict),
         Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             // EXEC ran the transaction's other command: it counted a commit that sold
@@ -208,11 +208,8 @@ async fn try_once(
         }
         Err(err) => return Err(err.into()),
     };
-    match remaining {
-        -2 => Err(d.not_for_sale().await),
-        LIMIT_REACHED | USER_REQUIRED | TAKEN_OVER | VOIDED => {
-            d.refused(remaining).map(Tried::Done)
-        }
-        _ => Ok(Tried::Done(d.sold(shard, order, remaining).await)),
+    match reply {
+        Reply::Units(remaining) => Ok(Tried::Done(d.sold(shard, order, remaining).await)),
+        Reply::Refused(why) => d.refused(why).await.map(Tried::Done),
     }
 }

@@ -14,9 +14,7 @@ use super::{Deduction, Outcome};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
 use crate::scripts::{self, Leaving};
-pub(crate) use crate::scripts::{
-    Credentials, LIMIT_REACHED, StockWrite, TAKEN_OVER, USER_REQUIRED, VOIDED,
-};
+pub(crate) use crate::scripts::{Credentials, Refusal, Reply, StockWrite};
 use crate::store::{Confirmations, Confirmed, RedisConn};
 
 pub use crate::knobs::INSIDE_MARGIN;
@@ -227,16 +225,13 @@ impl Deduction {
         credentials: Credentials<'_>,
     ) -> Result<Outcome, AppError> {
         let order = Uuid::now_v7().to_string();
-        let remaining: i64 = scripts::commit(&self.sale(shard, &order), write, credentials)
+        let reply: Reply = scripts::commit(&self.sale(shard, &order), write, credentials)
             .invoke_async(&mut self.redis())
             .await?;
         self.answered();
-        match remaining {
-            -2 => Err(self.not_for_sale().await),
-            -3 => Ok(Outcome::LockLost),
-            -4 => Ok(Outcome::Fenced),
-            LIMIT_REACHED | USER_REQUIRED | TAKEN_OVER | VOIDED => self.refused(remaining),
-            _ => Ok(self.sold(shard, order, remaining).await),
+        match reply {
+            Reply::Units(remaining) => Ok(self.sold(shard, order, remaining).await),
+            Reply::Refused(why) => self.refused(why).await,
         }
     }
 
@@ -261,16 +256,22 @@ impl Deduction {
         }
     }
 
-    /// What a script's refusal to sell ([`LIMIT_REACHED`], [`USER_REQUIRED`],
-    /// [`TAKEN_OVER`] or [`VOIDED`]) answers.
-    pub(super) fn refused(&self, code: i64) -> Result<Outcome, AppError> {
-        match code {
-            USER_REQUIRED => Err(AppError::BadRequest(format!(
+    /// What a script's refusal to sell answers: every variant's, in one place.
+    pub(super) async fn refused(&self, why: Refusal) -> Result<Outcome, AppError> {
+        match why {
+            Refusal::Gone => Err(self.not_for_sale().await),
+            Refusal::LockLost => Ok(Outcome::LockLost),
+            Refusal::Fenced => Ok(Outcome::Fenced),
+            Refusal::LimitReached => Ok(Outcome::LimitReached),
+            Refusal::UserRequired => Err(AppError::BadRequest(format!(
                 "product {} limits the units one buyer may have: name the buyer with user",
                 self.product.product
             ))),
-            TAKEN_OVER | VOIDED => Ok(Outcome::InFlight),
-            _ => Ok(Outcome::LimitReached),
+            // Another request serves the key now, or this sale was given up for unsold:
+            // either way, another request's answer is the one that counts.
+            Refusal::TakenOver | Refusal::Voided => Ok(Outcome::InFlight),
+            // The share's units went back to the pool: `shares` tries again before this.
+            Refusal::ShareGone => Ok(Outcome::LockBusy),
         }
     }
 

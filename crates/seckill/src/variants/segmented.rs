@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::section::Reply;
 use super::{Deduction, Outcome, Spec, lost, watchdog};
 use crate::error::AppError;
 use crate::keys::Layout;
@@ -57,16 +58,22 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     // A take whose answer is lost may have reserved: reserved until known otherwise.
     let reserving = layout.shards() > 1;
     d.reserved.store(reserving, Ordering::Relaxed);
-    let taken = if reserving { reserve(d).await } else { Ok(0) };
+    let taken = if reserving {
+        reserve(d).await
+    } else {
+        Ok(Reply::Units(0))
+    };
     let outcome = match taken {
-        Ok(0) => {
-            d.reserved.store(false, Ordering::Relaxed);
+        // Reserved (1), or nothing to reserve (0: no limit).
+        Ok(Reply::Units(reserved)) => {
+            if reserved == 0 {
+                d.reserved.store(false, Ordering::Relaxed);
+            }
             d.learn(sell(d, &layout, &with_stock).await).await
         }
-        Ok(1) => d.learn(sell(d, &layout, &with_stock).await).await,
-        Ok(code) => {
+        Ok(Reply::Refused(why)) => {
             d.reserved.store(false, Ordering::Relaxed);
-            return d.refused(code);
+            return d.refused(why).await;
         }
         Err(err) => Err(err),
     };
@@ -93,7 +100,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
 /// `lua/reserve.lua` for this deduction's buyer: one unit, under the holder's id, noted in
 /// the idempotency key's claim when the request has one. The record of it is kept as long
 /// as a repeat of the request may take the claim over, or for [`RESERVATION_KEPT`].
-async fn reserve(d: &Deduction) -> Result<i64, AppError> {
+async fn reserve(d: &Deduction) -> Result<Reply, AppError> {
     let (claim, keep) = match &d.claim {
         Some(claim) => (claim.record().to_owned(), d.app.settings.idempotency_ttl),
         // The claim of no key: a name never written.

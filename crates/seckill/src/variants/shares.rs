@@ -20,7 +20,7 @@ use seckill_lock::millis;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{LIMIT_REACHED, TAKEN_OVER, USER_REQUIRED, VOIDED};
+use super::section::{Refusal, Reply};
 use super::{Deduction, Outcome, Spec, Start, VariantState};
 use crate::error::AppError;
 use crate::keys::ProductId;
@@ -126,7 +126,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                 let order = Uuid::now_v7().to_string();
                 let key = d.claim.as_ref().map_or("", |c| c.key.as_str());
                 d.sending(&shard, &order);
-                let left: i64 = scripts::SHARE_SELL
+                let reply: Reply = scripts::SHARE_SELL
                     .key(&shard.claims)
                     .key(&shard.claim_leases)
                     .key(&shard.orders)
@@ -149,11 +149,12 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                     .invoke_async(&mut d.redis())
                     .await?;
                 d.answered();
-                if left >= 0 {
+                let why = match reply {
                     // As every sale: a 200 once as many replicas as asked for have it.
-                    return Ok(d.sold(&shard, order, left).await);
-                }
-                if matches!(left, LIMIT_REACHED | USER_REQUIRED | TAKEN_OVER | VOIDED) {
+                    Reply::Units(left) => return Ok(d.sold(&shard, order, left).await),
+                    Reply::Refused(why) => why,
+                };
+                if why != Refusal::ShareGone {
                     // Not sold: the unit goes back into the share it was taken from.
                     let mut share = share.lock().await;
                     if let Some((id, units)) = share.claim.as_mut()
@@ -161,7 +162,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                     {
                         *units += 1;
                     }
-                    return d.refused(left);
+                    return d.refused(why).await;
                 }
                 // The claim's lease ran out before this sale reached Redis (or a reset
                 // cleared it): its units went back to the pool, and this one with them.
@@ -183,7 +184,7 @@ async fn take(d: &Deduction, shares: &Shares, share: &mut Share) -> Result<Turn,
     if share.claim.as_ref().is_none_or(|(_, left)| *left <= 0) {
         let shard = d.whole_stock();
         let id = format!("{}/{}", d.app.settings.instance, Uuid::new_v4());
-        let (claimed, elsewhere): (i64, i64) = scripts::SHARE_CLAIM
+        let (claimed, elsewhere): (Option<i64>, i64) = scripts::SHARE_CLAIM
             .key(&shard.stock)
             .key(&shard.claims)
             .key(&shard.claim_leases)
@@ -196,10 +197,10 @@ async fn take(d: &Deduction, shares: &Shares, share: &mut Share) -> Result<Turn,
             .await?;
         share.claim = None;
         match claimed {
-            -2 => return Err(d.not_for_sale().await),
-            0 if elsewhere > 0 => return Ok(Turn::Elsewhere),
-            0 => return Ok(Turn::SoldOut),
-            units => share.claim = Some((id, units)),
+            None => return Err(d.not_for_sale().await),
+            Some(0) if elsewhere > 0 => return Ok(Turn::Elsewhere),
+            Some(0) => return Ok(Turn::SoldOut),
+            Some(units) => share.claim = Some((id, units)),
         }
     }
     let Some((claim, left)) = share.claim.as_mut() else {

@@ -22,7 +22,7 @@ use seckill_lock::{Lock, LockError, WatchdogLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{INSIDE_MARGIN, LIMIT_REACHED, LockStore, TAKEN_OVER, USER_REQUIRED, VOIDED};
+use super::section::{INSIDE_MARGIN, LockStore, Refusal, Reply};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
@@ -181,18 +181,18 @@ async fn in_two_trips(
                 let mut answer: Vec<Value> = script.invoke_async(&mut conn).await?;
                 d.answered();
                 let for_successor = Value::Array(answer.split_off(2.min(answer.len())));
-                let (left, code): (i64, Option<i64>) =
+                let (left, code): (Reply, Option<i64>) =
                     redis::from_redis_value(Value::Array(answer)).map_err(RedisError::from)?;
                 Ok::<_, LockError>((Some(left), Released::from_code(code, for_successor)))
             }
         })
         .await?;
     match (left, stock) {
+        // Not held any more as the release was asked for: nothing was sent.
         (None, _) => Ok(Outcome::LockLost),
-        (Some(-2), _) | (_, None) => Err(d.not_for_sale().await),
-        (Some(-3), _) => Ok(Outcome::LockLost),
-        (Some(code @ (LIMIT_REACHED | USER_REQUIRED | TAKEN_OVER | VOIDED)), _) => d.refused(code),
-        (Some(remaining), Some(_)) if !sells => Ok(Outcome::SoldOut { remaining }),
-        (Some(remaining), Some(_)) => Ok(d.sold(shard, order, remaining).await),
+        (_, None) => d.refused(Refusal::Gone).await,
+        (Some(Reply::Refused(why)), _) => d.refused(why).await,
+        (Some(Reply::Units(remaining)), Some(_)) if !sells => Ok(Outcome::SoldOut { remaining }),
+        (Some(Reply::Units(remaining)), Some(_)) => Ok(d.sold(shard, order, remaining).await),
     }
 }

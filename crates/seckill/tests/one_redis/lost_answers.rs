@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use seckill::scripts;
+use seckill::scripts::{self, Refusal, Reply};
 use seckill_lock::watchdog::ReleaseArgs;
 use seckill_testkit::{RedisServer, int};
 
@@ -67,12 +67,12 @@ async fn a_sale_looked_up_is_found_or_voided_and_a_voided_one_never_runs() {
     let enter = |holder: &str| scripts::lock_enter(&shard, holder, lease, false, lease, "");
 
     let _: (i64, i64, i64, i64) = enter("x").invoke_async(&mut conn).await.unwrap();
-    let sold: (i64, bool) =
+    let sold: (Reply, bool) =
         scripts::commit_release(&sale(&shard, "x", "o-1"), true, &release("x", lease), "")
             .invoke_async(&mut conn)
             .await
             .unwrap();
-    assert_eq!(sold, (9, true), "x sold and released");
+    assert_eq!(sold, (Reply::Units(9), true), "x sold and released");
     let found: (i64, i64) = scripts::resolve(&shard, "x", "o-1")
         .invoke_async(&mut conn)
         .await
@@ -89,12 +89,16 @@ async fn a_sale_looked_up_is_found_or_voided_and_a_voided_one_never_runs() {
         .await
         .unwrap();
     assert_eq!(voided, (0, 9), "not run yet: voided");
-    let late: (i64, bool) =
+    let late: (Reply, bool) =
         scripts::commit_release(&sale(&shard, "y", "o-2"), true, &release("y", lease), "")
             .invoke_async(&mut conn)
             .await
             .unwrap();
-    assert_eq!(late.0, -8, "the voided sale, arriving late, sells nothing");
+    assert_eq!(
+        late.0,
+        Reply::Refused(Refusal::Voided),
+        "the voided sale, arriving late, sells nothing"
+    );
     let stock: i64 = conn.get(&shard.stock).await.unwrap();
     let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
     assert_eq!((stock, orders), (9, 1));
@@ -103,9 +107,13 @@ async fn a_sale_looked_up_is_found_or_voided_and_a_voided_one_never_runs() {
     let _: (i64, i64, i64, i64) = enter("z").invoke_async(&mut conn).await.unwrap();
     let commit =
         || scripts::commit_release(&sale(&shard, "z", "o-3"), true, &release("z", lease), "");
-    let once: (i64, bool) = commit().invoke_async(&mut conn).await.unwrap();
-    let twice: (i64, bool) = commit().invoke_async(&mut conn).await.unwrap();
-    assert_eq!((once.0, twice.0), (8, 8), "the same order id, sold once");
+    let once: (Reply, bool) = commit().invoke_async(&mut conn).await.unwrap();
+    let twice: (Reply, bool) = commit().invoke_async(&mut conn).await.unwrap();
+    assert_eq!(
+        (once.0, twice.0),
+        (Reply::Units(8), Reply::Units(8)),
+        "the same order id, sold once"
+    );
     let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
     assert_eq!(orders, 2);
 }
@@ -131,7 +139,7 @@ async fn a_commit_that_reaches_a_paused_redis_after_its_lease_ran_out_sells_noth
     let commit = {
         let (mut late, shard) = (conn.clone(), shard.clone());
         tokio::spawn(async move {
-            let sold: (i64, bool) =
+            let sold: (Reply, bool) =
                 scripts::commit_release(&sale(&shard, "x", "o-x"), true, &release("x", lease), "")
                     .invoke_async(&mut late)
                     .await
@@ -143,7 +151,7 @@ async fn a_commit_that_reaches_a_paused_redis_after_its_lease_ran_out_sells_noth
     redis.signal("CONT");
     assert_eq!(
         commit.await.unwrap(),
-        (-3, false),
+        (Reply::Refused(Refusal::LockLost), false),
         "the lock was lost: nothing sold"
     );
     let stock: i64 = conn.get(&shard.stock).await.unwrap();
@@ -178,7 +186,7 @@ async fn a_shard_fenced_by_a_repeat_refuses_the_old_requests_late_sale() {
         .invoke_async(&mut conn)
         .await
         .unwrap();
-    let _: (i64, bool) = scripts::commit_release(
+    let _: (Reply, bool) = scripts::commit_release(
         &keyed(first, "old", "o-old"),
         true,
         &release("old", lease),
@@ -207,7 +215,7 @@ async fn a_shard_fenced_by_a_repeat_refuses_the_old_requests_late_sale() {
         .invoke_async(&mut conn)
         .await
         .unwrap();
-    let late: (i64, bool) = scripts::commit_release(
+    let late: (Reply, bool) = scripts::commit_release(
         &keyed(second, "old", "o-late"),
         true,
         &release("old", lease),
@@ -217,7 +225,8 @@ async fn a_shard_fenced_by_a_repeat_refuses_the_old_requests_late_sale() {
     .await
     .unwrap();
     assert_eq!(
-        late.0, -7,
+        late.0,
+        Reply::Refused(Refusal::TakenOver),
         "fenced: the old request sells nothing more under the key"
     );
     // The new holder may sell there (it would, had nothing been found).
@@ -225,7 +234,7 @@ async fn a_shard_fenced_by_a_repeat_refuses_the_old_requests_late_sale() {
         .invoke_async(&mut conn)
         .await
         .unwrap();
-    let new: (i64, bool) = scripts::commit_release(
+    let new: (Reply, bool) = scripts::commit_release(
         &keyed(second, "new", "o-new"),
         true,
         &release("new", lease),
@@ -234,7 +243,7 @@ async fn a_shard_fenced_by_a_repeat_refuses_the_old_requests_late_sale() {
     .invoke_async(&mut conn)
     .await
     .unwrap();
-    assert_eq!(new.0, 9);
+    assert_eq!(new.0, Reply::Units(9));
 }
 
 /// The double sale, aimed at: a keyed click on a split product with one unit per
@@ -396,35 +405,30 @@ async fn the_lock_free_script_sent_twice_sells_once() {
     let mut conn = redis.conn().await;
     let shard = keys("101").whole();
     let _: () = conn.set(&shard.stock, 10).await.unwrap();
-    let call = |orders: &[&str]| {
-        let mut script = scripts::DEDUCT.prepare_invoke();
-        script
-            .key(&shard.stock)
-            .key(&shard.orders)
-            .key(&shard.audit)
-            .key(&shard.meta)
-            .key(&shard.buyers)
-            .key(&shard.keys)
-            .key(&shard.stream)
-            .key(&shard.unpaid)
-            .key(&shard.void)
-            .arg("test")
-            .arg("lua");
-        for order in orders {
-            script.arg(*order).arg("").arg("h").arg("");
-        }
-        script
+    let call = |orders: &[&'static str]| {
+        let sales = orders.iter().map(|&order| scripts::Deduct {
+            order,
+            user: "",
+            holder: "h",
+            key: "",
+        });
+        scripts::deduct(&shard, "test", "lua", sales)
     };
-    let first: Vec<i64> = call(&["o-1", "o-2"]).invoke_async(&mut conn).await.unwrap();
-    assert_eq!(first, [10, 1, 1]);
-    let again: Vec<i64> = call(&["o-1", "o-2", "o-3"])
+    let sold = Reply::Units(1);
+    let first: Vec<Reply> = call(&["o-1", "o-2"]).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(first, [Reply::Units(10), sold, sold]);
+    let again: Vec<Reply> = call(&["o-1", "o-2", "o-3"])
         .invoke_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(again, [8, 1, 1, 1], "o-1 and o-2 sold before, o-3 now");
+    assert_eq!(
+        again,
+        [Reply::Units(8), sold, sold, sold],
+        "o-1 and o-2 sold before, o-3 now"
+    );
     let _: () = conn.hset(&shard.void, "o-4", 1).await.unwrap();
-    let voided: Vec<i64> = call(&["o-4"]).invoke_async(&mut conn).await.unwrap();
-    assert_eq!(voided, [7, -8]);
+    let voided: Vec<Reply> = call(&["o-4"]).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(voided, [Reply::Units(7), Reply::Refused(Refusal::Voided)]);
     let stock: i64 = conn.get(&shard.stock).await.unwrap();
     let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
     assert_eq!((stock, orders), (7, 3));
