@@ -1,5 +1,5 @@
 //! Product-level operations: setting the stock (reset), where a product's shards live,
-//! its locks forced free, and ([`audit`]) the audit behind `/stats`.
+//! its locks forced free, and (`audit`) the audit behind `/stats`.
 
 mod audit;
 mod stats;

@@ -8,7 +8,7 @@
 //! lock_lost`). With `ttl_ms` shorter than the work, the lock expires under its holder as
 //! the token lock's does.
 
-use super::section::LockStore;
+use super::section::{LockStore, Shared};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, FAULT, FENCE, TTL_MS, WAIT_MS, WORK_MS};
@@ -42,6 +42,10 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let ttl = d.knobs.millis(&TTL_MS);
     let lease = d.app.locks.default_lease();
     let lock = redlock.lock(&shard.lock, ttl.unwrap_or(lease), ttl.is_none(), &d.holder);
-    d.under_lock(&shard, lock, d.knobs.wait(), LockStore::OwnServers)
-        .await
+    d.under_lock(
+        &shard,
+        Shared::new(lock, LockStore::OwnServers),
+        d.knobs.wait(),
+    )
+    .await
 }

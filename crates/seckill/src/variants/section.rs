@@ -70,6 +70,191 @@ impl<L: Lock> Lock for Paused<L> {
     }
 }
 
+/// How a lock variant's critical section reaches Redis: the one thing the lock variants'
+/// sequences differ in ([`Deduction::under_lock`] is the sequence). [`Shared`] takes the
+/// lock, enters, commits and gives the lock back in four round trips, for every lock and
+/// lock store; the watchdog lock beside the stock does it in two (`watchdog::TwoTrips`:
+/// the lock's try enters, the commit gives the lock back or hands it on).
+pub(super) trait Trips: Send {
+    /// The lock held, for what the section asks of it: its lease, its renewals, whether it
+    /// knows itself lost.
+    type Lock: Lock;
+
+    fn lock(&self) -> &Self::Lock;
+
+    /// Takes the lock, waiting up to `wait`, and enters `shard`'s critical section.
+    fn enter(
+        &mut self,
+        d: &Deduction,
+        shard: &ShardKeys,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Entry, AppError>> + Send;
+
+    /// Leaves without selling, for `why`.
+    fn leave(
+        &mut self,
+        d: &Deduction,
+        shard: &ShardKeys,
+        why: Leaving,
+    ) -> impl Future<Output = Result<(), AppError>> + Send;
+
+    /// Takes one unit as sale `order`, records it and leaves: what the script said.
+    fn commit(
+        &mut self,
+        d: &Deduction,
+        shard: &ShardKeys,
+        order: &str,
+    ) -> impl Future<Output = Result<Reply, AppError>> + Send;
+
+    /// Gives the lock back, if the leave or the commit did not, once what the section
+    /// came to is known (`held`, its lost answer looked up).
+    fn release(
+        self,
+        d: &Deduction,
+        held: &Result<Outcome, AppError>,
+    ) -> impl Future<Output = ()> + Send;
+}
+
+/// What taking the lock and entering came to.
+pub(super) enum Entry {
+    /// Inside, holding the lock, with the stock read there (`None`: no stock key).
+    Inside { stock: Option<i64> },
+    /// Not inside, and holding nothing: the lock busy, not confirmed, or abandoned.
+    Out(Outcome),
+}
+
+/// The shared lock sequence's trips: the lock (any [`Lock`]) on its own, then `enter.lua`,
+/// then `commit.lua` (or `leave.lua`), then the lock's release.
+pub(super) struct Shared<L> {
+    lock: L,
+    store: LockStore,
+    /// Whether the commit presents the holder, checked against the lock hash.
+    checkable: bool,
+    token: Option<i64>,
+}
+
+impl<L: Lock> Shared<L> {
+    pub(super) fn new(lock: L, store: LockStore) -> Self {
+        Self {
+            lock,
+            store,
+            checkable: false,
+            token: None,
+        }
+    }
+}
+
+impl<L: Lock> Shared<L> {
+    /// What a holder does with the lock before it enters: confirm it with the lock store's
+    /// replicas, abandon it if the request asked to, take a fencing token; then enter.
+    async fn held(&mut self, d: &Deduction, shard: &ShardKeys) -> Result<Entry, AppError> {
+        if self.store == LockStore::Instance && !d.lock_confirmed(shard).await? {
+            return Ok(Entry::Out(Outcome::LockUnconfirmed));
+        }
+        if d.knobs.abandons() {
+            self.lock.abandon();
+            return Ok(Entry::Out(Outcome::Abandoned));
+        }
+        // A lock store that issues tokens (ZooKeeper's zxid) issues them; otherwise the
+        // stock store does.
+        self.token = match self.lock.fencing_token() {
+            Some(token) if d.knobs.fence() => Some(token),
+            Some(_) => None,
+            None => d.fencing_token(shard).await?,
+        };
+        // The lock hash can be checked in the commit only where it lives beside the stock.
+        self.checkable = self.store == LockStore::Instance
+            && d.app.locks_beside_stock
+            && self.lock.holder_is_a_hash_field();
+        let stop = d.knobs.stop_before_commit().unwrap_or_default();
+        let stay = d.knobs.work() + stop + INSIDE_MARGIN;
+        let note = d.entering(self.lock.lease());
+        let (stock, _overlap, traced): (Option<i64>, i64, bool) =
+            scripts::enter(shard, &d.holder, stay, self.token, &note)
+                .invoke_async(&mut d.redis())
+                .await?;
+        d.timeline.set_traced(traced);
+        d.timeline.entered_now();
+        Ok(Entry::Inside { stock })
+    }
+}
+
+impl<L: Lock + 'static> Trips for Shared<L> {
+    type Lock = L;
+
+    fn lock(&self) -> &L {
+        &self.lock
+    }
+
+    /// Acquire; then, holding the lock, the steps before entering ([`Shared::held`]) and
+    /// the entry. Whatever keeps it from getting inside gives the lock back (but an
+    /// abandoned lock, which the request asked to leave held).
+    async fn enter(
+        &mut self,
+        d: &Deduction,
+        shard: &ShardKeys,
+        wait: Duration,
+    ) -> Result<Entry, AppError> {
+        let started = Instant::now();
+        let acquired = self.lock.acquire(wait).await?;
+        let metrics = &d.app.metrics;
+        metrics.lock_acquired(d.variant.name(), acquired, started.elapsed());
+        if !acquired {
+            return Ok(Entry::Out(Outcome::LockBusy));
+        }
+        d.timeline.granted();
+        let entry = self.held(d, shard).await;
+        match &entry {
+            Ok(Entry::Inside { .. } | Entry::Out(Outcome::Abandoned)) => {}
+            _ => d.log_release(self.lock.release().await),
+        }
+        entry
+    }
+
+    async fn leave(
+        &mut self,
+        d: &Deduction,
+        shard: &ShardKeys,
+        why: Leaving,
+    ) -> Result<(), AppError> {
+        d.leave(shard, why).await
+    }
+
+    async fn commit(
+        &mut self,
+        d: &Deduction,
+        shard: &ShardKeys,
+        order: &str,
+    ) -> Result<Reply, AppError> {
+        let credentials = Credentials {
+            lock_holder: self.checkable.then(|| self.lock.holder()),
+            token: self.token,
+        };
+        let sale = d.sale(shard, order);
+        let reply = scripts::commit(&sale, StockWrite::Decrement, credentials)
+            .invoke_async(&mut d.redis())
+            .await?;
+        d.answered();
+        Ok(reply)
+    }
+
+    /// Released now — or, when the commit's answer is still unknown, once the sale is
+    /// looked up (the next holder would read the stock before a late commit).
+    async fn release(mut self, d: &Deduction, held: &Result<Outcome, AppError>) {
+        if matches!(held, Ok(Outcome::Unknown { .. })) {
+            let (variant, holder) = (d.variant, d.holder.clone());
+            d.after_settled(Box::new(move || {
+                Box::pin(async move {
+                    let released = self.lock.release().await;
+                    log_release(variant, &holder, released);
+                })
+            }));
+        } else {
+            d.log_release(self.lock.release().await);
+        }
+    }
+}
+
 impl Deduction {
     /// The lock with the request's `fault=pause_before_release`, when it asked for one.
     pub(super) fn pausing<L: Lock>(&self, lock: L) -> Paused<L> {
@@ -79,126 +264,69 @@ impl Deduction {
         }
     }
 
-    /// The one lock sequence: acquire (for up to `wait`), confirm with the lock store's
-    /// replicas, abandon if the request asked to, take a fencing token, run the critical
-    /// section on `shard`, release — released whatever the section came to (an error
-    /// included), as the seed's `finally` does, unless the holder abandoned it, or the
-    /// commit's answer was lost: then only once the sale is looked up ([`Deduction::learn`]).
-    pub(super) async fn under_lock<L: Lock + 'static>(
+    /// The one lock sequence, whatever the lock and however it reaches Redis (`trips`):
+    /// take the lock and enter `shard`'s critical section (waiting up to `wait`), read
+    /// the stock, check it, work, take one unit and leave — then give the lock back,
+    /// whatever the section came to (an error included), as the seed's `finally` does;
+    /// a commit whose answer was lost is looked up first ([`Deduction::learn`]), since it
+    /// may still run and must find the lock held when it does.
+    pub(super) async fn under_lock(
         &self,
         shard: &ShardKeys,
-        mut lock: L,
+        mut trips: impl Trips,
         wait: Duration,
-        store: LockStore,
     ) -> Result<Outcome, AppError> {
-        let started = Instant::now();
         self.timeline.waiting();
-        let acquired = lock.acquire(wait).await?;
-        let metrics = &self.app.metrics;
-        metrics.lock_acquired(self.variant.name(), acquired, started.elapsed());
-        if !acquired {
-            return Ok(Outcome::LockBusy);
-        }
-        self.timeline.granted();
-        let held = self.while_held(shard, &mut lock, store).await;
-        if matches!(held, Ok(Outcome::Abandoned)) {
-            return held;
-        }
-        // A commit whose answer was lost may still run: it must find the lock held (the
-        // next holder would read the stock before it) until it is looked up.
+        let stock = match trips.enter(self, shard, wait).await? {
+            Entry::Inside { stock } => stock,
+            Entry::Out(outcome) => return Ok(outcome),
+        };
+        let held = self.critical_section(shard, &mut trips, stock).await;
         let held = self.learn(held).await;
-        if matches!(held, Ok(Outcome::Unknown { .. })) {
-            let (variant, holder) = (self.variant, self.holder.clone());
-            self.after_settled(Box::new(move || {
-                Box::pin(async move {
-                    let released = lock.release().await;
-                    log_release(variant, &holder, released);
-                })
-            }));
-        } else {
-            self.log_release(lock.release().await);
-        }
+        trips.release(self, &held).await;
         held
     }
 
-    /// What a holder does with the lock: confirm it, (abandon it), take a fencing token,
-    /// run the critical section.
-    async fn while_held<L: Lock>(
-        &self,
-        shard: &ShardKeys,
-        lock: &mut L,
-        store: LockStore,
-    ) -> Result<Outcome, AppError> {
-        if store == LockStore::Instance && !self.lock_confirmed(shard).await? {
-            return Ok(Outcome::LockUnconfirmed);
-        }
-        if self.knobs.abandons() {
-            lock.abandon();
-            return Ok(Outcome::Abandoned);
-        }
-        // A lock store that issues tokens (ZooKeeper's zxid) issues them; otherwise the
-        // stock store does.
-        let token = match lock.fencing_token() {
-            Some(token) if self.knobs.fence() => Some(token),
-            Some(_) => None,
-            None => self.fencing_token(shard).await?,
-        };
-        // The lock hash can be checked in the commit only where it lives beside the stock.
-        let checkable = store == LockStore::Instance
-            && self.app.locks_beside_stock
-            && lock.holder_is_a_hash_field();
-        let credentials = Credentials {
-            lock_holder: checkable.then(|| lock.holder()),
-            token,
-        };
-        self.critical_section(shard, &*lock, credentials).await
-    }
-
-    /// The seed's business logic, run while holding `lock`: enter (the audit notes who else
-    /// is inside), read the stock, check it, work, take one unit and leave.
+    /// The seed's business logic, inside the lock: check the stock read on entering,
+    /// work, take one unit and leave.
     async fn critical_section(
         &self,
         shard: &ShardKeys,
-        lock: &impl Lock,
-        credentials: Credentials<'_>,
+        trips: &mut impl Trips,
+        stock: Option<i64>,
     ) -> Result<Outcome, AppError> {
-        let mut conn = self.redis();
-        let stop = self.knobs.stop_before_commit();
-        let stay = self.knobs.work() + stop.unwrap_or_default() + INSIDE_MARGIN;
-        let note = self.entering(lock.lease());
-        let (stock, _overlap, traced): (Option<i64>, i64, bool) =
-            scripts::enter(shard, &self.holder, stay, credentials.token, &note)
-                .invoke_async(&mut conn)
-                .await?;
-        self.timeline.set_traced(traced);
-        self.timeline.entered_now();
         let Some(stock) = stock else {
             return Err(self.not_for_sale().await);
         };
         if stock <= 0 {
-            self.leave(shard, Leaving::SoldOut).await?;
+            trips.leave(self, shard, Leaving::SoldOut).await?;
             return Ok(Outcome::SoldOut { remaining: stock });
         }
         self.work().await;
-        self.timeline.renewed(lock.renewals());
-        if lock.is_lost() {
+        self.timeline.renewed(trips.lock().renewals());
+        if trips.lock().is_lost() {
             // The holder knows its lock is gone: it must not commit.
-            self.leave(shard, Leaving::LockLost).await?;
+            trips.leave(self, shard, Leaving::LockLost).await?;
             return Ok(Outcome::LockLost);
         }
-        if let Some(stop) = stop {
+        if let Some(stop) = self.knobs.stop_before_commit() {
             stop_the_world(stop);
             // Whatever else was in flight over the stop timed out on waking, and the
             // connection may be replaced for it: the commit goes once the stock store answers.
             for _ in 0..20 {
-                let answered: Result<String, _> = redis::cmd("PING").query_async(&mut conn).await;
+                let answered: Result<String, _> =
+                    redis::cmd("PING").query_async(&mut self.redis()).await;
                 if answered.is_ok() {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
-        self.commit(shard, StockWrite::Decrement, credentials).await
+        let order = Uuid::now_v7().to_string();
+        match trips.commit(self, shard, &order).await? {
+            Reply::Units(remaining) => Ok(self.sold(shard, order, remaining).await),
+            Reply::Refused(why) => self.refused(why).await,
+        }
     }
 
     /// What this holder says of itself as it enters, on the product's timeline (used only

@@ -5,7 +5,7 @@
 
 use seckill_lock::SetnxLock;
 
-use super::section::LockStore;
+use super::section::{LockStore, Shared};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{FAULT, FENCE, PAUSE_MS, WORK_MS};
@@ -28,6 +28,10 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     // The seed's `finally { DEL }`: whoever holds the lock by then.
     let lock = SetnxLock::new(d.lock_redis(), &shard.lock, &d.holder).releasing_blindly();
     // No wait: the seed fails fast when the lock is held.
-    d.under_lock(&shard, d.pausing(lock), d.knobs.wait(), LockStore::Instance)
-        .await
+    d.under_lock(
+        &shard,
+        Shared::new(d.pausing(lock), LockStore::Instance),
+        d.knobs.wait(),
+    )
+    .await
 }

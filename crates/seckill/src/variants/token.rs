@@ -1,4 +1,4 @@
-//! `token` — SET lock <token> NX PX ttl, check and DECR, release by compare-and-delete.
+//! `token` — `SET lock <token> NX PX ttl`, check and DECR, release by compare-and-delete.
 //!
 //! Correct while the work fits in the TTL. With `work_ms` longer than `ttl_ms` the lock
 //! expires under its holder, a second holder gets in, and the audit counts the overlap.
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use seckill_lock::TokenLock;
 
-use super::section::LockStore;
+use super::section::{LockStore, Shared};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{FAULT, FENCE, PAUSE_MS, TTL_MS, WAIT_MS, WORK_MS};
@@ -37,6 +37,10 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     if let Some(pause) = d.knobs.pause_before_release() {
         lock = lock.checking_then_deleting(pause);
     }
-    d.under_lock(&shard, lock, d.knobs.wait(), LockStore::Instance)
-        .await
+    d.under_lock(
+        &shard,
+        Shared::new(lock, LockStore::Instance),
+        d.knobs.wait(),
+    )
+    .await
 }

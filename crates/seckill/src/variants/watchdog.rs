@@ -7,12 +7,14 @@
 //! expires one lease later. With `lease_ms` no watchdog runs (as in Redisson); with
 //! `fair=on` the lock goes in arrival order across instances (Redisson's fair lock).
 //!
-//! When the lock lives beside the stock, a unit costs two round trips, or one when the
-//! lock is handed over: the lock's try also enters the critical section and reads the
-//! stock, and the commit also gives the lock back — or hands it to a waiter of this
-//! instance and lets that waiter in, so that it starts its work the moment the answer
-//! comes back. Otherwise (a lock store of its own, `fence=on`, `--lock-wait-replicas`, a
-//! fault) it takes the shared lock sequence, each step a round trip of its own.
+//! It runs the one lock sequence every lock variant runs (`Deduction::under_lock`). When
+//! the lock lives beside the stock, its trips (`TwoTrips`) cost a unit two round trips,
+//! or one when the lock is handed over: the lock's try also enters the critical section
+//! and reads the stock, and the commit also gives the lock back — or hands it to a waiter
+//! of this instance and lets that waiter in, so that it starts its work the moment the
+//! answer comes back. Otherwise (a lock store of its own, `fence=on`,
+//! `--lock-wait-replicas`, a fault) its trips are the shared ones, each step a round trip
+//! of its own.
 
 use std::time::Duration;
 
@@ -22,7 +24,7 @@ use seckill_lock::{Lock, LockError, WatchdogLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{INSIDE_MARGIN, LockStore, Refusal, Reply};
+use super::section::{Entry, INSIDE_MARGIN, LockStore, Refusal, Reply, Shared, Trips};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
@@ -30,6 +32,7 @@ use crate::knobs::{
     DEFAULT_LOCK_WAIT_MS, FAULT, FENCE, Kind, Knob, LEASE_MS, PAUSE_MS, WAIT_MS, WORK_MS,
 };
 use crate::scripts;
+use crate::scripts::Leaving;
 use crate::store::RedisConn;
 use crate::trace::Timeline;
 
@@ -104,10 +107,14 @@ pub(super) async fn deduct_from(
         .expecting_to_hold(d.knobs.work() + INSIDE_MARGIN)
         .handing_off(d.knobs.switch(&HANDOFF));
     if fits_in_two_trips(d) {
-        in_two_trips(d, shard, wait, lock).await
+        let lock = TwoTrips {
+            lock,
+            given_back: false,
+        };
+        d.under_lock(shard, lock, wait).await
     } else {
-        d.under_lock(shard, d.pausing(lock), wait, LockStore::Instance)
-            .await
+        let lock = Shared::new(d.pausing(lock), LockStore::Instance);
+        d.under_lock(shard, lock, wait).await
     }
 }
 
@@ -122,77 +129,136 @@ fn fits_in_two_trips(d: &Deduction) -> bool {
         && d.knobs.fault().is_none()
 }
 
-/// Lock and enter in one script, commit and release (or hand over) in another.
-async fn in_two_trips(
-    d: &Deduction,
-    shard: &ShardKeys,
-    wait: Duration,
-    mut lock: WatchdogLock<RedisConn>,
-) -> Result<Outcome, AppError> {
-    let stay = d.knobs.work() + INSIDE_MARGIN;
-    let (lease, fair) = (lock.lease(), lock.is_fair());
-    d.timeline.waiting();
-    let attempt = || {
-        let note = d.entering(Some(lease));
-        let script = scripts::lock_enter(shard, &d.holder, lease, fair, stay, &note);
-        let mut conn = d.redis();
-        async move {
-            let (taken, stock, overlap, traced): (i64, Value, Value, Value) =
-                script.invoke_async(&mut conn).await?;
-            if taken == 1 {
-                d.timeline.entered_now();
-            }
-            Ok::<_, LockError>(if taken == 1 {
-                Attempt::Acquired(Value::Array(vec![stock, overlap, traced]))
-            } else {
-                Attempt::Held(sleep_for(
-                    redis::from_redis_value(stock).map_err(RedisError::from)?,
-                ))
-            })
-        }
-    };
-    let started = Instant::now();
-    let entered = lock.acquire_with(wait, attempt).await?;
-    d.app
-        .metrics
-        .lock_acquired(d.variant.name(), entered.is_some(), started.elapsed());
-    let Some(entered) = entered else {
-        return Ok(Outcome::LockBusy);
-    };
-    // (Handed over by a holder of this instance, which let it in: it entered just now.)
-    let (stock, _overlap, traced): (Option<i64>, i64, bool) =
-        redis::from_redis_value(entered).map_err(RedisError::from)?;
-    d.timeline.set_traced(traced);
-    d.timeline.entered_by_now();
+/// The watchdog lock beside the stock, in two round trips: the lock's try also enters the
+/// critical section and reads the stock (`lock_enter.lua`), and the commit — or the leave
+/// — also gives the lock back, or hands it to a waiter of this instance and lets that
+/// waiter in (`commit_release.lua`), so that it starts its work the moment the answer
+/// comes back.
+pub(super) struct TwoTrips {
+    lock: WatchdogLock<RedisConn>,
+    /// The commit or the leave asked for the lock back (its hold is given up whatever the
+    /// answer: a lost one is the script's or the lease's to settle).
+    given_back: bool,
+}
 
-    let sells = stock.is_some_and(|units| units > 0);
-    if sells {
-        d.work().await;
+impl TwoTrips {
+    /// Sells (`order`, with `sells`) or only leaves, and gives the lock back or hands it
+    /// on, in one script. `None` when this handle no longer held the lock: nothing sent.
+    async fn commit_release(
+        &mut self,
+        d: &Deduction,
+        shard: &ShardKeys,
+        order: &str,
+        sells: bool,
+    ) -> Result<Option<Reply>, AppError> {
+        self.given_back = true;
+        let successor =
+            Timeline::handed_over(&d.app.settings.instance, d.variant.name(), &d.holder);
+        let left = self
+            .lock
+            .release_with(|release| {
+                let sale = d.sale(shard, order);
+                let script = scripts::commit_release(&sale, sells, &release, &successor);
+                let mut conn = d.redis();
+                async move {
+                    let mut answer: Vec<Value> = script.invoke_async(&mut conn).await?;
+                    d.answered();
+                    let for_successor = Value::Array(answer.split_off(2.min(answer.len())));
+                    let (left, code): (Reply, Option<i64>) =
+                        redis::from_redis_value(Value::Array(answer)).map_err(RedisError::from)?;
+                    Ok::<_, LockError>((Some(left), Released::from_code(code, for_successor)))
+                }
+            })
+            .await?;
+        Ok(left)
     }
-    d.timeline.renewed(lock.renewals());
-    let order = Uuid::now_v7().to_string();
-    let successor = Timeline::handed_over(&d.app.settings.instance, d.variant.name(), &d.holder);
-    let left = lock
-        .release_with(|release| {
-            let sale = d.sale(shard, &order);
-            let script = scripts::commit_release(&sale, sells, &release, &successor);
+}
+
+impl Trips for TwoTrips {
+    type Lock = WatchdogLock<RedisConn>;
+
+    fn lock(&self) -> &Self::Lock {
+        &self.lock
+    }
+
+    async fn enter(
+        &mut self,
+        d: &Deduction,
+        shard: &ShardKeys,
+        wait: Duration,
+    ) -> Result<Entry, AppError> {
+        let stay = d.knobs.work() + INSIDE_MARGIN;
+        let (lease, fair) = (self.lock.lease(), self.lock.is_fair());
+        let attempt = || {
+            let note = d.entering(Some(lease));
+            let script = scripts::lock_enter(shard, &d.holder, lease, fair, stay, &note);
             let mut conn = d.redis();
             async move {
-                let mut answer: Vec<Value> = script.invoke_async(&mut conn).await?;
-                d.answered();
-                let for_successor = Value::Array(answer.split_off(2.min(answer.len())));
-                let (left, code): (Reply, Option<i64>) =
-                    redis::from_redis_value(Value::Array(answer)).map_err(RedisError::from)?;
-                Ok::<_, LockError>((Some(left), Released::from_code(code, for_successor)))
+                let (taken, stock, overlap, traced): (i64, Value, Value, Value) =
+                    script.invoke_async(&mut conn).await?;
+                if taken == 1 {
+                    d.timeline.entered_now();
+                }
+                Ok::<_, LockError>(if taken == 1 {
+                    Attempt::Acquired(Value::Array(vec![stock, overlap, traced]))
+                } else {
+                    Attempt::Held(sleep_for(
+                        redis::from_redis_value(stock).map_err(RedisError::from)?,
+                    ))
+                })
             }
-        })
-        .await?;
-    match (left, stock) {
+        };
+        let started = Instant::now();
+        let entered = self.lock.acquire_with(wait, attempt).await?;
+        d.app
+            .metrics
+            .lock_acquired(d.variant.name(), entered.is_some(), started.elapsed());
+        let Some(entered) = entered else {
+            return Ok(Entry::Out(Outcome::LockBusy));
+        };
+        // (Handed over by a holder of this instance, which let it in: it entered just now.)
+        let (stock, _overlap, traced): (Option<i64>, i64, bool) =
+            redis::from_redis_value(entered).map_err(RedisError::from)?;
+        d.timeline.set_traced(traced);
+        d.timeline.entered_by_now();
+        Ok(Entry::Inside { stock })
+    }
+
+    /// Sold out: leaves and gives the lock back (or hands it on) in one script. A lock the
+    /// watchdog found lost leaves as every lock does (counted), and is given back after.
+    async fn leave(
+        &mut self,
+        d: &Deduction,
+        shard: &ShardKeys,
+        why: Leaving,
+    ) -> Result<(), AppError> {
+        match why {
+            Leaving::SoldOut => {
+                let order = Uuid::now_v7().to_string();
+                self.commit_release(d, shard, &order, false).await?;
+                Ok(())
+            }
+            Leaving::LockLost => d.leave(shard, why).await,
+        }
+    }
+
+    async fn commit(
+        &mut self,
+        d: &Deduction,
+        shard: &ShardKeys,
+        order: &str,
+    ) -> Result<Reply, AppError> {
+        let left = self.commit_release(d, shard, order, true).await?;
         // Not held any more as the release was asked for: nothing was sent.
-        (None, _) => Ok(Outcome::LockLost),
-        (_, None) => d.refused(Refusal::Gone).await,
-        (Some(Reply::Refused(why)), _) => d.refused(why).await,
-        (Some(Reply::Units(remaining)), Some(_)) if !sells => Ok(Outcome::SoldOut { remaining }),
-        (Some(Reply::Units(remaining)), Some(_)) => Ok(d.sold(shard, order, remaining).await),
+        Ok(left.unwrap_or(Reply::Refused(Refusal::LockLost)))
+    }
+
+    /// Given back already by the commit or the leave (whose answer, if it was lost, the
+    /// script itself or the lease settles); otherwise — no stock key, an error before the
+    /// commit — given back here.
+    async fn release(mut self, d: &Deduction, _held: &Result<Outcome, AppError>) {
+        if !self.given_back {
+            d.log_release(self.lock.release().await);
+        }
     }
 }

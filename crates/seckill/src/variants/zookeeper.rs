@@ -12,7 +12,7 @@
 //! and its commit, so it cannot have noticed. The ensemble electing a leader answers 503
 //! `lock_store_unavailable` until it has one.
 
-use super::section::LockStore;
+use super::section::{LockStore, Shared};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, FENCE, PAUSE_MS, STOP_FAULT, WAIT_MS, WORK_MS};
@@ -50,6 +50,10 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     };
     let shard = d.whole_stock();
     let lock = zookeeper.lock(&lock_path(d.product.product.as_str()), &d.holder);
-    d.under_lock(&shard, lock, d.knobs.wait(), LockStore::OwnServers)
-        .await
+    d.under_lock(
+        &shard,
+        Shared::new(lock, LockStore::OwnServers),
+        d.knobs.wait(),
+    )
+    .await
 }
