@@ -27,7 +27,7 @@ use crate::routes;
 use crate::state::{App, AppState};
 use crate::store::{Confirmations, RedisMode, Store, StoreConfig};
 use crate::variants::Context as Instance;
-use crate::variants::{Start, VARIANTS};
+use crate::variants::{Start, VariantState};
 
 pub struct Application {
     listener: TcpListener,
@@ -160,16 +160,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         every: Duration::from_millis(args.expiry_sweep_ms),
     }
     .spawn();
-    let variant_state = VARIANTS
-        .iter()
-        .filter_map(|v| Some((*v, v.spec().start?)))
-        .map(|(v, start_it)| {
-            Ok((
-                v,
-                start_it(&start).with_context(|| format!("starting {v}"))?,
-            ))
-        })
-        .collect::<anyhow::Result<_>>()?;
+    let variant_state = VariantState::start(&start)?;
     let idempotency = crate::idempotency::Keys {
         store: store.clone(),
         ttl: settings.idempotency_ttl,

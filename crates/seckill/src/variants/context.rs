@@ -2,7 +2,6 @@
 //! settings, the metrics and what each variant keeps. The instance's state
 //! (`crate::state::App`) is this and what only the routes use (the orders' database).
 
-use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,18 +44,8 @@ pub struct Context {
     pub lock_confirmations: Option<Arc<Confirmations>>,
     /// What idempotency keys need: the stock store, their TTL, a repeat's patience.
     pub idempotency: crate::idempotency::Keys,
-    /// What each variant keeps per instance (its `Spec::start`).
-    pub variant_state: Vec<(Variant, VariantState)>,
-}
-
-impl Context {
-    /// What `variant` keeps per instance, if anything.
-    pub fn variant_state(&self, variant: Variant) -> Option<&(dyn Any + Send + Sync)> {
-        self.variant_state
-            .iter()
-            .find(|(v, _)| *v == variant)
-            .map(|(_, state)| state.as_ref())
-    }
+    /// What the variants keep per instance.
+    pub variant_state: VariantState,
 }
 
 /// The parts of the configuration handlers read.

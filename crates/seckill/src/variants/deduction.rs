@@ -1,7 +1,6 @@
 //! One deduction: the instance it runs on, the variant, the product, the request's knobs
 //! and who the request is.
 
-use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -101,19 +100,6 @@ impl Deduction {
     /// The keys of an unsplit product.
     pub fn whole_stock(&self) -> ShardKeys {
         self.product.whole()
-    }
-
-    /// This variant's per-instance state (its `Spec::start`).
-    pub fn state<T: Any + Send + Sync>(&self) -> Result<&T, AppError> {
-        self.app
-            .variant_state(self.variant)
-            .and_then(|state| state.downcast_ref::<T>())
-            .ok_or_else(|| {
-                AppError::Internal(anyhow::anyhow!(
-                    "variant {} has no state of the type it asks for",
-                    self.variant
-                ))
-            })
     }
 
     /// The business time the seeds spend inside the critical section: `work_ms`, to the

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::section::{Refusal, Reply, confirm_sales};
-use super::{Deduction, Outcome, Spec, Start, VariantState};
+use super::{Deduction, Outcome, Spec, Start};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
 use crate::knobs::{Kind, Knob};
@@ -47,20 +47,20 @@ pub static SPEC: Spec = Spec {
     must_finish: false,
     counts_its_refusals: true,
     deduct: |d| Box::pin(deduct(d)),
-    start: Some(start),
 };
 
 /// Most deductions in one call. Past a few dozen, a bigger call saves nothing more.
 pub const MAX_BATCH: usize = 128;
 
-fn start(start: &Start<'_>) -> anyhow::Result<VariantState> {
+/// The instance's queue of deductions, and the task that sends them.
+pub(super) fn start(start: &Start<'_>) -> LuaBatches {
     let capacity = usize::try_from(start.settings.limits.max_in_flight).unwrap_or(usize::MAX);
-    Ok(Arc::new(LuaBatches::start(
+    LuaBatches::start(
         start.store.conn(),
         start.settings.instance.clone(),
         capacity,
         start.sale_confirmations.cloned(),
-    )))
+    )
 }
 
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
@@ -70,8 +70,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let order = sale.order.clone();
     d.sending(&shard, &order);
     let unit = if d.knobs.switch(&BATCH) {
-        let batches: &LuaBatches = d.state()?;
-        batches.deduct(shard, sale).await?
+        d.app.variant_state.lua.deduct(shard, sale).await?
     } else {
         let (instance, confirm) = (&d.app.settings.instance, d.app.sale_confirmations.clone());
         let units = call(&mut d.redis(), instance, &shard, &[sale], confirm).await?;

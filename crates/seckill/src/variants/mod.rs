@@ -17,8 +17,9 @@
 //!    `SPEC.knobs` with the shared ones it takes; read it with `d.knobs`.
 //! 2. Its `mod` line and one line in [`VARIANTS`].
 //!
-//! That is all. State it keeps per instance (lua's shared calls, shares' claims) comes from
-//! `SPEC.start`, once at start, and is reached with [`Deduction::state`].
+//! That is all. State it keeps per instance (lua's shared calls, shares' claims) is a
+//! field of [`VariantState`], made once at start by its `start(&Start)`, and reached as
+//! `d.app.variant_state.<name>`.
 
 mod context;
 mod deduction;
@@ -44,11 +45,11 @@ pub use deduction::Deduction;
 pub use lost::SETTLE_FOR;
 pub use section::INSIDE_MARGIN;
 
-use std::any::Any;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use anyhow::Context as _;
 use futures_util::future::BoxFuture;
 
 use crate::error::AppError;
@@ -93,12 +94,28 @@ pub struct Spec {
     pub counts_its_refusals: bool,
     /// One deduction.
     pub deduct: for<'a> fn(&'a Deduction) -> BoxFuture<'a, Result<Outcome, AppError>>,
-    /// What it keeps per instance, made once at start.
-    pub start: Option<fn(&Start<'_>) -> anyhow::Result<VariantState>>,
 }
 
-/// What a variant keeps per instance; [`Deduction::state`] finds it again by its type.
-pub type VariantState = Arc<dyn Any + Send + Sync>;
+/// What the variants that keep something per instance keep, a field each, made once at
+/// start ([`VariantState::start`]). A variant that keeps something adds its field here.
+pub struct VariantState {
+    /// `lua`: the queue of deductions it sends to Redis together.
+    pub lua: lua::LuaBatches,
+    /// `optimistic`: its transactions' connections, a pool per master.
+    pub optimistic: optimistic::Transactions,
+    /// `shares`: this instance's shares, one per product.
+    pub shares: shares::Shares,
+}
+
+impl VariantState {
+    pub fn start(start: &Start<'_>) -> anyhow::Result<Self> {
+        Ok(Self {
+            lua: lua::start(start),
+            optimistic: optimistic::start(start).context("starting optimistic")?,
+            shares: shares::start(start),
+        })
+    }
+}
 
 /// What a variant's per-instance state is made from.
 pub struct Start<'a> {

@@ -73,7 +73,6 @@ pub static SPEC: Spec = Spec {
     // A cart's refusal is counted in every product of the cart.
     counts_its_refusals: true,
     deduct: |d| Box::pin(deduct(d)),
-    start: None,
 };
 
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {

@@ -18,7 +18,6 @@
 //! script every variant uses, so the order, the audit, the per-user limit and the
 //! idempotency key are written as everywhere else.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -27,7 +26,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::section::{Credentials, Reply, StockWrite};
-use super::{Deduction, Outcome, Spec, Start, VariantState};
+use super::{Deduction, Outcome, Spec, Start};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
 use crate::knobs::{Kind, Knob, WORK_MS};
@@ -57,7 +56,6 @@ pub static SPEC: Spec = Spec {
     must_finish: true,
     counts_its_refusals: false,
     deduct: |d| Box::pin(deduct(d)),
-    start: Some(start),
 };
 
 /// The instance's transaction connections: a pool per master.
@@ -65,11 +63,12 @@ pub struct Transactions {
     pools: MasterPools<()>,
 }
 
-fn start(start: &Start<'_>) -> anyhow::Result<VariantState> {
+/// The instance's transaction connections (`--tx-connections` per master).
+pub(super) fn start(start: &Start<'_>) -> anyhow::Result<Transactions> {
     let size = usize::try_from(start.tx_connections).unwrap_or(1);
-    Ok(Arc::new(Transactions {
+    Ok(Transactions {
         pools: MasterPools::new(start.store, size)?,
-    }))
+    })
 }
 
 /// What one try came to.
@@ -82,8 +81,7 @@ enum Tried {
 }
 
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
-    let transactions: &Transactions = d.state()?;
-    let pools = &transactions.pools;
+    let pools = &d.app.variant_state.optimistic.pools;
     let shard = d.whole_stock();
     let master = pools.master_of(&shard.stock).await?;
     let mut conn = match master.checkout(pools.timeout(), pools.timeout()).await {

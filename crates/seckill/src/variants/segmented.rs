@@ -32,7 +32,6 @@ pub static SPEC: Spec = Spec {
     must_finish: true,
     counts_its_refusals: false,
     deduct: |d| Box::pin(deduct(d)),
-    start: None,
 };
 
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {

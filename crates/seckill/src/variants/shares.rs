@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::section::{Refusal, Reply};
-use super::{Deduction, Outcome, Spec, Start, VariantState};
+use super::{Deduction, Outcome, Spec, Start};
 use crate::error::AppError;
 use crate::keys::ProductId;
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, Kind, Knob, WAIT_MS, WORK_MS};
@@ -53,14 +53,14 @@ pub static SPEC: Spec = Spec {
     must_finish: true,
     counts_its_refusals: false,
     deduct: |d| Box::pin(deduct(d)),
-    start: Some(start),
 };
 
 /// How often a request whose units all sit in other instances' shares looks again.
 const RECLAIM_POLL: Duration = Duration::from_millis(50);
 
-fn start(start: &Start<'_>) -> anyhow::Result<VariantState> {
-    Ok(Arc::new(Shares::new(start.share_lease)))
+/// No shares yet: each is claimed when a product is first sold here.
+pub(super) fn start(start: &Start<'_>) -> Shares {
+    Shares::new(start.share_lease)
 }
 
 /// This instance's shares, one per product, each behind its local lock.
@@ -104,7 +104,7 @@ enum Turn {
 }
 
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
-    let shares: &Shares = d.state()?;
+    let shares = &d.app.variant_state.shares;
     let shard = d.whole_stock();
     let share = shares.of(&d.product.product);
     let deadline = Instant::now() + d.knobs.wait();

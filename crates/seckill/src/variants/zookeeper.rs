@@ -33,7 +33,6 @@ pub static SPEC: Spec = Spec {
     must_finish: true,
     counts_its_refusals: false,
     deduct: |d| Box::pin(deduct(d)),
-    start: None,
 };
 
 /// Where a product's lock lives in the ensemble: `InterProcessMutex(client, this)` in Java.
