@@ -172,17 +172,66 @@ impl Outcome {
 
     /// The counter in the product's audit that counts this answer, for the answers that
     /// sold nothing and whose script did not count them already.
-    pub fn refusal_counter(&self) -> Option<&'static str> {
+    pub fn refusal_counter(&self) -> Option<Counter> {
         match self {
-            Self::SoldOut { .. } => Some("sold_out"),
-            Self::LockBusy => Some("lock_busy"),
-            Self::LockUnconfirmed => Some("lock_unconfirmed"),
-            Self::LimitReached => Some("limit_reached"),
-            Self::Conflict => Some("conflict"),
-            Self::TxBusy => Some("tx_busy"),
-            Self::Closed => Some("closed"),
+            Self::SoldOut { .. } => Some(Counter::SoldOut),
+            Self::LockBusy => Some(Counter::LockBusy),
+            Self::LockUnconfirmed => Some(Counter::LockUnconfirmed),
+            Self::LimitReached => Some(Counter::LimitReached),
+            Self::Conflict => Some(Counter::Conflict),
+            Self::TxBusy => Some(Counter::TxBusy),
+            Self::Closed => Some(Counter::Closed),
+            // Counted by the route, for the requests its key turned away as well.
             _ => None,
         }
+    }
+}
+
+/// An audit counter of answers that sold nothing ([`Outcome::refusal_counter`], and
+/// `in_flight`, which the route counts): its field in the product's audit hash is the
+/// outcome's name; `/stats` reads it back by this type,
+/// so a new one must be placed there too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counter {
+    SoldOut,
+    LockBusy,
+    LockUnconfirmed,
+    LimitReached,
+    Conflict,
+    TxBusy,
+    Closed,
+    InFlight,
+}
+
+impl Counter {
+    const ALL: [Self; 8] = [
+        Self::SoldOut,
+        Self::LockBusy,
+        Self::LockUnconfirmed,
+        Self::LimitReached,
+        Self::Conflict,
+        Self::TxBusy,
+        Self::Closed,
+        Self::InFlight,
+    ];
+
+    /// Its field in the audit hash.
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::SoldOut => "sold_out",
+            Self::LockBusy => "lock_busy",
+            Self::LockUnconfirmed => "lock_unconfirmed",
+            Self::LimitReached => "limit_reached",
+            Self::Conflict => "conflict",
+            Self::TxBusy => "tx_busy",
+            Self::Closed => "closed",
+            Self::InFlight => "in_flight",
+        }
+    }
+
+    /// The counter an audit field is, if it is one of these.
+    pub fn of_field(field: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.field() == field)
     }
 }
 
@@ -232,6 +281,12 @@ mod tests {
                 shard: 0,
             },
         ];
-        assert_eq!(every.map(|o| o.name()), Outcome::NAMES);
+        assert_eq!(every.each_ref().map(|o| o.name()), Outcome::NAMES);
+        for outcome in &every {
+            if let Some(counter) = outcome.refusal_counter() {
+                assert_eq!(counter.field(), outcome.name(), "{outcome:?}");
+                assert_eq!(Counter::of_field(counter.field()), Some(counter));
+            }
+        }
     }
 }

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::outcome::Counter;
+
 /// The audit of one product.
 #[derive(Debug, Clone, Serialize)]
 pub struct Stats {
@@ -104,15 +106,21 @@ impl Stats {
             {
                 *self.by_instance.entry(instance.to_owned()).or_default() += count;
                 *self.by_variant.entry(variant.to_owned()).or_default() += count;
+            } else if let Some(counter) = Counter::of_field(&field) {
+                match counter {
+                    Counter::SoldOut => self.sold_out += count,
+                    Counter::LockBusy => self.lock_busy += count,
+                    Counter::LockUnconfirmed => self.lock_unconfirmed += count,
+                    Counter::LimitReached => self.limit_reached += count,
+                    Counter::Conflict => self.optimistic.get_or_insert_default().conflict += count,
+                    Counter::TxBusy => self.optimistic.get_or_insert_default().tx_busy += count,
+                    Counter::Closed => self.close.get_or_insert_default().refused += count,
+                    Counter::InFlight => self.idempotency.in_flight += count,
+                }
             } else {
                 match field.as_str() {
-                    "sold_out" => self.sold_out += count,
-                    "lock_busy" => self.lock_busy += count,
                     "tx_commits" => self.optimistic.get_or_insert_default().commits += count,
                     "tx_conflicts" => self.optimistic.get_or_insert_default().conflicts += count,
-                    "conflict" => self.optimistic.get_or_insert_default().conflict += count,
-                    "tx_busy" => self.optimistic.get_or_insert_default().tx_busy += count,
-                    "closed" => self.close.get_or_insert_default().refused += count,
                     "sold_after_close" => {
                         self.close.get_or_insert_default().sold_after_close += count;
                     }
@@ -123,14 +131,11 @@ impl Stats {
                     "lock_lost" => self.lock_lost += count,
                     "unconfirmed" => self.unconfirmed += count,
                     "fenced" => self.fenced += count,
-                    "lock_unconfirmed" => self.lock_unconfirmed += count,
-                    "limit_reached" => self.limit_reached += count,
                     "reclaimed" => self.reclaimed += count,
                     "paid" => self.payment.get_or_insert_default().paid += count,
                     "expired" => self.payment.get_or_insert_default().expired += count,
                     "keys_sold_twice" => self.idempotency.keys_sold_twice += count,
                     "replayed" => self.idempotency.replayed += count,
-                    "in_flight" => self.idempotency.in_flight += count,
                     _ => {}
                 }
             }

@@ -18,6 +18,7 @@ use super::params;
 use crate::error::AppError;
 use crate::idempotency::{self, Claimed, Replay};
 use crate::knobs::Knobs;
+use crate::outcome::Counter;
 use crate::state::AppState;
 use crate::variants::{Deduction, Outcome, Variant};
 
@@ -206,7 +207,8 @@ async fn serve(d: &Deduction) -> (Result<Outcome, AppError>, Option<Duration>) {
 
 /// Counts a 423 `in_flight` in the product's audit.
 async fn count_in_flight(d: &Deduction) {
-    let counted: Result<i64, _> = d.redis().hincr(&d.product.audit, "in_flight", 1).await;
+    let in_flight = Counter::InFlight.field();
+    let counted: Result<i64, _> = d.redis().hincr(&d.product.audit, in_flight, 1).await;
     if let Err(err) = counted {
         tracing::warn!(error = %err, "an in_flight answer was not counted in the audit");
     }

@@ -77,7 +77,10 @@ impl Deduction {
         if let Some(counter) = outcome.refusal_counter()
             && !spec.counts_its_refusals
         {
-            let _: i64 = self.redis().hincr(&self.product.audit, counter, 1).await?;
+            let _: i64 = self
+                .redis()
+                .hincr(&self.product.audit, counter.field(), 1)
+                .await?;
         }
         Ok(outcome)
     }

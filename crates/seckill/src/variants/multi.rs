@@ -32,6 +32,7 @@ use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::{ProductKeys, ShardKeys};
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, Kind, Knob, WAIT_MS, WORK_MS};
+use crate::outcome::Counter;
 use crate::scripts;
 use crate::store::RedisConn;
 
@@ -94,7 +95,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                 d.app
                     .metrics
                     .lock_acquired(d.variant.name(), false, started.elapsed());
-                count(d, &cart, "lock_busy", started.elapsed()).await?;
+                count(d, &cart, Counter::LockBusy, started.elapsed()).await?;
                 return Ok(Outcome::LockBusy);
             }
             Err(err) => {
@@ -150,15 +151,15 @@ async fn release(d: &Deduction, held: &mut Vec<WatchdogLock<RedisConn>>) {
 async fn count(
     d: &Deduction,
     cart: &[ProductKeys],
-    counter: &str,
+    counter: Counter,
     waited: Duration,
 ) -> Result<(), AppError> {
     // One call per product: on a Cluster they live on different slots.
     for product in cart {
         let audit = product.whole().audit;
         let mut one = redis::pipe();
-        one.hincr(&audit, counter, 1).ignore();
-        if counter == "lock_busy" {
+        one.hincr(&audit, counter.field(), 1).ignore();
+        if counter == Counter::LockBusy {
             let ms = i64::try_from(waited.as_millis()).unwrap_or(i64::MAX);
             one.hincr(&audit, "multi_timed_out", 1)
                 .ignore()
@@ -189,7 +190,7 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
         let Some(remaining) = stocks[out] else {
             return Err(AppError::UnknownProduct(cart[out].product.to_string()));
         };
-        count(d, cart, "sold_out", Duration::ZERO).await?;
+        count(d, cart, Counter::SoldOut, Duration::ZERO).await?;
         return Ok(Outcome::SoldOut { remaining });
     }
     d.work().await;
