@@ -1,9 +1,8 @@
 //! One deduction: the instance it runs on, the variant, the product, the request's knobs
 //! and who the request is.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use redis::AsyncCommands;
 
@@ -14,7 +13,6 @@ use crate::idempotency::{Claim, Elsewhere};
 use crate::keys::{ProductKeys, ShardKeys};
 use crate::knobs::Knobs;
 use crate::store::RedisConn;
-use crate::timer;
 use crate::trace::Timeline;
 
 /// Everything one deduction needs.
@@ -29,7 +27,7 @@ pub struct Deduction {
     /// The claim on the request's idempotency key, when it carries one.
     pub claim: Option<Claim>,
     /// How long the work really took, µs (0 until it ran): `work_ms` is what was asked.
-    worked_us: AtomicU64,
+    pub(super) worked_us: AtomicU64,
     /// This holder on the product's timeline, when it is traced.
     pub timeline: Timeline,
     /// A split product's unit reserved for the buyer under this holder's id
@@ -105,27 +103,6 @@ impl Deduction {
         self.product.whole()
     }
 
-    /// The business time the seeds spend inside the critical section: `work_ms`, to the
-    /// tens of microseconds ([`timer`]), and measured.
-    pub async fn work(&self) {
-        let work = self.knobs.work();
-        if work.is_zero() {
-            return;
-        }
-        let started = tokio::time::Instant::now();
-        timer::sleep(work).await;
-        let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.worked_us.store(took, Ordering::Relaxed);
-    }
-
-    /// How long the work really took, when there was any.
-    pub fn worked(&self) -> Option<Duration> {
-        match self.worked_us.load(Ordering::Relaxed) {
-            0 => None,
-            us => Some(Duration::from_micros(us)),
-        }
-    }
-
     /// The products of this request's cart (`multi`), when it has more than one.
     fn cart(&self) -> Option<&[crate::keys::ProductId]> {
         let cart = self.knobs.products(&super::multi::PRODUCTS);
@@ -160,30 +137,4 @@ impl Deduction {
             .collect();
         Ok(Elsewhere::Shards(shards))
     }
-
-    /// Why there was no stock key: a product split into shards is sold by the variants
-    /// that split stock only; any other product was never reset (or Redis lost it) and is
-    /// not for sale.
-    pub async fn not_for_sale(&self) -> AppError {
-        let shards: Result<Option<u32>, _> = self.redis().hget(&self.product.meta, "shards").await;
-        match shards {
-            Ok(Some(n)) if n > 1 => AppError::BadRequest(format!(
-                "product {} is split into {n} shards; only {} sells it",
-                self.product.product,
-                splitting_variants()
-            )),
-            Ok(_) => AppError::UnknownProduct(self.product.product.to_string()),
-            Err(err) => err.into(),
-        }
-    }
-}
-
-/// The variants that sell a split product, by name: "the segmented variant".
-fn splitting_variants() -> String {
-    let names: Vec<&str> = super::VARIANTS
-        .iter()
-        .filter(|v| v.spec().splits_stock)
-        .map(|v| v.name())
-        .collect();
-    format!("the {} variant", names.join(" or "))
 }

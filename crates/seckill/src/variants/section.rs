@@ -3,6 +3,7 @@
 //! sequence around it, [`Deduction::under_lock`].
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use redis::AsyncCommands;
@@ -16,6 +17,7 @@ use crate::keys::ShardKeys;
 use crate::scripts::{self, Leaving};
 pub(crate) use crate::scripts::{Credentials, Refusal, Reply, StockWrite};
 use crate::store::{Confirmations, Confirmed, RedisConn};
+use crate::timer;
 
 pub use crate::knobs::INSIDE_MARGIN;
 
@@ -329,6 +331,43 @@ impl Deduction {
         }
     }
 
+    /// The business time the seeds spend inside the critical section: `work_ms`, to the
+    /// tens of microseconds ([`timer`]), and measured.
+    pub async fn work(&self) {
+        let work = self.knobs.work();
+        if work.is_zero() {
+            return;
+        }
+        let started = tokio::time::Instant::now();
+        timer::sleep(work).await;
+        let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.worked_us.store(took, Ordering::Relaxed);
+    }
+
+    /// How long the work really took, when there was any.
+    pub fn worked(&self) -> Option<Duration> {
+        match self.worked_us.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+
+    /// Why there was no stock key: a product split into shards is sold by the variants
+    /// that split stock only; any other product was never reset (or Redis lost it) and is
+    /// not for sale.
+    pub async fn not_for_sale(&self) -> AppError {
+        let shards: Result<Option<u32>, _> = self.redis().hget(&self.product.meta, "shards").await;
+        match shards {
+            Ok(Some(n)) if n > 1 => AppError::BadRequest(format!(
+                "product {} is split into {n} shards; only {} sells it",
+                self.product.product,
+                splitting_variants()
+            )),
+            Ok(_) => AppError::UnknownProduct(self.product.product.to_string()),
+            Err(err) => err.into(),
+        }
+    }
+
     /// What this holder says of itself as it enters, on the product's timeline (used only
     /// if the product is traced), its lock granted with `lease`.
     pub(super) fn entering(&self, lease: Option<Duration>) -> String {
@@ -447,6 +486,16 @@ impl Deduction {
     pub(super) fn log_release(&self, released: Result<bool, LockError>) {
         log_release(self.variant, &self.holder, released);
     }
+}
+
+/// The variants that sell a split product, by name: "the segmented variant".
+fn splitting_variants() -> String {
+    let names: Vec<&str> = super::VARIANTS
+        .iter()
+        .filter(|v| v.spec().splits_stock)
+        .map(|v| v.name())
+        .collect();
+    format!("the {} variant", names.join(" or "))
 }
 
 /// A release by `holder` of `variant` that did not go as it should, in the log.
