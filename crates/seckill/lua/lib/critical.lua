@@ -50,6 +50,12 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- When this script began (Redis time, ms): the time of every sale it makes. Read first: a
+-- script runs whole, and nothing else runs in between, but a Redis stopped in the middle
+-- of one (SIGSTOP, a frozen VM, a process preempted and then stopped) finishes it when it
+-- wakes, and a time read later would be the wake-up's, not the moment its checks saw.
+local STARTED_MS = now_ms()
+
 -- The terms of this shard's sale, as its reset wrote them in the audit hash: its epoch,
 -- whether its orders are streamed, its payment window (ms, 0 for none); and whether
 -- `/admin/close` closed it since (`closed_at`). Read once per call: the sales of one call
@@ -217,7 +223,7 @@ local function ordered(sale, audit, order, instance, variant, user)
     return
   end
   if call.now == nil then
-    call.now = now_ms()
+    call.now = STARTED_MS
   end
   if call.pay_within > 0 then
     redis.call('ZADD', sale.unpaid, call.now + call.pay_within, order)
@@ -300,13 +306,6 @@ local function sell(stock, inside, orders, audit, lock, fence, buyers, meta, hol
   end
   if take == 'leave' then
     return tonumber(redis.call('GET', stock))
-  end
-  -- The sale's time, read before anything is checked. A script runs whole, but a Redis
-  -- stopped (SIGSTOP, a frozen VM) in the middle of one goes on with it when it wakes:
-  -- TIME read later would be the wake-up's, not the checks'.
-  local call = terms(sale, audit)
-  if call.now == nil and (call.pay_within > 0 or call.streaming) then
-    call.now = now_ms()
   end
   local settled = unsold(stock, orders, sale.void, order)
   if settled then
