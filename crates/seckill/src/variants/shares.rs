@@ -16,7 +16,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use seckill_lock::millis;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -124,28 +123,8 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
             Turn::Elsewhere => tokio::time::sleep(RECLAIM_POLL).await,
             Turn::Unit { claim } => {
                 let order = Uuid::now_v7().to_string();
-                let key = d.claim.as_ref().map_or("", |c| c.key.as_str());
-                d.sending(&shard, &order);
-                let reply: Reply = scripts::SHARE_SELL
-                    .key(&shard.claims)
-                    .key(&shard.claim_leases)
-                    .key(&shard.orders)
-                    .key(&shard.audit)
-                    .key(&shard.meta)
-                    .key(&shard.buyers)
-                    .arg(&claim)
-                    .arg(millis(shares.lease))
-                    .arg(&order)
-                    .arg(&*d.app.settings.instance)
-                    .arg(d.variant.name())
-                    .arg(d.user())
-                    .key(shard.claim(key))
-                    .key(&shard.keys)
-                    .key(&shard.stream)
-                    .key(&shard.unpaid)
-                    .key(&shard.void)
-                    .arg(&d.holder)
-                    .arg(key)
+                let sale = d.sale(&shard, &order);
+                let reply: Reply = scripts::share_sell(&sale, &claim, shares.lease)
                     .invoke_async(&mut d.redis())
                     .await?;
                 d.answered();
@@ -184,17 +163,11 @@ async fn take(d: &Deduction, shares: &Shares, share: &mut Share) -> Result<Turn,
     if share.claim.as_ref().is_none_or(|(_, left)| *left <= 0) {
         let shard = d.whole_stock();
         let id = format!("{}/{}", d.app.settings.instance, Uuid::new_v4());
-        let (claimed, elsewhere): (Option<i64>, i64) = scripts::SHARE_CLAIM
-            .key(&shard.stock)
-            .key(&shard.claims)
-            .key(&shard.claim_leases)
-            .key(&d.product.meta)
-            .key(&shard.audit)
-            .arg(&id)
-            .arg(d.knobs.count(&SHARE_UNITS).unwrap_or(0))
-            .arg(millis(shares.lease))
-            .invoke_async(&mut d.redis())
-            .await?;
+        let units = d.knobs.count(&SHARE_UNITS).unwrap_or(0);
+        let (claimed, elsewhere): (Option<i64>, i64) =
+            scripts::share_claim(&shard, &d.product.meta, &id, units, shares.lease)
+                .invoke_async(&mut d.redis())
+                .await?;
         share.claim = None;
         match claimed {
             None => return Err(d.not_for_sale().await),
