@@ -83,6 +83,13 @@ impl<C: Connection> WatchdogLock<C> {
     /// `release` does) and may do more on the same slot, and hands the lock to the
     /// [`ReleaseArgs::successor`] when one is named. Returns what `release` made of its
     /// answer. Nothing happens (and `release` is not called) when this handle holds nothing.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped once polled, the hold is given up all the same (the watchdog has stopped):
+    /// the lock is released, or handed over, if the script reached Redis, and otherwise
+    /// expires one lease later. A waiter reserved for the hand-off is told to try again,
+    /// and finds the lock its own if the script handed it over.
     pub async fn release_with<T, F, Fut>(&mut self, release: F) -> Result<T, LockError>
     where
         T: Default,

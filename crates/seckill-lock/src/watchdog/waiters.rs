@@ -233,12 +233,23 @@ impl Drop for Waiter {
 
 /// A waiter reserved for a hand-off: the lock goes to it if the holder's release script
 /// says so ([`Reservation::grant`]), and otherwise it tries again ([`Reservation::pass`]),
-/// keeping its place in the queue.
+/// keeping its place in the queue. Dropped without either — the release's future was
+/// cancelled between the reservation and the answer — it passes: the waiter tries again
+/// (and finds the lock its own, if the script ran and handed it over), rather than sleep
+/// on a grant that will never come.
 pub(super) struct Reservation {
     waiter: Arc<Waiter>,
+    settled: bool,
 }
 
 impl Reservation {
+    pub(super) fn new(waiter: Arc<Waiter>) -> Self {
+        Self {
+            waiter,
+            settled: false,
+        }
+    }
+
     pub(super) fn holder(&self) -> &str {
         &self.waiter.holder
     }
@@ -252,15 +263,29 @@ impl Reservation {
     }
 
     /// The waiter holds the lock now.
-    pub(super) fn grant(self, value: Value) {
+    pub(super) fn grant(mut self, value: Value) {
+        self.settled = true;
         *self.waiter.state() = State::Granted(value);
         self.waiter.wake.notify_one();
     }
 
     /// The hand-off did not happen: the waiter tries again.
-    pub(super) fn pass(self) {
+    pub(super) fn pass(mut self) {
+        self.settled = true;
+        self.wake_to_try_again();
+    }
+
+    fn wake_to_try_again(&self) {
         *self.waiter.state() = State::Woken;
         self.waiter.wake.notify_one();
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.wake_to_try_again();
+        }
     }
 }
 
@@ -372,7 +397,7 @@ impl<C> Shared<C> {
             .clone();
         queue.handed_in_a_row += 1;
         self.counters.handoffs.fetch_add(1, Ordering::Relaxed);
-        Some(Reservation { waiter })
+        Some(Reservation::new(waiter))
     }
 
     /// A release message for anyone on `channel`: wake this instance's oldest waiter.

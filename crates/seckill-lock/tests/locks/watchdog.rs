@@ -488,6 +488,39 @@ async fn holder_hands_the_lock_to_a_waiter_of_its_instance() {
     assert_eq!(key_count(&redis).await, 0);
 }
 
+/// A release cancelled after it reserved a sleeping waiter for the hand-off (its future
+/// dropped at its first await, as a `timeout` or a `select!` drops it) passes the hand-off
+/// on: the waiter tries again and gets the lock (handed over, or freed by the lease) within
+/// its wait, instead of sleeping on a grant that never comes.
+#[tokio::test]
+async fn a_cancelled_release_does_not_leave_its_reserved_waiter_asleep() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, Duration::from_millis(500)).await;
+    let holders = HolderIds::new();
+    let mut a = handle(&locks, "cancelled", &holders);
+    a.acquire(FOREVER).await.unwrap();
+    let mut b = handle(&locks, "cancelled", &holders);
+    let wait = Duration::from_secs(3);
+    let waiting = tokio::spawn(async move {
+        let got = b.acquire(wait).await;
+        (got, b)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Polled once — B reserved, the script on its way — then dropped.
+    let cancelled = tokio::time::timeout(Duration::ZERO, a.release()).await;
+    assert!(
+        cancelled.is_err(),
+        "the release finished before it could be cancelled"
+    );
+    let (got, mut b) = tokio::time::timeout(wait + Duration::from_secs(2), waiting)
+        .await
+        .expect("B sleeps past its wait: the cancelled release left it reserved")
+        .unwrap();
+    assert!(got.unwrap(), "B did not get the lock within its wait");
+    assert!(b.release().await.unwrap());
+    assert_eq!(key_count(&redis).await, 0);
+}
+
 /// Hand-offs in a row are bounded: past `set_handoffs`, a holder releases the lock for
 /// every instance (a message), then hands on again.
 #[tokio::test]
