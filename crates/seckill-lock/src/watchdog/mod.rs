@@ -18,7 +18,7 @@
 //!   tries again at the lock's remaining TTL, so a lost message cannot strand it.
 //! - A holder hands the lock straight to a waiter of its own instance when one is asleep
 //!   (a few times in a row, then it releases for everybody): one script instead of a
-//!   release, a message and a try ([`waiters`]).
+//!   release, a message and a try (`waiters`).
 //! - The fair lock (`RedissonFairLock`) keeps Redisson's queue in Redis — a list in arrival
 //!   order and a timeout per waiter, so a dead waiter drops out — but its release names the
 //!   queue's head in the message, so only that waiter wakes, wherever it is.
@@ -185,10 +185,11 @@ impl<C: Connection> WatchdogLock<C> {
             self.shared
                 .register(&self.keys.channel, &self.holder, self.lease(), self.hold);
         loop {
+            let sent = std::time::Instant::now();
             let nap = match attempt().await {
                 Ok(Attempt::Acquired(value)) => {
                     waiter.leave(true);
-                    self.acquired();
+                    self.acquired(sent);
                     return Ok(Some(value));
                 }
                 Ok(Attempt::Held(nap)) => nap,
@@ -217,9 +218,12 @@ impl<C: Connection> WatchdogLock<C> {
             if self.fair {
                 nap = nap.min(FAIR_PATIENCE / 2);
             }
+            // A hand-off's lease began when the holder's release ran, before this grant:
+            // counted from when this waiter went to sleep, to be safe.
+            let asleep = std::time::Instant::now();
             if let Woke::Granted(value) = waiter.waiter().sleep(nap).await {
                 waiter.leave(true);
-                self.acquired();
+                self.acquired(asleep);
                 return Ok(Some(value));
             }
         }
@@ -243,10 +247,13 @@ impl<C: Connection> WatchdogLock<C> {
         Ok(())
     }
 
-    fn acquired(&mut self) {
+    /// One more hold, taken by a command sent at `sent`.
+    fn acquired(&mut self, sent: std::time::Instant) {
         self.holds += 1;
+        if self.holds == 1 {
+            self.watch.start(sent, WatchdogLock::lease(self));
+        }
         if self.holds == 1 && (self.lease.is_none() || self.renew) {
-            self.watch.start();
             self.watchdog = Some(tokio::spawn(renewal::renew(
                 self.shared.clone(),
                 WatchdogLock::lease(self),
@@ -351,8 +358,10 @@ impl<C: Connection> Lock for WatchdogLock<C> {
         self.holds = 0;
     }
 
-    /// True once a watchdog tick found the lock no longer this holder's: whatever the
-    /// holder was doing is no longer protected, and it should not commit.
+    /// True once a watchdog tick found the lock no longer this holder's, or once the lease
+    /// ran out since the last take or renewal this holder heard of (Redis away, or a lease
+    /// with no watchdog): whatever the holder was doing is no longer protected, and it
+    /// should not commit.
     fn is_lost(&self) -> bool {
         self.watch.is_lost()
     }

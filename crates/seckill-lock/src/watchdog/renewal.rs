@@ -12,17 +12,36 @@ use crate::{Connection, RENEWALS_KEPT, millis, scripts};
 pub(super) struct Watch {
     lost: AtomicBool,
     renewed: Mutex<Vec<Instant>>,
+    /// The lease as far as this holder knows it is still its own: from the moment the
+    /// command that took (or last renewed) the lock was sent, one lease on.
+    valid_until: Mutex<Option<Instant>>,
 }
 
 impl Watch {
+    /// Lost: a tick found the lock gone, or the lease ran out since the last take or
+    /// renewal this holder heard of — Redis away or not, the lock is no longer known to
+    /// be its own.
     pub(super) fn is_lost(&self) -> bool {
         self.lost.load(Ordering::Acquire)
+            || self.valid().is_some_and(|until| Instant::now() >= until)
     }
 
-    /// A new hold: not lost, nothing renewed yet.
-    pub(super) fn start(&self) {
+    /// A new hold, taken by a command sent at `sent`, for `lease`: not lost, nothing
+    /// renewed yet.
+    pub(super) fn start(&self, sent: Instant, lease: Duration) {
         self.lost.store(false, Ordering::Release);
         self.renewals().clear();
+        *self.valid() = sent.checked_add(lease);
+    }
+
+    /// The lease renewed by a command sent at `sent`.
+    fn renewed_at(&self, sent: Instant, lease: Duration) {
+        *self.valid() = sent.checked_add(lease);
+    }
+
+    fn valid(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        // Held for a read or a write, never across an await.
+        self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn renewals(&self) -> std::sync::MutexGuard<'_, Vec<Instant>> {
@@ -43,6 +62,7 @@ pub(super) async fn renew<C: Connection>(
     let mut conn = shared.conn.clone();
     loop {
         tokio::time::sleep(lease / 3).await;
+        let sent = Instant::now();
         let renewed: Result<i64, _> = scripts::WATCHDOG_RENEW
             .key(&key)
             .arg(millis(lease).max(1))
@@ -51,6 +71,7 @@ pub(super) async fn renew<C: Connection>(
             .await;
         match renewed {
             Ok(1) => {
+                watch.renewed_at(sent, lease);
                 shared.counters.renewal();
                 let mut renewed = watch.renewals();
                 if renewed.len() < RENEWALS_KEPT {

@@ -521,6 +521,47 @@ async fn a_cancelled_release_does_not_leave_its_reserved_waiter_asleep() {
     assert_eq!(key_count(&redis).await, 0);
 }
 
+/// Lost means lost: with Redis frozen, a holder counts its lock as lost once the lease has
+/// run out since its last renewal — before any tick of its watchdog can reach Redis to
+/// find the lock gone.
+#[tokio::test]
+async fn a_lease_run_out_while_redis_is_away_is_lost() {
+    let redis = RedisServer::start();
+    let lease = Duration::from_millis(600);
+    let locks = instance(&redis, lease).await;
+    let holders = HolderIds::new();
+    let mut a = handle(&locks, "frozen", &holders);
+    assert!(a.acquire(FOREVER).await.unwrap());
+    tokio::time::sleep(lease).await;
+    assert!(!a.is_lost(), "renewed by its watchdog: still held");
+    redis.signal("STOP");
+    tokio::time::sleep(lease * 2).await;
+    let lost = a.is_lost();
+    redis.signal("CONT");
+    assert!(
+        lost,
+        "the lease ran out with Redis away, and the holder still counts it held"
+    );
+    assert!(!a.release().await.unwrap(), "the lock expired in Redis too");
+    assert_eq!(key_count(&redis).await, 0);
+}
+
+/// A lease taken without a watchdog (Redisson's `lock(leaseTime)`) is lost when it runs
+/// out, and the holder knows it without asking Redis.
+#[tokio::test]
+async fn a_lease_without_a_watchdog_is_lost_when_it_runs_out() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let holders = HolderIds::new();
+    let lease = Duration::from_millis(300);
+    let mut a = handle(&locks, "leased", &holders).with_lease(Some(lease));
+    assert!(a.acquire(FOREVER).await.unwrap());
+    assert!(!a.is_lost());
+    tokio::time::sleep(lease + Duration::from_millis(100)).await;
+    assert!(a.is_lost(), "its lease ran out");
+    assert!(!a.release().await.unwrap());
+}
+
 /// Hand-offs in a row are bounded: past `set_handoffs`, a holder releases the lock for
 /// every instance (a message), then hands on again.
 #[tokio::test]
