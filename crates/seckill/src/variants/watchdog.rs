@@ -215,12 +215,14 @@ impl Trips for TwoTrips {
         let Some(entered) = entered else {
             return Ok(Entry::Out(Outcome::LockBusy));
         };
-        // (Handed over by a holder of this instance, which let it in: it entered just now.)
-        let (stock, _overlap, traced): (Option<i64>, i64, bool) =
-            redis::from_redis_value(entered).map_err(RedisError::from)?;
-        d.timeline.set_traced(traced);
-        d.timeline.entered_by_now();
-        Ok(Entry::Inside { stock })
+        match inside(d, shard, entered, stay, lease).await {
+            Ok(stock) => Ok(Entry::Inside { stock }),
+            // Held, and not inside: given back.
+            Err(err) => {
+                d.log_release(self.lock.release().await);
+                Err(err)
+            }
+        }
     }
 
     /// Sold out: leaves and gives the lock back (or hands it on) in one script. A lock the
@@ -260,4 +262,33 @@ impl Trips for TwoTrips {
             d.log_release(self.lock.release().await);
         }
     }
+}
+
+/// The stock read on entering, once the lock is held: from the try's own script, or from
+/// the release that handed the lock over and let this holder in (it entered just now) —
+/// or, handed over by a release that did not let it in (a holder of the same lock on the
+/// shared trips, `Value::Nil`), read by entering now.
+async fn inside(
+    d: &Deduction,
+    shard: &ShardKeys,
+    entered: Value,
+    stay: Duration,
+    lease: Duration,
+) -> Result<Option<i64>, AppError> {
+    let (stock, traced) = if entered == Value::Nil {
+        let note = d.entering(Some(lease));
+        let (stock, _overlap, traced): (Option<i64>, i64, bool) =
+            scripts::enter(shard, &d.holder, stay, None, &note)
+                .invoke_async(&mut d.redis())
+                .await?;
+        d.timeline.entered_now();
+        (stock, traced)
+    } else {
+        let (stock, _overlap, traced): (Option<i64>, i64, bool) =
+            redis::from_redis_value(entered).map_err(RedisError::from)?;
+        d.timeline.entered_by_now();
+        (stock, traced)
+    };
+    d.timeline.set_traced(traced);
+    Ok(stock)
 }
