@@ -44,6 +44,7 @@
 //! - `scripts.rs` and `lua/` — the Lua behind them, `lua/lib/lock.lua` the steps several
 //!   scripts share ([`LOCK_LUA`], for callers that fuse a lock step with their own).
 
+mod guard;
 pub mod inspect;
 pub mod redlock;
 pub mod rw;
@@ -53,6 +54,7 @@ pub mod token;
 pub mod watchdog;
 pub mod zookeeper;
 
+pub use guard::Guard;
 pub use inspect::LockState;
 pub use redlock::{Redlock, RedlockLock};
 pub use rw::{RwKeys, RwLock, Side};
@@ -75,45 +77,143 @@ pub trait Connection: ConnectionLike + Clone + Send + Sync + 'static {}
 
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> Connection for C {}
 
+/// Why a lock could not say yes or no.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LockError {
-    /// Redis did not answer, refused, or answered something unexpected.
-    #[error("redis: {0}")]
-    Redis(#[from] RedisError),
+    /// The store could not be reached, or did not answer in time. When
+    /// [`may_have_run`](LockError::may_have_run) is true (the command was sent and its answer
+    /// lost), the command may still have run: a timeout is an unknown outcome, not a no.
+    #[error("lock store unavailable: {source}")]
+    Unavailable {
+        /// Whether the command was sent before the answer was lost.
+        may_have_run: bool,
+        /// The client's error (a [`redis::RedisError`], or the ZooKeeper client's).
+        source: BoxError,
+    },
+    /// The store answered with an error, or with something the lock did not expect.
+    #[error("lock store error: {source}")]
+    Store {
+        /// The client's error.
+        source: BoxError,
+    },
     /// Redlock: fewer than a quorum of its servers answered at all, so the lock cannot be
     /// had, whoever holds it.
     #[error("redlock: {answered} of {servers} servers answered, fewer than a quorum")]
-    NoQuorum { answered: usize, servers: usize },
-    /// ZooKeeper: the ensemble could not be reached in time, has no quorum (electing), or
-    /// the session ended.
-    #[error("zookeeper: {0}")]
-    ZooKeeper(#[from] zookeeper_client::Error),
+    NoQuorum {
+        /// Servers that answered.
+        answered: usize,
+        /// Servers asked.
+        servers: usize,
+    },
+    /// The Tokio runtime shut down before a release it was running finished.
+    #[error("the runtime shut down before the release finished")]
+    RuntimeGone,
 }
 
-/// A distributed lock, as one holder sees it.
-///
-/// A handle belongs to one holder (one request, one task) and is used once: acquire, work,
-/// release — or abandon, as if the holder's process had died.
-pub trait Lock: Send {
-    /// Takes the lock, trying for up to `wait` (zero: one try). False when it stayed held
-    /// by another for the whole wait.
-    fn acquire(&mut self, wait: Duration) -> impl Future<Output = Result<bool, LockError>> + Send;
+/// The error a store's client gave, boxed: [`LockError`] names no client's types.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-    /// Gives the lock back. False when it was no longer this holder's (it expired, or was
-    /// taken away): whatever the holder did meanwhile was not protected.
-    fn release(&mut self) -> impl Future<Output = Result<bool, LockError>> + Send;
+impl LockError {
+    /// True when the command was sent and its answer lost (a timeout, a connection dropped
+    /// once sent): it may have run.
+    pub fn may_have_run(&self) -> bool {
+        matches!(
+            self,
+            Self::Unavailable {
+                may_have_run: true,
+                ..
+            }
+        )
+    }
+
+    /// The store client's error, for a caller that looks into it (downcast it to
+    /// [`redis::RedisError`]).
+    pub fn into_source(self) -> Option<BoxError> {
+        match self {
+            Self::Unavailable { source, .. } | Self::Store { source } => Some(source),
+            Self::NoQuorum { .. } | Self::RuntimeGone => None,
+        }
+    }
+}
+
+impl From<RedisError> for LockError {
+    fn from(err: RedisError) -> Self {
+        let lost =
+            err.is_timeout() || (err.is_connection_dropped() && !err.is_connection_refusal());
+        if lost || err.is_io_error() || err.is_connection_refusal() || err.is_cluster_error() {
+            Self::Unavailable {
+                may_have_run: lost,
+                source: Box::new(err),
+            }
+        } else {
+            Self::Store {
+                source: Box::new(err),
+            }
+        }
+    }
+}
+
+/// A distributed lock, as one holder sees it: a handle, for one holder (one request, one
+/// task), used once.
+///
+/// [`acquire`](Lock::acquire) takes the lock and gives a [`Guard`]; the guard gives it back
+/// when released or dropped. [`take`](Lock::take) and [`give_back`](Lock::give_back) are
+/// the raw steps a guard is built on, for a holder that re-enters a reentrant lock through
+/// the same handle or manages the hold itself.
+pub trait Lock: Send + Sized + 'static {
+    /// Takes the lock, trying for up to `wait` (zero: one try; `Duration::MAX`: as long as
+    /// it takes): a guard, or `None` when the lock stayed held by another for the whole
+    /// wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before it returns, it leaves nothing behind: whatever the lock may hold for
+    /// this holder in the store — a take whose answer was not read yet, a hand-off to this
+    /// waiter, a place in a fair queue or a ZooKeeper node — is given back in the
+    /// background on the runtime ([`Lock::clean_up`]), and its local waiters' queue
+    /// forgets it at once.
+    fn acquire(
+        self,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Option<Guard<Self>>, LockError>> + Send {
+        guard::acquire(self, wait)
+    }
+
+    /// The raw take under [`acquire`](Lock::acquire): true when this handle holds the lock
+    /// (once more, for a reentrant lock), false when the wait ran out. The caller must
+    /// [`give_back`](Lock::give_back) what it takes.
+    fn take(&mut self, wait: Duration) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// The raw release under [`Guard::release`]: one hold given back. False when it was no
+    /// longer this holder's (it expired, or was taken away): whatever the holder did
+    /// meanwhile was not protected.
+    fn give_back(&mut self) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// What a [`take`](Lock::take) dropped before it returned may have left in the store
+    /// for this holder, given back: run in the background when an
+    /// [`acquire`](Lock::acquire) is cancelled. By default one
+    /// [`give_back`](Lock::give_back), which for a lock held by a unique token deletes it
+    /// only if the token is still there.
+    fn clean_up(&mut self) -> impl Future<Output = Result<(), LockError>> + Send {
+        async {
+            self.give_back().await?;
+            Ok(())
+        }
+    }
 
     /// Stops as if the holder's process had died: nothing given back, nothing renewed.
     fn abandon(&mut self) {}
 
     /// True once the holder knows it no longer holds the lock (a watchdog tick or a Redlock
-    /// extension found it gone): it must not act as if it did.
+    /// extension found it gone, or its lease ran out unrenewed): it must not act as if it
+    /// did.
     fn is_lost(&self) -> bool {
         false
     }
 
     /// Who holds the lock through this handle: the value (or, for [`WatchdogLock`], the
-    /// hash field) it writes into Redis.
+    /// hash field) it writes into the store.
     fn holder(&self) -> &str;
 
     /// True when the lock is a hash with [`holder`](Lock::holder) as a field while held, so
@@ -123,8 +223,8 @@ pub trait Lock: Send {
         false
     }
 
-    /// A fencing token the lock store issued with the grant, for stores that issue one.
-    /// Redis's locks issue none; whoever checks tokens issues them.
+    /// A fencing token the lock store issued with the grant, for stores that issue one
+    /// (ZooKeeper's node zxid). Redis's plain locks issue none.
     fn fencing_token(&self) -> Option<i64> {
         None
     }

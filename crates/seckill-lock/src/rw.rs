@@ -164,7 +164,7 @@ async fn call<C: Connection>(
 }
 
 impl<C: Connection> Lock for RwLock<C> {
-    async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
+    async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
         let deadline = Instant::now() + wait;
         loop {
             if self.call(self.side.name()).await? {
@@ -183,13 +183,23 @@ impl<C: Connection> Lock for RwLock<C> {
         }
     }
 
-    async fn release(&mut self) -> Result<bool, LockError> {
+    async fn give_back(&mut self) -> Result<bool, LockError> {
         self.stop_watching();
         let op = match self.side {
             Side::Read => "unread",
             Side::Write => "unwrite",
         };
         self.call(op).await
+    }
+
+    /// After a cancelled take: a writer's intent withdrawn, and the side given back if the
+    /// take reached Redis.
+    async fn clean_up(&mut self) -> Result<(), LockError> {
+        if self.side == Side::Write {
+            self.call("give_up").await?;
+        }
+        self.give_back().await?;
+        Ok(())
     }
 
     fn abandon(&mut self) {

@@ -40,7 +40,7 @@ impl<C: Connection> SetnxLock<C> {
 
 impl<C: Connection> Lock for SetnxLock<C> {
     /// One `SETNX`, and more every few milliseconds while `wait` lasts.
-    async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
+    async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
         let (conn, key, holder) = (&self.conn, &self.key, &self.holder);
         spin(wait, || {
             let mut conn = conn.clone();
@@ -49,7 +49,7 @@ impl<C: Connection> Lock for SetnxLock<C> {
         .await
     }
 
-    async fn release(&mut self) -> Result<bool, LockError> {
+    async fn give_back(&mut self) -> Result<bool, LockError> {
         if self.blind_release {
             let deleted: u64 = self.conn.del(&self.key).await?;
             return Ok(deleted == 1);

@@ -60,7 +60,7 @@ impl<C: Connection> TokenLock<C> {
 
 impl<C: Connection> Lock for TokenLock<C> {
     /// Tries again every few milliseconds while `wait` lasts.
-    async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
+    async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
         let (conn, key, token) = (&self.conn, &self.key, &self.token);
         let ttl_ms = millis(self.ttl).max(1);
         spin(wait, || {
@@ -77,7 +77,7 @@ impl<C: Connection> Lock for TokenLock<C> {
     }
 
     /// Compare-and-delete in one step, unless the seed's release was asked for.
-    async fn release(&mut self) -> Result<bool, LockError> {
+    async fn give_back(&mut self) -> Result<bool, LockError> {
         if let Some(pause) = self.check_then_delete {
             return self.release_check_then_delete(pause).await;
         }

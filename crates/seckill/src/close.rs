@@ -50,7 +50,7 @@ pub async fn close(
     }
     let holder = state.holders.next();
     let lease = Duration::from_millis(state.settings.limits.lock_lease_ms);
-    let mut write = RwLock::new(
+    let write = RwLock::new(
         state.store.conn(),
         keys.rw_keys(),
         &holder,
@@ -58,12 +58,12 @@ pub async fn close(
         lease,
     );
     let started = Instant::now();
-    if !write.acquire(wait).await? {
+    let Some(write) = write.acquire(wait).await? else {
         return Err(AppError::Conflict(format!(
             "product {product}: sales still held the read lock after {} ms; nothing closed",
             wait.as_millis()
         )));
-    }
+    };
     let waited_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     // In the meta for `/stats` and the deductions' check; in the audit hash too, where the
     // selling scripts read their sale's terms, so that they count a sale after the close

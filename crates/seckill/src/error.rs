@@ -136,7 +136,6 @@ impl From<RedisError> for AppError {
 impl From<LockError> for AppError {
     fn from(err: LockError) -> Self {
         match err {
-            LockError::Redis(err) => err.into(),
             // The lock's servers are away: as unavailable as Redis itself.
             LockError::NoQuorum { .. } => {
                 tracing::warn!(error = %err, "lock unavailable");
@@ -145,10 +144,19 @@ impl From<LockError> for AppError {
                     "redlock: fewer than a quorum of servers answered",
                 )))
             }
-            LockError::ZooKeeper(err) => {
-                tracing::warn!(error = %err, "zookeeper unavailable");
-                Self::LockStoreUnavailable(err.to_string())
+            err @ (LockError::Unavailable { .. } | LockError::Store { .. }) => {
+                let message = err.to_string();
+                match err.into_source().map(|source| source.downcast::<RedisError>()) {
+                    // Redis's own error, classified as every Redis error is.
+                    Some(Ok(redis)) => (*redis).into(),
+                    // ZooKeeper's.
+                    _ => {
+                        tracing::warn!(error = %message, "lock store unavailable");
+                        Self::LockStoreUnavailable(message)
+                    }
+                }
             }
+            err => Self::Internal(err.into()),
         }
     }
 }

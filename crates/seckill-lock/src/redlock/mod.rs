@@ -144,7 +144,7 @@ impl<C: Connection> Lock for RedlockLock<C> {
     /// Takes the lock on a quorum, trying again after a random delay until `wait` runs out.
     /// False when the lock stayed held elsewhere; [`LockError::NoQuorum`] when fewer than
     /// a quorum of servers answered at all (the lock cannot be had, whoever holds it).
-    async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
+    async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
         let deadline = Instant::now().checked_add(wait);
         // This process's turn first: its other contenders for the lock wait here, in
         // order, instead of splitting the servers' votes.
@@ -196,7 +196,7 @@ impl<C: Connection> Lock for RedlockLock<C> {
 
     /// Gives the lock back on every server, then the turn to this process's next
     /// contender. True when a quorum still had it.
-    async fn release(&mut self) -> Result<bool, LockError> {
+    async fn give_back(&mut self) -> Result<bool, LockError> {
         self.stop_extending();
         *self.valid() = None;
         let released = self.release_everywhere().await >= self.servers.quorum();

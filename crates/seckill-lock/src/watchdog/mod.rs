@@ -314,7 +314,7 @@ impl<C: Connection> WatchdogLock<C> {
 impl<C: Connection> Lock for WatchdogLock<C> {
     /// Takes (or re-enters) the lock, waiting up to `wait` (`Duration::MAX`: as long as it
     /// takes). The watchdog keeps it until release, unless the handle has an explicit lease.
-    async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
+    async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
         let conn = self.shared.conn.clone();
         let keys = self.script_keys().map(str::to_owned);
         let holder = self.holder.clone();
@@ -347,8 +347,20 @@ impl<C: Connection> Lock for WatchdogLock<C> {
     /// Gives back one hold. On the last one the watchdog stops first, then the lock goes to
     /// a waiter of this instance, or is deleted and the waiters told. False when this
     /// holder no longer held the lock (it expired or was taken away).
-    async fn release(&mut self) -> Result<bool, LockError> {
+    async fn give_back(&mut self) -> Result<bool, LockError> {
         self.release_plainly().await
+    }
+
+    /// After a cancelled take: out of the fair queue, and the lock given back if the take
+    /// reached Redis, or a holder of this instance handed it over, before the take was
+    /// dropped.
+    async fn clean_up(&mut self) -> Result<(), LockError> {
+        self.leave_queue().await?;
+        // What the take may have won, this handle does not know: one hold, given back if
+        // Redis has this holder in the lock (the release script checks), else nothing.
+        self.holds += 1;
+        self.release_plainly().await?;
+        Ok(())
     }
 
     /// Stops as if the process died: no release, no more renewals. The lock expires one

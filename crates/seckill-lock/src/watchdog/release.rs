@@ -131,7 +131,12 @@ impl<C: Connection> WatchdogLock<C> {
         };
         match released {
             Released::HandedOver(value) => match reservation {
-                Some(reservation) => reservation.grant(value),
+                Some(reservation) => {
+                    let (holder, hold) = (reservation.holder().to_owned(), reservation.hold());
+                    if !reservation.grant(value) {
+                        self.release_for_gone(holder, hold);
+                    }
+                }
                 None => {
                     tracing::warn!(key = %self.keys.lock, "a release handed the lock to nobody")
                 }
@@ -147,6 +152,33 @@ impl<C: Connection> WatchdogLock<C> {
             }
         }
         Ok(outcome)
+    }
+
+    /// Gives back, once the `hold` it expected has passed, a lock this release handed to a
+    /// waiter whose acquire was dropped meanwhile: nobody else will (what the hand-off let
+    /// it into, on the caller's side, ends by then).
+    fn release_for_gone(&self, holder: String, hold: std::time::Duration) {
+        let [lock, channel, queue, waiting] = self.script_keys().map(str::to_owned);
+        let mut conn = self.shared.conn.clone();
+        let lease = millis(self.shared.lease).max(1);
+        tokio::spawn(async move {
+            tokio::time::sleep(hold).await;
+            let released: Result<Option<i64>, _> = scripts::WATCHDOG_UNLOCK
+                .key(&lock)
+                .key(&channel)
+                .key(&queue)
+                .key(&waiting)
+                .arg(lease)
+                .arg(&holder)
+                .arg("unfair")
+                .arg("")
+                .arg(0)
+                .invoke_async(&mut conn)
+                .await;
+            if let Err(err) = released {
+                tracing::warn!(%lock, %holder, %err, "a lock handed to a waiter that had gone could not be given back: it expires one lease from now");
+            }
+        });
     }
 
     /// Deletes the lock whoever holds it, and wakes its waiters.

@@ -125,6 +125,8 @@ enum State {
     Reserved,
     /// It holds the lock: what the hand-off's script returned for it.
     Granted(Value),
+    /// Its acquire was dropped: a hand-off to it is the holder's to give back.
+    Gone,
 }
 
 /// What became of a waiter's sleep.
@@ -168,7 +170,9 @@ impl Waiter {
                 match std::mem::replace(&mut *state, State::Trying) {
                     State::Granted(value) => return Woke::Granted(value),
                     State::Reserved => *state = State::Reserved,
-                    State::Trying | State::Woken | State::Sleeping => return Woke::Retry,
+                    State::Trying | State::Woken | State::Sleeping | State::Gone => {
+                        return Woke::Retry;
+                    }
                 }
             }
             self.wake.notified().await;
@@ -213,20 +217,18 @@ impl<C> Queued<C> {
 }
 
 impl<C> Drop for Queued<C> {
+    /// Its acquire was dropped (cancelled): out of the queue, and marked gone, so that a
+    /// hand-off to it still in flight is given back by the holder handing it over. A
+    /// hand-off already granted is given back by the acquire's clean-up.
     fn drop(&mut self) {
         if !self.left {
+            {
+                let mut state = self.waiter.state();
+                if !matches!(*state, State::Granted(_)) {
+                    *state = State::Gone;
+                }
+            }
             self.shared.deregister(&self.channel, &self.waiter, false);
-        }
-    }
-}
-
-impl Drop for Waiter {
-    fn drop(&mut self) {
-        if matches!(*self.state(), State::Granted(_)) {
-            tracing::warn!(
-                holder = %self.holder,
-                "a lock was handed to a waiter that had gone: it expires one lease from now"
-            );
         }
     }
 }
@@ -262,11 +264,19 @@ impl Reservation {
         self.waiter.hold
     }
 
-    /// The waiter holds the lock now.
-    pub(super) fn grant(mut self, value: Value) {
+    /// The waiter holds the lock now; false when it had gone (its acquire was dropped),
+    /// and the lock handed to it is the caller's to give back.
+    pub(super) fn grant(mut self, value: Value) -> bool {
         self.settled = true;
-        *self.waiter.state() = State::Granted(value);
+        {
+            let mut state = self.waiter.state();
+            if matches!(*state, State::Gone) {
+                return false;
+            }
+            *state = State::Granted(value);
+        }
         self.waiter.wake.notify_one();
+        true
     }
 
     /// The hand-off did not happen: the waiter tries again.
@@ -276,7 +286,13 @@ impl Reservation {
     }
 
     fn wake_to_try_again(&self) {
-        *self.waiter.state() = State::Woken;
+        {
+            let mut state = self.waiter.state();
+            if matches!(*state, State::Gone) {
+                return;
+            }
+            *state = State::Woken;
+        }
         self.waiter.wake.notify_one();
     }
 }

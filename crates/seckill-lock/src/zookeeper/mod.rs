@@ -41,6 +41,9 @@ pub struct ZooKeeperLock {
     holder: String,
     /// Once acquired: the session the node lives in, the node's path and its creation zxid.
     held: Option<Held>,
+    /// While a take is in flight: its node's name, so that a take dropped before it
+    /// answered can find the node it may have created.
+    creating: Option<String>,
 }
 
 struct Held {
@@ -60,6 +63,7 @@ impl ZooKeeper {
             dir: dir.to_owned(),
             holder: holder.to_owned(),
             held: None,
+            creating: None,
         }
     }
 }
@@ -120,21 +124,11 @@ impl ZooKeeperLock {
             }
         }
     }
-}
 
-/// The sequence of a contender's node: the number after Curator's lock name.
-fn sequence(node: &str) -> Option<i64> {
-    let at = node.rfind(LOCK_NAME)?;
-    node[at + LOCK_NAME.len()..].parse().ok()
-}
-
-impl Lock for ZooKeeperLock {
-    /// Queues for the lock and waits its turn for up to `wait`. With a zero wait, one try:
-    /// the node is created and the queue read once.
-    async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
+    /// Creates the node `name` and waits its turn, for up to `wait`.
+    async fn take_named(&mut self, wait: Duration, name: String) -> Result<bool, LockError> {
         let deadline = Instant::now() + wait;
         let client = self.zk.client().await?;
-        let name = format!("_c_{}-{LOCK_NAME}", Uuid::new_v4());
         let (node, czxid) = match self.create(&client, &name).await {
             Ok(created) => created,
             Err(err) => {
@@ -165,10 +159,58 @@ impl Lock for ZooKeeperLock {
             }
         }
     }
+}
+
+impl From<Error> for LockError {
+    /// A lost connection or a timeout may have let the request run; an ended session took
+    /// its nodes with it.
+    fn from(err: Error) -> Self {
+        match err {
+            Error::ConnectionLoss | Error::Timeout => Self::Unavailable {
+                may_have_run: true,
+                source: Box::new(err),
+            },
+            Error::SessionExpired | Error::ClientClosed | Error::NoHosts => Self::Unavailable {
+                may_have_run: false,
+                source: Box::new(err),
+            },
+            err => Self::Store {
+                source: Box::new(err),
+            },
+        }
+    }
+}
+
+/// The sequence of a contender's node: the number after Curator's lock name.
+fn sequence(node: &str) -> Option<i64> {
+    let at = node.rfind(LOCK_NAME)?;
+    node[at + LOCK_NAME.len()..].parse().ok()
+}
+
+impl Lock for ZooKeeperLock {
+    /// Queues for the lock and waits its turn for up to `wait`. With a zero wait, one try:
+    /// the node is created and the queue read once.
+    async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
+        let name = format!("_c_{}-{LOCK_NAME}", Uuid::new_v4());
+        self.creating = Some(name.clone());
+        let taken = self.take_named(wait, name).await;
+        self.creating = None;
+        taken
+    }
+
+    /// Deletes the node (a cancelled take's too, whether or not its create was answered).
+    async fn clean_up(&mut self) -> Result<(), LockError> {
+        if let Some(name) = self.creating.take() {
+            let client = self.zk.client().await?;
+            self.zk.clean_up(client, self.dir.clone(), name);
+        }
+        self.give_back().await?;
+        Ok(())
+    }
 
     /// Deletes the node. False when it was gone already (the session expired under the
     /// holder). When the ensemble cannot be reached, the delete goes on in the background.
-    async fn release(&mut self) -> Result<bool, LockError> {
+    async fn give_back(&mut self) -> Result<bool, LockError> {
         let Some(held) = self.held.take() else {
             return Ok(false);
         };

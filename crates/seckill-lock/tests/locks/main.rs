@@ -1,5 +1,6 @@
 //! The locks as a library against real `redis-server`s: the watchdog lock on one Redis,
 //! Redlock on five.
 
+mod cancel;
 mod redlock;
 mod watchdog;

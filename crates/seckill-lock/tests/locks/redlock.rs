@@ -35,7 +35,7 @@ async fn with_two_of_five_servers_gone_fifty_contenders_take_turns_without_overl
             let (inside, overlaps) = (inside.clone(), overlaps.clone());
             tokio::spawn(async move {
                 let held = lock
-                    .acquire(Duration::from_secs(10))
+                    .take(Duration::from_secs(10))
                     .await
                     .expect("a quorum answers");
                 assert!(held, "holder-{n} never got the lock");
@@ -45,7 +45,7 @@ async fn with_two_of_five_servers_gone_fifty_contenders_take_turns_without_overl
                 tokio::time::sleep(Duration::from_millis(2)).await;
                 inside.fetch_sub(1, Ordering::SeqCst);
                 assert!(
-                    lock.release().await.expect("released"),
+                    lock.give_back().await.expect("released"),
                     "a quorum still had it"
                 );
             })

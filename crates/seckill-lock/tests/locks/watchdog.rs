@@ -50,8 +50,11 @@ async fn ten_thousand_lock_unlock_cycles_on_fresh_keys() {
     let holders = HolderIds::new();
     for n in 0..10_000 {
         let mut lock = handle(&locks, &format!("cycle{n}"), &holders);
-        lock.acquire(FOREVER).await.unwrap();
-        assert!(lock.release().await.unwrap(), "cycle {n} was not released");
+        lock.take(FOREVER).await.unwrap();
+        assert!(
+            lock.give_back().await.unwrap(),
+            "cycle {n} was not released"
+        );
     }
     assert_eq!(
         key_count(&redis).await,
@@ -68,28 +71,25 @@ async fn reentrant_lock_counts_holds() {
     let locks = instance(&redis, DEFAULT_LEASE).await;
     let holders = HolderIds::new();
     let mut lock = handle(&locks, "reentrant", &holders);
-    lock.acquire(FOREVER).await.unwrap();
-    assert!(
-        lock.acquire(Duration::ZERO).await.unwrap(),
-        "re-entry refused"
-    );
+    lock.take(FOREVER).await.unwrap();
+    assert!(lock.take(Duration::ZERO).await.unwrap(), "re-entry refused");
     assert_eq!(lock.hold_count().await.unwrap(), 2);
     let mut other = handle(&locks, "reentrant", &holders);
     assert!(
-        !other.acquire(Duration::ZERO).await.unwrap(),
+        !other.take(Duration::ZERO).await.unwrap(),
         "another owner got in"
     );
-    lock.release().await.unwrap();
+    lock.give_back().await.unwrap();
     assert!(lock.is_held().await.unwrap(), "one hold remains");
     assert!(
         lock.is_renewing(),
         "the watchdog runs while any hold remains"
     );
-    lock.release().await.unwrap();
+    lock.give_back().await.unwrap();
     assert!(!lock.is_locked().await.unwrap());
     assert!(!lock.is_renewing());
-    assert!(other.acquire(Duration::ZERO).await.unwrap());
-    other.release().await.unwrap();
+    assert!(other.take(Duration::ZERO).await.unwrap());
+    other.give_back().await.unwrap();
 }
 
 /// A hand-off whose answer was lost: Redis already names the waiter as the holder, and the
@@ -109,9 +109,9 @@ async fn a_handle_that_finds_the_lock_already_its_own_takes_one_hold() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert!(lock.acquire(Duration::ZERO).await.unwrap());
+    assert!(lock.take(Duration::ZERO).await.unwrap());
     assert_eq!(lock.hold_count().await.unwrap(), 1, "one hold, not two");
-    assert!(lock.release().await.unwrap());
+    assert!(lock.give_back().await.unwrap());
     assert!(
         !lock.is_locked().await.unwrap(),
         "its release frees the lock"
@@ -127,15 +127,15 @@ async fn waiter_acquires_when_holder_releases() {
     locks.set_handoffs(0);
     let holders = HolderIds::new();
     let mut a = handle(&locks, "handoff", &holders);
-    a.acquire(FOREVER).await.unwrap();
+    a.take(FOREVER).await.unwrap();
     let mut b = handle(&locks, "handoff", &holders);
     let waiting = tokio::spawn(async move {
-        let got = b.acquire(Duration::from_secs(10)).await.unwrap();
+        let got = b.take(Duration::from_secs(10)).await.unwrap();
         (got, b)
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished(), "B got in while A held the lock");
-    assert!(a.release().await.unwrap());
+    assert!(a.give_back().await.unwrap());
     let (got, mut b) = waiting.await.unwrap();
     assert!(got, "B did not acquire after A released");
     assert!(b.is_held().await.unwrap());
@@ -143,7 +143,7 @@ async fn waiter_acquires_when_holder_releases() {
         locks.counters().wakeups() >= 1,
         "B was not woken by the unlock message"
     );
-    b.release().await.unwrap();
+    b.give_back().await.unwrap();
 }
 
 /// A holds, B and C wait: the lock passes A -> one of them -> the other.
@@ -153,7 +153,7 @@ async fn three_way_handoff() {
     let locks = instance(&redis, DEFAULT_LEASE).await;
     let holders = Arc::new(HolderIds::new());
     let mut a = handle(&locks, "three", &holders);
-    a.acquire(FOREVER).await.unwrap();
+    a.take(FOREVER).await.unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let waiters: Vec<_> = ["B", "C"]
         .into_iter()
@@ -162,12 +162,12 @@ async fn three_way_handoff() {
             let order = order.clone();
             tokio::spawn(async move {
                 assert!(
-                    lock.acquire(Duration::from_secs(10)).await.unwrap(),
+                    lock.take(Duration::from_secs(10)).await.unwrap(),
                     "{name} starved"
                 );
                 order.lock().unwrap().push(name);
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                assert!(lock.release().await.unwrap());
+                assert!(lock.give_back().await.unwrap());
             })
         })
         .collect();
@@ -176,7 +176,7 @@ async fn three_way_handoff() {
         order.lock().unwrap().is_empty(),
         "someone got in while A held the lock"
     );
-    a.release().await.unwrap();
+    a.give_back().await.unwrap();
     for waiter in waiters {
         waiter.await.unwrap();
     }
@@ -191,11 +191,11 @@ async fn acquire_with_a_short_wait_fails_while_held() {
     let locks = instance(&redis, DEFAULT_LEASE).await;
     let holders = HolderIds::new();
     let mut a = handle(&locks, "short", &holders);
-    a.acquire(FOREVER).await.unwrap();
+    a.take(FOREVER).await.unwrap();
     let mut b = handle(&locks, "short", &holders);
-    assert!(!b.acquire(Duration::from_millis(100)).await.unwrap());
+    assert!(!b.take(Duration::from_millis(100)).await.unwrap());
     assert!(a.is_held().await.unwrap());
-    a.release().await.unwrap();
+    a.give_back().await.unwrap();
 }
 
 /// With an explicit lease no watchdog runs, and the lock expires by itself.
@@ -205,7 +205,7 @@ async fn lease_expires_without_watchdog() {
     let locks = instance(&redis, DEFAULT_LEASE).await;
     let holders = HolderIds::new();
     let mut a = handle(&locks, "lease", &holders).with_lease(Some(Duration::from_millis(200)));
-    assert!(a.acquire(Duration::ZERO).await.unwrap());
+    assert!(a.take(Duration::ZERO).await.unwrap());
     assert!(
         !a.is_renewing(),
         "an explicit lease must not start a watchdog"
@@ -215,8 +215,8 @@ async fn lease_expires_without_watchdog() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(!a.is_locked().await.unwrap(), "the lease did not expire");
     let mut b = handle(&locks, "lease", &holders);
-    assert!(b.acquire(Duration::ZERO).await.unwrap());
-    b.release().await.unwrap();
+    assert!(b.take(Duration::ZERO).await.unwrap());
+    b.give_back().await.unwrap();
 }
 
 /// 1,000 concurrent acquires with a 10 ms wait on one key: exactly one succeeds.
@@ -231,7 +231,7 @@ async fn thousand_concurrent_acquires_exactly_one_succeeds() {
             let mut lock = handle(&locks, "thousand", &holders);
             let acquired = acquired.clone();
             tokio::spawn(async move {
-                if lock.acquire(Duration::from_millis(10)).await.unwrap() {
+                if lock.take(Duration::from_millis(10)).await.unwrap() {
                     acquired.fetch_add(1, Ordering::SeqCst);
                     Some(lock)
                 } else {
@@ -246,7 +246,7 @@ async fn thousand_concurrent_acquires_exactly_one_succeeds() {
     }
     assert_eq!(acquired.load(Ordering::SeqCst), 1);
     for mut winner in winners {
-        winner.release().await.unwrap();
+        winner.give_back().await.unwrap();
     }
 }
 
@@ -262,7 +262,7 @@ async fn hundred_concurrent_with_long_wait_and_tiny_lease_all_acquire() {
         .map(|_| {
             let mut lock =
                 handle(&locks, "hundred", &holders).with_lease(Some(Duration::from_millis(20)));
-            tokio::spawn(async move { lock.acquire(Duration::from_secs(30)).await.unwrap() })
+            tokio::spawn(async move { lock.take(Duration::from_secs(30)).await.unwrap() })
         })
         .collect();
     let mut acquired = 0;
@@ -284,7 +284,7 @@ async fn renewal_keeps_lock_alive_past_its_lease() {
     let locks = instance(&redis, Duration::from_millis(300)).await;
     let holders = HolderIds::new();
     let mut a = handle(&locks, "renew", &holders);
-    a.acquire(FOREVER).await.unwrap();
+    a.take(FOREVER).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(
         a.is_held().await.unwrap(),
@@ -297,8 +297,8 @@ async fn renewal_keeps_lock_alive_past_its_lease() {
         locks.counters().renewals()
     );
     let mut b = handle(&locks, "renew", &holders);
-    assert!(!b.acquire(Duration::ZERO).await.unwrap());
-    assert!(a.release().await.unwrap());
+    assert!(!b.take(Duration::ZERO).await.unwrap());
+    assert!(a.give_back().await.unwrap());
 }
 
 /// Nothing renews after unlock (or after abandon): no zombie watchdog.
@@ -308,9 +308,9 @@ async fn nothing_renews_after_unlock() {
     let locks = instance(&redis, Duration::from_millis(300)).await;
     let holders = HolderIds::new();
     let mut a = handle(&locks, "zombie", &holders);
-    a.acquire(FOREVER).await.unwrap();
+    a.take(FOREVER).await.unwrap();
     tokio::time::sleep(Duration::from_millis(250)).await;
-    a.release().await.unwrap();
+    a.give_back().await.unwrap();
     assert!(!a.is_renewing());
     let (renewals, lost) = (locks.counters().renewals(), locks.counters().lost());
     tokio::time::sleep(Duration::from_millis(800)).await;
@@ -327,7 +327,7 @@ async fn nothing_renews_after_unlock() {
 
     // Abandoned (the holder "died"): the watchdog stops and the lock expires one lease later.
     let mut b = handle(&locks, "zombie", &holders);
-    b.acquire(FOREVER).await.unwrap();
+    b.take(FOREVER).await.unwrap();
     b.abandon();
     assert!(!b.is_renewing());
     let renewals = locks.counters().renewals();
@@ -348,14 +348,14 @@ async fn released_lock_leaves_no_key_behind() {
     let holders = HolderIds::new();
     let mut a = handle(&locks, "clean", &holders);
     for _ in 0..3 {
-        a.acquire(FOREVER).await.unwrap();
+        a.take(FOREVER).await.unwrap();
     }
     for _ in 0..3 {
-        a.release().await.unwrap();
+        a.give_back().await.unwrap();
     }
     assert_eq!(key_count(&redis).await, 0);
     assert!(
-        !a.release().await.unwrap(),
+        !a.give_back().await.unwrap(),
         "unlocking a lock not held reports false"
     );
 }
@@ -367,7 +367,7 @@ async fn watchdog_reports_a_lost_lock() {
     let locks = instance(&redis, Duration::from_millis(300)).await;
     let holders = HolderIds::new();
     let mut a = handle(&locks, "lost", &holders);
-    a.acquire(FOREVER).await.unwrap();
+    a.take(FOREVER).await.unwrap();
     let _: () = redis.conn().await.del("test:lost:lock").await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(a.is_lost(), "the holder was not told");
@@ -377,7 +377,7 @@ async fn watchdog_reports_a_lost_lock() {
         "the watchdog goes on after finding the lock gone"
     );
     assert!(
-        !a.release().await.unwrap(),
+        !a.give_back().await.unwrap(),
         "unlock reports the lock was not ours"
     );
 }
@@ -394,14 +394,14 @@ fn holders_are_per_task_not_per_thread() {
         let locks = instance(&redis, DEFAULT_LEASE).await;
         let holders = Arc::new(HolderIds::new());
         let mut first = handle(&locks, "tasks", &holders);
-        first.acquire(FOREVER).await.unwrap();
+        first.take(FOREVER).await.unwrap();
         let mut second = handle(&locks, "tasks", &holders);
-        let other_task = tokio::spawn(async move { second.acquire(Duration::ZERO).await.unwrap() });
+        let other_task = tokio::spawn(async move { second.take(Duration::ZERO).await.unwrap() });
         assert!(
             !other_task.await.unwrap(),
             "a second task on the same thread re-entered"
         );
-        first.release().await.unwrap();
+        first.give_back().await.unwrap();
     });
 }
 
@@ -416,7 +416,7 @@ async fn unlock_wakes_one_waiter_per_instance() {
     }
     let holders = Arc::new(HolderIds::new());
     let mut holder = handle(&one, "wake", &holders);
-    holder.acquire(FOREVER).await.unwrap();
+    holder.take(FOREVER).await.unwrap();
     let acquired = Arc::new(AtomicUsize::new(0));
     let mut waiters = Vec::new();
     for locks in [&one, &two] {
@@ -424,17 +424,17 @@ async fn unlock_wakes_one_waiter_per_instance() {
             let mut lock = handle(locks, "wake", &holders);
             let acquired = acquired.clone();
             waiters.push(tokio::spawn(async move {
-                if lock.acquire(Duration::from_secs(20)).await.unwrap() {
+                if lock.take(Duration::from_secs(20)).await.unwrap() {
                     acquired.fetch_add(1, Ordering::SeqCst);
                     // Hold it, so that the first hand-off can be looked at alone.
                     tokio::time::sleep(Duration::from_millis(500)).await;
-                    lock.release().await.unwrap();
+                    lock.give_back().await.unwrap();
                 }
             }));
         }
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    holder.release().await.unwrap();
+    holder.give_back().await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
         acquired.load(Ordering::SeqCst),
@@ -469,14 +469,14 @@ async fn holder_hands_the_lock_to_a_waiter_of_its_instance() {
     let locks = instance(&redis, DEFAULT_LEASE).await;
     let holders = HolderIds::new();
     let mut a = handle(&locks, "direct", &holders);
-    a.acquire(FOREVER).await.unwrap();
+    a.take(FOREVER).await.unwrap();
     let mut b = handle(&locks, "direct", &holders);
     let waiting = tokio::spawn(async move {
-        let got = b.acquire(Duration::from_secs(10)).await.unwrap();
+        let got = b.take(Duration::from_secs(10)).await.unwrap();
         (got, b)
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(a.release().await.unwrap());
+    assert!(a.give_back().await.unwrap());
     let (got, mut b) = waiting.await.unwrap();
     assert!(got, "B did not get the lock");
     assert!(b.is_held().await.unwrap(), "Redis does not name B");
@@ -484,7 +484,7 @@ async fn holder_hands_the_lock_to_a_waiter_of_its_instance() {
     assert!(b.is_renewing(), "B's watchdog did not start");
     assert_eq!(locks.counters().handoffs(), 1);
     assert_eq!(locks.counters().wakeups(), 0, "a message woke B");
-    assert!(b.release().await.unwrap());
+    assert!(b.give_back().await.unwrap());
     assert_eq!(key_count(&redis).await, 0);
 }
 
@@ -498,16 +498,16 @@ async fn a_cancelled_release_does_not_leave_its_reserved_waiter_asleep() {
     let locks = instance(&redis, Duration::from_millis(500)).await;
     let holders = HolderIds::new();
     let mut a = handle(&locks, "cancelled", &holders);
-    a.acquire(FOREVER).await.unwrap();
+    a.take(FOREVER).await.unwrap();
     let mut b = handle(&locks, "cancelled", &holders);
     let wait = Duration::from_secs(3);
     let waiting = tokio::spawn(async move {
-        let got = b.acquire(wait).await;
+        let got = b.take(wait).await;
         (got, b)
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Polled once — B reserved, the script on its way — then dropped.
-    let cancelled = tokio::time::timeout(Duration::ZERO, a.release()).await;
+    let cancelled = tokio::time::timeout(Duration::ZERO, a.give_back()).await;
     assert!(
         cancelled.is_err(),
         "the release finished before it could be cancelled"
@@ -517,7 +517,7 @@ async fn a_cancelled_release_does_not_leave_its_reserved_waiter_asleep() {
         .expect("B sleeps past its wait: the cancelled release left it reserved")
         .unwrap();
     assert!(got.unwrap(), "B did not get the lock within its wait");
-    assert!(b.release().await.unwrap());
+    assert!(b.give_back().await.unwrap());
     assert_eq!(key_count(&redis).await, 0);
 }
 
@@ -531,7 +531,7 @@ async fn a_lease_run_out_while_redis_is_away_is_lost() {
     let locks = instance(&redis, lease).await;
     let holders = HolderIds::new();
     let mut a = handle(&locks, "frozen", &holders);
-    assert!(a.acquire(FOREVER).await.unwrap());
+    assert!(a.take(FOREVER).await.unwrap());
     tokio::time::sleep(lease).await;
     assert!(!a.is_lost(), "renewed by its watchdog: still held");
     redis.signal("STOP");
@@ -542,7 +542,10 @@ async fn a_lease_run_out_while_redis_is_away_is_lost() {
         lost,
         "the lease ran out with Redis away, and the holder still counts it held"
     );
-    assert!(!a.release().await.unwrap(), "the lock expired in Redis too");
+    assert!(
+        !a.give_back().await.unwrap(),
+        "the lock expired in Redis too"
+    );
     assert_eq!(key_count(&redis).await, 0);
 }
 
@@ -555,11 +558,11 @@ async fn a_lease_without_a_watchdog_is_lost_when_it_runs_out() {
     let holders = HolderIds::new();
     let lease = Duration::from_millis(300);
     let mut a = handle(&locks, "leased", &holders).with_lease(Some(lease));
-    assert!(a.acquire(FOREVER).await.unwrap());
+    assert!(a.take(FOREVER).await.unwrap());
     assert!(!a.is_lost());
     tokio::time::sleep(lease + Duration::from_millis(100)).await;
     assert!(a.is_lost(), "its lease ran out");
-    assert!(!a.release().await.unwrap());
+    assert!(!a.give_back().await.unwrap());
 }
 
 /// Hand-offs in a row are bounded: past `set_handoffs`, a holder releases the lock for
@@ -571,22 +574,22 @@ async fn handoffs_in_a_row_are_bounded() {
     locks.set_handoffs(2);
     let holders = Arc::new(HolderIds::new());
     let mut a = handle(&locks, "bounded", &holders);
-    a.acquire(FOREVER).await.unwrap();
+    a.take(FOREVER).await.unwrap();
     let served = Arc::new(AtomicUsize::new(0));
     let waiters: Vec<_> = (0..4)
         .map(|_| {
             let mut lock = handle(&locks, "bounded", &holders);
             let served = served.clone();
             tokio::spawn(async move {
-                assert!(lock.acquire(Duration::from_secs(10)).await.unwrap());
+                assert!(lock.take(Duration::from_secs(10)).await.unwrap());
                 served.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                assert!(lock.release().await.unwrap());
+                assert!(lock.give_back().await.unwrap());
             })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    a.release().await.unwrap();
+    a.give_back().await.unwrap();
     for waiter in waiters {
         waiter.await.unwrap();
     }
@@ -610,7 +613,7 @@ async fn fair_lock_serves_waiters_in_arrival_order_across_instances() {
     let two = instance(&redis, DEFAULT_LEASE).await;
     let holders = Arc::new(HolderIds::new());
     let mut holder = fair_handle(&one, "fair", &holders);
-    holder.acquire(FOREVER).await.unwrap();
+    holder.take(FOREVER).await.unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut waiters = Vec::new();
     for n in 0..8 {
@@ -618,10 +621,10 @@ async fn fair_lock_serves_waiters_in_arrival_order_across_instances() {
         let mut lock = fair_handle(locks, "fair", &holders);
         let order = order.clone();
         waiters.push(tokio::spawn(async move {
-            assert!(lock.acquire(Duration::from_secs(20)).await.unwrap());
+            assert!(lock.take(Duration::from_secs(20)).await.unwrap());
             order.lock().unwrap().push(n);
             tokio::time::sleep(Duration::from_millis(20)).await;
-            assert!(lock.release().await.unwrap());
+            assert!(lock.give_back().await.unwrap());
         }));
         // Each joins the queue before the next tries.
         tokio::time::sleep(Duration::from_millis(60)).await;
@@ -633,7 +636,7 @@ async fn fair_lock_serves_waiters_in_arrival_order_across_instances() {
         .await
         .unwrap();
     assert_eq!(queued.len(), 8, "every waiter is in the queue");
-    holder.release().await.unwrap();
+    holder.give_back().await.unwrap();
     for waiter in waiters {
         waiter.await.unwrap();
     }
@@ -648,16 +651,16 @@ async fn fair_waiter_that_gives_up_leaves_the_queue() {
     let locks = instance(&redis, DEFAULT_LEASE).await;
     let holders = Arc::new(HolderIds::new());
     let mut a = fair_handle(&locks, "quit", &holders);
-    a.acquire(FOREVER).await.unwrap();
+    a.take(FOREVER).await.unwrap();
     let mut quitter = fair_handle(&locks, "quit", &holders);
     let quitter_id = quitter.holder().to_owned();
     let quits =
-        tokio::spawn(async move { quitter.acquire(Duration::from_millis(400)).await.unwrap() });
+        tokio::spawn(async move { quitter.take(Duration::from_millis(400)).await.unwrap() });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut patient = fair_handle(&locks, "quit", &holders);
     let waits = tokio::spawn(async move {
-        let got = patient.acquire(Duration::from_secs(10)).await.unwrap();
-        patient.release().await.unwrap();
+        let got = patient.take(Duration::from_secs(10)).await.unwrap();
+        patient.give_back().await.unwrap();
         got
     });
     assert!(!quits.await.unwrap(), "the quitter got the lock");
@@ -670,7 +673,7 @@ async fn fair_waiter_that_gives_up_leaves_the_queue() {
         .await
         .unwrap();
     assert!(timeout.is_none());
-    a.release().await.unwrap();
+    a.give_back().await.unwrap();
     assert!(
         waits.await.unwrap(),
         "the waiter behind the quitter starved"
@@ -685,23 +688,23 @@ async fn dead_fair_waiter_drops_out_of_the_queue() {
     let alive = instance(&redis, DEFAULT_LEASE).await;
     let holders = Arc::new(HolderIds::new());
     let mut holder = fair_handle(&alive, "dead", &holders);
-    holder.acquire(FOREVER).await.unwrap();
+    holder.take(FOREVER).await.unwrap();
     {
         let doomed = instance(&redis, DEFAULT_LEASE).await;
         let mut lock = fair_handle(&doomed, "dead", &holders);
-        let task = tokio::spawn(async move { lock.acquire(Duration::from_secs(60)).await });
+        let task = tokio::spawn(async move { lock.take(Duration::from_secs(60)).await });
         tokio::time::sleep(Duration::from_millis(100)).await;
         // The instance dies: its waiter never tries again, nor leaves.
         task.abort();
     }
     let mut next = fair_handle(&alive, "dead", &holders);
     let waits = tokio::spawn(async move {
-        let got = next.acquire(Duration::from_secs(20)).await.unwrap();
-        next.release().await.unwrap();
+        let got = next.take(Duration::from_secs(20)).await.unwrap();
+        next.give_back().await.unwrap();
         got
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    holder.release().await.unwrap();
+    holder.give_back().await.unwrap();
     assert!(
         waits.await.unwrap(),
         "the dead waiter kept its turn for ever"

@@ -31,16 +31,16 @@ pub(super) async fn guarded(d: &Deduction, rw: bool) -> Result<Outcome, AppError
         return if_open(d).await;
     }
     let lease = Duration::from_millis(d.app.settings.limits.lock_lease_ms);
-    let mut read = RwLock::new(d.redis(), d.product.rw_keys(), &d.holder, Side::Read, lease);
+    let read = RwLock::new(d.redis(), d.product.rw_keys(), &d.holder, Side::Read, lease);
     // Readers wait only while a close is in line.
     let wait = if d.variant.takes("wait_ms") {
         d.knobs.wait()
     } else {
         Duration::from_millis(DEFAULT_LOCK_WAIT_MS)
     };
-    if !read.acquire(wait).await? {
+    let Some(read) = read.acquire(wait).await? else {
         return Ok(Outcome::LockBusy);
-    }
+    };
     let outcome = if_open(d).await;
     match read.release().await {
         Ok(true) => {}

@@ -23,7 +23,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use seckill_lock::{Lock, WatchdogLock};
+use seckill_lock::{Guard, Lock, WatchdogLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -80,17 +80,17 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let cart = cart(d);
     let started = Instant::now();
     let deadline = started + d.knobs.wait();
-    let mut held: Vec<WatchdogLock<RedisConn>> = Vec::with_capacity(cart.len());
+    let mut held: Vec<Guard<WatchdogLock<RedisConn>>> = Vec::with_capacity(cart.len());
     for product in &cart {
-        let mut lock = d
+        let lock = d
             .app
             .locks
             .lock(product.whole().lock_keys(), &d.holder)
             .expecting_to_hold(d.knobs.work() + INSIDE_MARGIN);
         let left = deadline.saturating_duration_since(Instant::now());
         match lock.acquire(left).await {
-            Ok(true) => held.push(lock),
-            Ok(false) => {
+            Ok(Some(guard)) => held.push(guard),
+            Ok(None) => {
                 release(d, &mut held).await;
                 d.app
                     .metrics
@@ -114,8 +114,8 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         let (variant, holder) = (d.variant, d.holder.clone());
         d.after_settled(Box::new(move || {
             Box::pin(async move {
-                while let Some(mut lock) = held.pop() {
-                    if let Err(err) = lock.release().await {
+                while let Some(guard) = held.pop() {
+                    if let Err(err) = guard.release().await {
                         tracing::warn!(%variant, holder, error = %err, "a cart's lock release failed");
                     }
                 }
@@ -140,9 +140,9 @@ fn cart(d: &Deduction) -> Vec<ProductKeys> {
 }
 
 /// Gives back every lock taken, the last first.
-async fn release(d: &Deduction, held: &mut Vec<WatchdogLock<RedisConn>>) {
-    while let Some(mut lock) = held.pop() {
-        d.log_release(lock.release().await);
+async fn release(d: &Deduction, held: &mut Vec<Guard<WatchdogLock<RedisConn>>>) {
+    while let Some(guard) = held.pop() {
+        d.log_release(guard.release().await);
     }
 }
 

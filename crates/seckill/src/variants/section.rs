@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use seckill_lock::{Lock, LockError};
+use seckill_lock::{Guard, Lock, LockError};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -40,15 +40,19 @@ pub(super) struct Paused<L> {
 }
 
 impl<L: Lock> Lock for Paused<L> {
-    async fn acquire(&mut self, wait: Duration) -> Result<bool, LockError> {
-        self.lock.acquire(wait).await
+    async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
+        self.lock.take(wait).await
     }
 
-    async fn release(&mut self) -> Result<bool, LockError> {
+    async fn give_back(&mut self) -> Result<bool, LockError> {
         if let Some(pause) = self.pause {
             tokio::time::sleep(pause).await;
         }
-        self.lock.release().await
+        self.lock.give_back().await
+    }
+
+    async fn clean_up(&mut self) -> Result<(), LockError> {
+        self.lock.clean_up().await
     }
 
     fn abandon(&mut self) {
@@ -69,6 +73,14 @@ impl<L: Lock> Lock for Paused<L> {
 
     fn fencing_token(&self) -> Option<i64> {
         self.lock.fencing_token()
+    }
+
+    fn lease(&self) -> Option<Duration> {
+        self.lock.lease()
+    }
+
+    fn renewals(&self) -> Vec<std::time::Instant> {
+        self.lock.renewals()
     }
 }
 
@@ -127,8 +139,12 @@ pub(super) enum Entry {
 
 /// The shared lock sequence's trips: the lock (any [`Lock`]) on its own, then `enter.lua`,
 /// then `commit.lua` (or `leave.lua`), then the lock's release.
-pub(super) struct Shared<L> {
-    lock: L,
+pub(super) struct Shared<L: Lock> {
+    /// The handle, until it is taken.
+    lock: Option<L>,
+    /// The lock held, once taken: given back by [`Trips::release`] — or, should the
+    /// request be dropped halfway (its client gone), by its drop.
+    guard: Option<Guard<L>>,
     store: LockStore,
     /// Whether the commit presents the holder, checked against the lock hash.
     checkable: bool,
@@ -138,7 +154,8 @@ pub(super) struct Shared<L> {
 impl<L: Lock> Shared<L> {
     pub(super) fn new(lock: L, store: LockStore) -> Self {
         Self {
-            lock,
+            lock: Some(lock),
+            guard: None,
             store,
             checkable: false,
             token: None,
@@ -147,6 +164,19 @@ impl<L: Lock> Shared<L> {
 }
 
 impl<L: Lock> Shared<L> {
+    /// The lock held.
+    fn held_lock(&self) -> &L {
+        self.guard.as_deref().expect("the lock is held inside")
+    }
+
+    /// Gives the lock back, if it is held.
+    async fn give_back(&mut self) -> Result<bool, LockError> {
+        match self.guard.take() {
+            Some(guard) => guard.release().await,
+            None => Ok(false),
+        }
+    }
+
     /// What a holder does with the lock before it enters: confirm it with the lock store's
     /// replicas, abandon it if the request asked to, take a fencing token; then enter.
     async fn held(&mut self, d: &Deduction, shard: &ShardKeys) -> Result<Entry, AppError> {
@@ -154,12 +184,14 @@ impl<L: Lock> Shared<L> {
             return Ok(Entry::Out(Outcome::LockUnconfirmed));
         }
         if d.knobs.abandons() {
-            self.lock.abandon();
+            if let Some(guard) = self.guard.take() {
+                guard.abandon();
+            }
             return Ok(Entry::Out(Outcome::Abandoned));
         }
         // A lock store that issues tokens (ZooKeeper's zxid) issues them; otherwise the
         // stock store does.
-        self.token = match self.lock.fencing_token() {
+        self.token = match self.held_lock().fencing_token() {
             Some(token) if d.knobs.fence() => Some(token),
             Some(_) => None,
             None => d.fencing_token(shard).await?,
@@ -167,10 +199,10 @@ impl<L: Lock> Shared<L> {
         // The lock hash can be checked in the commit only where it lives beside the stock.
         self.checkable = self.store == LockStore::Instance
             && d.app.locks_beside_stock
-            && self.lock.holder_is_a_hash_field();
+            && self.held_lock().holder_is_a_hash_field();
         let stop = d.knobs.stop_before_commit().unwrap_or_default();
         let stay = d.knobs.work() + stop + INSIDE_MARGIN;
-        let note = d.entering(self.lock.lease());
+        let note = d.entering(self.held_lock().lease());
         let (stock, _overlap, traced): (Option<i64>, i64, bool) =
             scripts::enter(shard, &d.holder, stay, self.token, &note)
                 .invoke_async(&mut d.redis())
@@ -181,11 +213,11 @@ impl<L: Lock> Shared<L> {
     }
 }
 
-impl<L: Lock + 'static> Trips for Shared<L> {
+impl<L: Lock> Trips for Shared<L> {
     type Lock = L;
 
     fn lock(&self) -> &L {
-        &self.lock
+        self.held_lock()
     }
 
     /// Acquire; then, holding the lock, the steps before entering ([`Shared::held`]) and
@@ -198,7 +230,9 @@ impl<L: Lock + 'static> Trips for Shared<L> {
         wait: Duration,
     ) -> Result<Entry, AppError> {
         let started = Instant::now();
-        let acquired = self.lock.acquire(wait).await?;
+        let lock = self.lock.take().expect("a lock is taken once");
+        self.guard = lock.acquire(wait).await?;
+        let acquired = self.guard.is_some();
         let metrics = &d.app.metrics;
         metrics.lock_acquired(d.variant.name(), acquired, started.elapsed());
         if !acquired {
@@ -208,7 +242,7 @@ impl<L: Lock + 'static> Trips for Shared<L> {
         let entry = self.held(d, shard).await;
         match &entry {
             Ok(Entry::Inside { .. } | Entry::Out(Outcome::Abandoned)) => {}
-            _ => d.log_release(self.lock.release().await),
+            _ => d.log_release(self.give_back().await),
         }
         entry
     }
@@ -229,7 +263,7 @@ impl<L: Lock + 'static> Trips for Shared<L> {
         order: &str,
     ) -> Result<Reply, AppError> {
         let credentials = Credentials {
-            lock_holder: self.checkable.then(|| self.lock.holder()),
+            lock_holder: self.checkable.then(|| self.held_lock().holder()),
             token: self.token,
         };
         let sale = d.sale(shard, order);
@@ -247,12 +281,12 @@ impl<L: Lock + 'static> Trips for Shared<L> {
             let (variant, holder) = (d.variant, d.holder.clone());
             d.after_settled(Box::new(move || {
                 Box::pin(async move {
-                    let released = self.lock.release().await;
+                    let released = self.give_back().await;
                     log_release(variant, &holder, released);
                 })
             }));
         } else {
-            d.log_release(self.lock.release().await);
+            d.log_release(self.give_back().await);
         }
     }
 }

@@ -219,7 +219,7 @@ impl Trips for TwoTrips {
             Ok(stock) => Ok(Entry::Inside { stock }),
             // Held, and not inside: given back.
             Err(err) => {
-                d.log_release(self.lock.release().await);
+                d.log_release(self.lock.give_back().await);
                 Err(err)
             }
         }
@@ -259,7 +259,7 @@ impl Trips for TwoTrips {
     /// commit — given back here.
     async fn release(mut self, d: &Deduction, _held: &Result<Outcome, AppError>) {
         if !self.given_back {
-            d.log_release(self.lock.release().await);
+            d.log_release(self.lock.give_back().await);
         }
     }
 }
