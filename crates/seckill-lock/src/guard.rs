@@ -104,8 +104,12 @@ pub(crate) async fn acquire<L: Lock>(
             taking.lock = None;
             Ok(None)
         }
-        // `taking` cleans up as it drops.
-        Err(err) => Err(err),
+        // A lost answer may have taken the lock: `taking` cleans up as it drops.
+        Err(err) if err.may_have_run() => Err(err),
+        Err(err) => {
+            taking.lock = None;
+            Err(err)
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use crate::{Connection, LockError, scripts};
 /// A lock as Redis has it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockState {
+    /// Whether anyone holds it.
     pub held: bool,
     /// Time left before it expires; `None` when it is free or never expires.
     pub ttl: Option<Duration>,

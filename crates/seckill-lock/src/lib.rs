@@ -44,24 +44,36 @@
 //! - `scripts.rs` and `lua/` — the Lua behind them, `lua/lib/lock.lua` the steps several
 //!   scripts share ([`LOCK_LUA`], for callers that fuse a lock step with their own).
 
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod guard;
 pub mod inspect;
+#[cfg(feature = "redlock")]
 pub mod redlock;
+#[cfg(feature = "rw")]
 pub mod rw;
 mod scripts;
+#[cfg(feature = "teaching")]
 pub mod setnx;
 pub mod token;
 pub mod watchdog;
+#[cfg(feature = "zookeeper")]
 pub mod zookeeper;
 
 pub use guard::Guard;
 pub use inspect::LockState;
+#[cfg(feature = "redlock")]
 pub use redlock::{Redlock, RedlockLock};
+#[cfg(feature = "rw")]
 pub use rw::{RwKeys, RwLock, Side};
+#[cfg(feature = "scripting")]
 pub use scripts::LOCK_LUA;
+#[cfg(feature = "teaching")]
 pub use setnx::SetnxLock;
 pub use token::TokenLock;
 pub use watchdog::{LockKeys, WatchdogCounters, WatchdogLock, WatchdogLocks};
+#[cfg(feature = "zookeeper")]
 pub use zookeeper::{ZooKeeper, ZooKeeperLock};
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -219,6 +231,7 @@ pub trait Lock: Send + Sized + 'static {
     /// True when the lock is a hash with [`holder`](Lock::holder) as a field while held, so
     /// that a script on the lock's slot can check, in the same step as a write, that the
     /// holder still holds it ([`WatchdogLock`]).
+    #[cfg(feature = "scripting")]
     fn holder_is_a_hash_field(&self) -> bool {
         false
     }
@@ -238,6 +251,7 @@ pub trait Lock: Send + Sized + 'static {
 
     /// When this holder's lease was renewed since it was granted (a watchdog's ticks),
     /// oldest first; at most [`RENEWALS_KEPT`] of them.
+    #[cfg(feature = "teaching")]
     fn renewals(&self) -> Vec<std::time::Instant> {
         Vec::new()
     }
@@ -257,6 +271,7 @@ pub struct HolderIds {
 }
 
 impl HolderIds {
+    /// Holder ids of a process: a fresh UUID, numbered from 1.
     pub fn new() -> Self {
         Self {
             process: Uuid::new_v4().to_string(),

@@ -38,9 +38,13 @@ static RW: std::sync::LazyLock<Script> =
 /// The keys of one read-write lock, all in one hash tag.
 #[derive(Debug, Clone)]
 pub struct RwKeys {
+    /// Hash: reader -> hold count.
     pub reads: String,
+    /// Sorted set: reader -> the time (ms) its lease runs out.
     pub readers: String,
+    /// Hash: the writer -> hold count, with the lease as its TTL.
     pub writer: String,
+    /// The writer first in line, while it waits for the readers inside to leave.
     pub intent: String,
 }
 
@@ -59,7 +63,9 @@ impl RwKeys {
 /// Which side of the lock a handle takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
+    /// Shared with other readers.
     Read,
+    /// Alone.
     Write,
 }
 

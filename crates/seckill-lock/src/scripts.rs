@@ -40,6 +40,7 @@ pub(crate) static FAIR_LEAVE: LazyLock<Script> = script!(lock, "fair_leave.lua")
 pub(crate) static WATCHDOG_RENEW: LazyLock<Script> = script!("watchdog_renew.lua");
 
 /// Extend a Redlock lock on one server, if it is still the caller's.
+#[cfg(feature = "redlock")]
 pub(crate) static REDLOCK_EXTEND: LazyLock<Script> = script!("redlock_extend.lua");
 
 /// A lock's TTL and holder, whichever kind holds it.

@@ -36,6 +36,7 @@ impl<C: Connection> TokenLock<C> {
     /// Releases as the seed does: `GET`, compare in the application, `pause`, then `DEL`.
     /// If the lock expires during the pause and another holder takes it, the `DEL` removes
     /// the other holder's lock — why a release must be one atomic step.
+    #[cfg(feature = "teaching")]
     pub fn checking_then_deleting(mut self, pause: Duration) -> Self {
         self.check_then_delete = Some(pause);
         self

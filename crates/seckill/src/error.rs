@@ -146,7 +146,10 @@ impl From<LockError> for AppError {
             }
             err @ (LockError::Unavailable { .. } | LockError::Store { .. }) => {
                 let message = err.to_string();
-                match err.into_source().map(|source| source.downcast::<RedisError>()) {
+                match err
+                    .into_source()
+                    .map(|source| source.downcast::<RedisError>())
+                {
                     // Redis's own error, classified as every Redis error is.
                     Some(Ok(redis)) => (*redis).into(),
                     // ZooKeeper's.

@@ -27,13 +27,17 @@
 //!   script in their place (the service enters and commits its critical section in the
 //!   same round trips).
 
+mod fused;
 mod keys;
 mod release;
 mod renewal;
 mod subscription;
 mod waiters;
 
+#[cfg(feature = "scripting")]
+pub use fused::{Attempt, sleep_for};
 pub use keys::LockKeys;
+#[cfg(feature = "scripting")]
 pub use release::{ReleaseArgs, Released, Successor};
 pub use subscription::Subscriber;
 pub use waiters::{DEFAULT_HANDOFFS, WatchdogCounters, WatchdogLocks};
@@ -45,6 +49,8 @@ use redis::{AsyncCommands, Value};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+#[cfg(not(feature = "scripting"))]
+use self::fused::Attempt;
 use self::waiters::{Shared, Woke};
 use crate::{Connection, Lock, LockError, millis, scripts};
 
@@ -59,15 +65,6 @@ pub const FAIR_PATIENCE: Duration = Duration::from_secs(5);
 /// How often a waiter looks again at a lock whose holder's release sends no message (a
 /// setnx or token holder on the same key).
 const UNKNOWN_TTL_POLL: Duration = Duration::from_millis(100);
-
-/// One try at a lock, as the script that tried answered.
-#[derive(Debug)]
-pub enum Attempt {
-    /// The lock is the caller's now; what else the script returned.
-    Acquired(Value),
-    /// Held by another: how long to sleep before trying again (a message may come first).
-    Held(Duration),
-}
 
 /// One holder's handle on one reentrant lock.
 ///
@@ -150,10 +147,12 @@ impl<C: Connection> WatchdogLock<C> {
         self
     }
 
+    /// Whether it is taken fairly ([`fair`](Self::fair)).
     pub fn is_fair(&self) -> bool {
         self.fair
     }
 
+    /// Where the lock lives.
     pub fn keys(&self) -> &LockKeys {
         &self.keys
     }
@@ -163,12 +162,9 @@ impl<C: Connection> WatchdogLock<C> {
         self.lease.unwrap_or(self.shared.lease)
     }
 
-    /// Takes the lock as [`Lock::acquire`] does, but each try is `attempt`: a script of the
-    /// caller's that takes the lock (as `lib/lock.lua`'s `take` does) and may do more on the
-    /// same slot once it has it. Returns what the script returned with the lock — or, when
-    /// a holder of this instance handed the lock over, what that holder's release script
-    /// returned for this holder — or `None` when `wait` ran out.
-    pub async fn acquire_with<F, Fut>(
+    /// The take under [`Lock::take`], each try `attempt` (see `acquire_with`, with the
+    /// `scripting` feature).
+    pub(crate) async fn take_with<F, Fut>(
         &mut self,
         wait: Duration,
         mut attempt: F,
@@ -337,11 +333,11 @@ impl<C: Connection> Lock for WatchdogLock<C> {
                 let wait: Option<i64> = script.invoke_async(&mut conn).await?;
                 Ok(match wait {
                     None => Attempt::Acquired(Value::Nil),
-                    Some(ms) => Attempt::Held(sleep_for(ms)),
+                    Some(ms) => Attempt::Held(nap_for(ms)),
                 })
             }
         };
-        Ok(self.acquire_with(wait, attempt).await?.is_some())
+        Ok(self.take_with(wait, attempt).await?.is_some())
     }
 
     /// Gives back one hold. On the last one the watchdog stops first, then the lock goes to
@@ -382,6 +378,7 @@ impl<C: Connection> Lock for WatchdogLock<C> {
         &self.holder
     }
 
+    #[cfg(feature = "scripting")]
     fn holder_is_a_hash_field(&self) -> bool {
         true
     }
@@ -390,6 +387,7 @@ impl<C: Connection> Lock for WatchdogLock<C> {
         Some(WatchdogLock::lease(self))
     }
 
+    #[cfg(feature = "teaching")]
     fn renewals(&self) -> Vec<std::time::Instant> {
         self.watch.renewals().clone()
     }
@@ -398,7 +396,7 @@ impl<C: Connection> Lock for WatchdogLock<C> {
 /// How long to sleep after a try that found the lock held, from what the script said: the
 /// holder's TTL, or -1 for a setnx or token holder, whose release publishes nothing (look
 /// again every so often).
-pub fn sleep_for(ms: i64) -> Duration {
+pub(crate) fn nap_for(ms: i64) -> Duration {
     match ms {
         -1 => UNKNOWN_TTL_POLL,
         ms => Duration::from_millis(u64::try_from(ms).unwrap_or(0).max(1)),

@@ -6,9 +6,10 @@ use redis::Value;
 use super::WatchdogLock;
 use crate::{Connection, LockError, millis, scripts};
 
-/// What a release script is asked to do, for [`WatchdogLock::release_with`].
+/// What a release script is asked to do, for `WatchdogLock::release_with`.
 #[derive(Debug, Clone)]
 pub struct ReleaseArgs {
+    /// The holder giving a hold back.
     pub holder: String,
     /// Re-applied while holds remain.
     pub lease: std::time::Duration,
@@ -21,10 +22,13 @@ pub struct ReleaseArgs {
 /// The waiter a release may hand the lock to.
 #[derive(Debug, Clone)]
 pub struct Successor {
+    /// The waiter's holder id.
     pub holder: String,
     /// The lease it asked for.
     pub lease: std::time::Duration,
-    /// How long it expects to hold the lock.
+    /// How long it expects to hold the lock (a script that lets it into its critical
+    /// section counts it as inside for that long).
+    #[cfg_attr(not(feature = "scripting"), allow(dead_code))]
     pub hold: std::time::Duration,
 }
 
@@ -58,7 +62,7 @@ impl<C: Connection> WatchdogLock<C> {
     pub(super) async fn release_plainly(&mut self) -> Result<bool, LockError> {
         let keys = self.script_keys().map(str::to_owned);
         let mut conn = self.shared.conn.clone();
-        self.release_with(move |release| async move {
+        self.give_back_with(move |release| async move {
             let mut script = scripts::WATCHDOG_UNLOCK.prepare_invoke();
             for key in &keys {
                 script.key(key);
@@ -78,19 +82,9 @@ impl<C: Connection> WatchdogLock<C> {
         .await
     }
 
-    /// Gives back one hold as [`Lock::release`](crate::Lock::release) does, but through
-    /// `release`: a script of the caller's that gives the lock back (as `lib/lock.lua`'s
-    /// `release` does) and may do more on the same slot, and hands the lock to the
-    /// [`ReleaseArgs::successor`] when one is named. Returns what `release` made of its
-    /// answer. Nothing happens (and `release` is not called) when this handle holds nothing.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropped once polled, the hold is given up all the same (the watchdog has stopped):
-    /// the lock is released, or handed over, if the script reached Redis, and otherwise
-    /// expires one lease later. A waiter reserved for the hand-off is told to try again,
-    /// and finds the lock its own if the script handed it over.
-    pub async fn release_with<T, F, Fut>(&mut self, release: F) -> Result<T, LockError>
+    /// The release under [`Lock::give_back`](crate::Lock::give_back), through `release`
+    /// (see `release_with`, with the `scripting` feature).
+    pub(crate) async fn give_back_with<T, F, Fut>(&mut self, release: F) -> Result<T, LockError>
     where
         T: Default,
         F: FnOnce(ReleaseArgs) -> Fut,

@@ -338,6 +338,7 @@ impl<C: Connection> WatchdogLocks<C> {
         self.shared.handoffs.store(in_a_row, Ordering::Relaxed);
     }
 
+    /// What this instance's watchdogs and waiters did, counted since it started.
     pub fn counters(&self) -> Arc<WatchdogCounters> {
         self.shared.counters.clone()
     }
