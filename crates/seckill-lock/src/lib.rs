@@ -72,7 +72,7 @@ pub use scripts::LOCK_LUA;
 #[cfg(feature = "teaching")]
 pub use setnx::SetnxLock;
 pub use token::TokenLock;
-pub use watchdog::{LockKeys, WatchdogCounters, WatchdogLock, WatchdogLocks};
+pub use watchdog::{LockKeys, Namespace, WatchdogCounters, WatchdogLock, WatchdogLocks};
 #[cfg(feature = "zookeeper")]
 pub use zookeeper::{ZooKeeper, ZooKeeperLock};
 

@@ -19,7 +19,7 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use seckill_lock::{HolderIds, Redlock, WatchdogLocks, ZooKeeper};
 
 use crate::config::{ServeArgs, check_instance_id, instance_id_from};
-use crate::keys::LOCK_CHANNEL_PATTERN;
+use crate::keys::lock_namespace;
 use crate::metrics::Metrics;
 use crate::orders::consumer::Consumer;
 use crate::orders::{OrdersCounters, OrdersDb};
@@ -123,7 +123,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         lock_side.subscribe_targets(),
         lock_side.conn(),
         lease,
-        LOCK_CHANNEL_PATTERN,
+        lock_namespace(),
     );
     locks.set_handoffs(args.lock_handoffs);
 

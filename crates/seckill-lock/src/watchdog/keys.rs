@@ -1,29 +1,111 @@
-//! Where one watchdog lock lives in Redis.
+//! Where watchdog locks live in Redis: one namespace builds every lock's keys and the
+//! pattern the instance's subscription listens on, so that they cannot disagree.
 
-/// The keys of one watchdog lock, all under one hash tag (one Cluster slot).
+/// The prefix a process's watchdog locks live under.
+///
+/// A lock named `name` lives at `<prefix>:<name>:lock` and announces its release on
+/// `<prefix>:<name>:lock:released`; the instance's one subscription listens on
+/// `<prefix>:*:lock:released` ([`channel_pattern`](Namespace::channel_pattern)). Built
+/// from one namespace, a lock's channel always matches the subscription that wakes its
+/// waiters — a channel it did not match would leave them asleep until the lease ran out.
+///
+/// On a Redis Cluster, put a hash tag in the name (`{order:42}`): the lock's keys then
+/// share one slot, as its scripts need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespace {
+    prefix: String,
+}
+
+impl Namespace {
+    /// Locks under `prefix` (`"myapp"`).
+    ///
+    /// # Panics
+    ///
+    /// When `prefix` is empty or holds a glob character (`*`, `?`, `[`, `]`, `\`), which
+    /// would make the subscription's pattern match other channels than the locks'.
+    pub fn new(prefix: &str) -> Self {
+        assert!(
+            !prefix.is_empty() && !prefix.contains(['*', '?', '[', ']', '\\']),
+            "a lock namespace is a plain prefix, without glob characters: {prefix:?}"
+        );
+        Self {
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    /// The prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The keys of the lock named `name`.
+    pub fn keys(&self, name: &str) -> LockKeys {
+        let base = format!("{}:{name}:lock", self.prefix);
+        LockKeys {
+            channel: format!("{base}:released"),
+            queue: format!("{base}:queue"),
+            waiting: format!("{base}:waiting"),
+            lock: base,
+        }
+    }
+
+    /// The pattern every lock's release channel in this namespace matches.
+    pub fn channel_pattern(&self) -> String {
+        format!("{}:*:lock:released", self.prefix)
+    }
+}
+
+/// The keys of one watchdog lock, all under the lock's name (one Cluster slot when the
+/// name has a hash tag), as its [`Namespace`] builds them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockKeys {
-    /// The lock: a hash `holder -> hold count` while held.
-    pub lock: String,
-    /// The channel a release publishes on; the instance's pattern subscription must
-    /// match it.
-    pub channel: String,
-    /// A fair lock's queue: a list of waiting holders, oldest first.
-    pub queue: String,
-    /// A fair lock's waiters' deadlines: sorted set holder -> the time (ms) after which a
-    /// waiter that has not tried again leaves the queue.
-    pub waiting: String,
+    pub(crate) lock: String,
+    pub(crate) channel: String,
+    pub(crate) queue: String,
+    pub(crate) waiting: String,
 }
 
 impl LockKeys {
-    /// `<prefix>:lock`, `<prefix>:lock:released`, `<prefix>:lock:queue`,
-    /// `<prefix>:lock:waiting`; the subscription pattern `*:lock:released` matches them.
-    pub fn under(prefix: &str) -> Self {
-        Self {
-            lock: format!("{prefix}:lock"),
-            channel: format!("{prefix}:lock:released"),
-            queue: format!("{prefix}:lock:queue"),
-            waiting: format!("{prefix}:lock:waiting"),
-        }
+    /// The lock: a hash `holder -> hold count` while held.
+    pub fn lock(&self) -> &str {
+        &self.lock
+    }
+
+    /// The channel a release publishes on.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// A fair lock's queue: a list of waiting holders, oldest first.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// A fair lock's waiters' deadlines: sorted set holder -> the time (ms) after which a
+    /// waiter that has not tried again leaves the queue.
+    pub fn waiting(&self) -> &str {
+        &self.waiting
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_locks_channel_matches_its_namespaces_pattern() {
+        let ns = Namespace::new("myapp");
+        let keys = ns.keys("{order:42}");
+        assert_eq!(keys.lock(), "myapp:{order:42}:lock");
+        assert_eq!(keys.channel(), "myapp:{order:42}:lock:released");
+        let pattern = ns.channel_pattern();
+        let (head, tail) = pattern.split_once('*').unwrap();
+        assert!(keys.channel().starts_with(head) && keys.channel().ends_with(tail));
+    }
+
+    #[test]
+    #[should_panic(expected = "glob")]
+    fn a_glob_in_the_prefix_is_refused() {
+        Namespace::new("my*app");
     }
 }

@@ -36,9 +36,11 @@ mod waiters;
 
 #[cfg(feature = "scripting")]
 pub use fused::{Attempt, sleep_for};
-pub use keys::LockKeys;
+pub use keys::{LockKeys, Namespace};
 #[cfg(feature = "scripting")]
 pub use release::{ReleaseArgs, Released, Successor};
+#[cfg(feature = "sentinel")]
+pub use subscription::FollowSentinels;
 pub use subscription::Subscriber;
 pub use waiters::{DEFAULT_HANDOFFS, WatchdogCounters, WatchdogLocks};
 
@@ -90,12 +92,13 @@ pub struct WatchdogLock<C> {
 }
 
 impl<C: Connection> WatchdogLocks<C> {
-    /// A handle on the lock at `keys` for `holder`. Handles with the same holder re-enter
-    /// each other's holds; give each task its own holder id.
-    pub fn lock(&self, keys: LockKeys, holder: &str) -> WatchdogLock<C> {
+    /// A handle on the lock named `name` in this instance's namespace, for `holder`.
+    /// Handles with the same holder re-enter each other's holds: give each task its own
+    /// holder id ([`HolderIds`](crate::HolderIds)).
+    pub fn lock(&self, name: &str, holder: &str) -> WatchdogLock<C> {
         WatchdogLock {
+            keys: self.shared.namespace.keys(name),
             shared: self.shared.clone(),
-            keys,
             fair: false,
             holder: holder.to_owned(),
             lease: None,

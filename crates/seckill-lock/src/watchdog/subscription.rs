@@ -24,6 +24,55 @@ impl Subscriber for redis::Client {
     }
 }
 
+/// Several nodes, tried in turn: a Redis Cluster's (any node hears every `PUBLISH`), so
+/// that when the node it listens on goes away the subscription moves to the next.
+impl Subscriber for Vec<redis::Client> {
+    async fn client(&self, attempt: usize) -> Option<redis::Client> {
+        (!self.is_empty()).then(|| self[attempt % self.len()].clone())
+    }
+}
+
+/// The master the sentinels name at each (re)connection, so that the subscription follows
+/// a failover to the new master.
+#[cfg(feature = "sentinel")]
+pub struct FollowSentinels {
+    sentinels: tokio::sync::Mutex<redis::sentinel::SentinelClient>,
+    timeout: Duration,
+}
+
+#[cfg(feature = "sentinel")]
+impl FollowSentinels {
+    /// Asks `sentinels` (built for the master's name, as a
+    /// [`SentinelClient`](redis::sentinel::SentinelClient)) for the master, each time
+    /// within `timeout`.
+    pub fn new(sentinels: redis::sentinel::SentinelClient, timeout: Duration) -> Self {
+        Self {
+            sentinels: tokio::sync::Mutex::new(sentinels),
+            timeout,
+        }
+    }
+}
+
+#[cfg(feature = "sentinel")]
+impl Subscriber for FollowSentinels {
+    async fn client(&self, _attempt: usize) -> Option<redis::Client> {
+        let asked = tokio::time::timeout(self.timeout, async {
+            self.sentinels.lock().await.async_get_client().await
+        });
+        match asked.await {
+            Ok(Ok(client)) => Some(client),
+            Ok(Err(err)) => {
+                tracing::warn!(%err, "no master from the sentinels");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("the sentinels did not name a master in time");
+                None
+            }
+        }
+    }
+}
+
 /// The instance's one subscription: a release message wakes one local waiter, or the one
 /// it names.
 pub(super) async fn subscribe<C>(

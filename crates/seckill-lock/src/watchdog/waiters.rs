@@ -20,6 +20,7 @@ use std::time::Duration;
 use redis::Value;
 use tokio::sync::Notify;
 
+use super::keys::Namespace;
 use super::subscription::{Subscriber, subscribe};
 use crate::Connection;
 
@@ -87,6 +88,8 @@ impl<C> Clone for WatchdogLocks<C> {
 pub(super) struct Shared<C> {
     pub(super) conn: C,
     pub(super) lease: Duration,
+    /// Where the locks live: their keys, and the channels the subscription hears.
+    pub(super) namespace: Namespace,
     pub(super) counters: Arc<WatchdogCounters>,
     /// Most local hand-offs in a row per lock; 0: never hand on.
     handoffs: AtomicU32,
@@ -306,29 +309,30 @@ impl Drop for Reservation {
 }
 
 impl<C: Connection> WatchdogLocks<C> {
-    /// Starts the instance's subscription to every lock's release channel, matched by
-    /// `channel_pattern` (e.g. `seckill:*:lock:released`), on what `subscriber` names.
-    /// It reconnects by itself, to the next node when one goes away (on a Cluster every
-    /// node hears every `PUBLISH`). Locks are taken and given back on `conn`; `lease` is
-    /// the lease of every lock taken without one of its own.
+    /// Starts the instance's subscription to every release channel of `namespace`'s locks,
+    /// on what `subscriber` names (a [`redis::Client`] for one server). It reconnects by
+    /// itself, to the next node when one goes away (on a Cluster every node hears every
+    /// `PUBLISH`). Locks are taken and given back on `conn`; `lease` is the lease of every
+    /// lock taken without one of its own, renewed by a watchdog every third of it.
+    ///
+    /// Call it once per process (inside a Tokio runtime: it spawns the subscription) and
+    /// clone what it returns.
     pub fn start(
         subscriber: impl Subscriber,
         conn: C,
         lease: Duration,
-        channel_pattern: &str,
+        namespace: Namespace,
     ) -> Self {
+        let pattern = namespace.channel_pattern();
         let shared = Arc::new(Shared {
             conn,
             lease,
+            namespace,
             counters: Arc::default(),
             handoffs: AtomicU32::new(DEFAULT_HANDOFFS),
             queues: Mutex::new(HashMap::new()),
         });
-        tokio::spawn(subscribe(
-            subscriber,
-            channel_pattern.to_owned(),
-            Arc::downgrade(&shared),
-        ));
+        tokio::spawn(subscribe(subscriber, pattern, Arc::downgrade(&shared)));
         Self { shared }
     }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use redis::aio::ConnectionManager;
 use seckill_lock::{
-    Guard, HolderIds, Lock, LockKeys, RwKeys, RwLock, SetnxLock, Side, TokenLock, WatchdogLocks,
+    Guard, HolderIds, Lock, Namespace, RwKeys, RwLock, SetnxLock, Side, TokenLock, WatchdogLocks,
     ZooKeeper,
 };
 use seckill_testkit::{RedisServer, ZooKeeperEnsemble};
@@ -161,10 +161,7 @@ fn redis_kinds(
         kinds.push((
             if fair { "watchdog fair" } else { "watchdog" },
             Box::new(move |name: &str| {
-                Box::new(
-                    l.lock(LockKeys::under(&format!("{{{name}}}")), &h.next())
-                        .fair(fair),
-                )
+                Box::new(l.lock(&format!("{{{name}}}"), &h.next()).fair(fair))
             }),
         ));
     }
@@ -203,7 +200,7 @@ async fn redis_with_locks() -> (
         client,
         conn.clone(),
         Duration::from_secs(30),
-        "*:lock:released",
+        Namespace::new("test"),
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     (redis, conn, locks)

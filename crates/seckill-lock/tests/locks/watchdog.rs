@@ -9,10 +9,8 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use seckill_lock::watchdog::DEFAULT_LEASE;
-use seckill_lock::{HolderIds, Lock, LockKeys};
+use seckill_lock::{HolderIds, Lock, Namespace};
 use seckill_testkit::RedisServer;
-
-const PATTERN: &str = "test:*:released";
 
 /// As long as it takes.
 const FOREVER: Duration = Duration::MAX;
@@ -24,7 +22,7 @@ type WatchdogLock = seckill_lock::WatchdogLock<ConnectionManager>;
 async fn instance(redis: &RedisServer, lease: Duration) -> WatchdogLocks {
     let client = redis::Client::open(redis.url()).unwrap();
     let conn = ConnectionManager::new(client.clone()).await.unwrap();
-    let locks = WatchdogLocks::start(client, conn, lease, PATTERN);
+    let locks = WatchdogLocks::start(client, conn, lease, Namespace::new("test"));
     // Let the subscription start, so the first unlock message is not missed (a missed one
     // would only be caught by the TTL retry, which these tests tell apart from a wake-up).
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -32,7 +30,7 @@ async fn instance(redis: &RedisServer, lease: Duration) -> WatchdogLocks {
 }
 
 fn handle(locks: &WatchdogLocks, name: &str, holders: &HolderIds) -> WatchdogLock {
-    locks.lock(LockKeys::under(&format!("test:{name}")), &holders.next())
+    locks.lock(name, &holders.next())
 }
 
 async fn key_count(redis: &RedisServer) -> u64 {

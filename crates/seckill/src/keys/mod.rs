@@ -4,14 +4,21 @@
 //! and counters share a Redis Cluster slot while different shards may live on different
 //! nodes: `seckill:{101}:stock` for an unsplit product, `seckill:{101/3}:stock` for shard 3.
 
-use seckill_lock::LockKeys;
+use seckill_lock::{LockKeys, Namespace};
 
 mod ids;
 
 pub use ids::{IdempotencyKey, ProductId, UserId};
 
-/// Matches every lock's release channel: one subscription per instance serves them all.
-pub const LOCK_CHANNEL_PATTERN: &str = "seckill:*:lock:released";
+/// Where the watchdog locks live: `seckill:<tag>:lock`, their release channels
+/// `seckill:<tag>:lock:released`, all matched by the instance's one subscription.
+pub const LOCK_PREFIX: &str = "seckill";
+
+/// The locks' namespace ([`LOCK_PREFIX`]): it builds every lock's keys, here and in the
+/// lock crate, and the subscription's pattern.
+pub fn lock_namespace() -> Namespace {
+    Namespace::new(LOCK_PREFIX)
+}
 
 /// Set of every shard's orders stream (`ShardKeys::stream`) the consumers read: a reset by
 /// an instance with `--orders-db` adds its product's.
@@ -184,6 +191,8 @@ pub fn shard_tag(product: &ProductId, index: u32, attempt: u32) -> String {
 #[derive(Debug, Clone)]
 pub struct ShardKeys {
     pub index: u32,
+    /// The shard's watchdog lock's name in [`lock_namespace`]: its hash tag.
+    pub lock_name: String,
     /// String: the units left.
     pub stock: String,
     /// The lock guarding this stock (a string for setnx/token, a hash for watchdog).
@@ -245,13 +254,15 @@ pub struct ShardKeys {
 
 impl ShardKeys {
     fn with_tag(tag: &str, index: u32) -> Self {
+        let lock = lock_namespace().keys(tag);
         Self {
             index,
+            lock_name: tag.to_owned(),
             stock: key(tag, "stock"),
-            lock: key(tag, "lock"),
-            lock_channel: key(tag, "lock:released"),
-            lock_queue: key(tag, "lock:queue"),
-            lock_waiting: key(tag, "lock:waiting"),
+            lock: lock.lock().to_owned(),
+            lock_channel: lock.channel().to_owned(),
+            lock_queue: lock.queue().to_owned(),
+            lock_waiting: lock.waiting().to_owned(),
             inside: key(tag, "inside"),
             orders: key(tag, "orders"),
             buyers: key(tag, "buyers"),
@@ -304,12 +315,7 @@ impl ShardKeys {
 
     /// The shard's lock, as the watchdog lock takes its keys.
     pub fn lock_keys(&self) -> LockKeys {
-        LockKeys {
-            lock: self.lock.clone(),
-            channel: self.lock_channel.clone(),
-            queue: self.lock_queue.clone(),
-            waiting: self.lock_waiting.clone(),
-        }
+        lock_namespace().keys(&self.lock_name)
     }
 
     /// The shard's keys in the lock store: the lock, a fair lock's queue, the marker.

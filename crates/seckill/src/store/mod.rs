@@ -164,8 +164,7 @@ impl seckill_lock::watchdog::Subscriber for Nodes {
     /// The node to try on the `attempt`-th (re)connection.
     async fn client(&self, attempt: usize) -> Option<redis::Client> {
         match self {
-            Self::Fixed(clients) if clients.is_empty() => None,
-            Self::Fixed(clients) => Some(clients[attempt % clients.len()].clone()),
+            Self::Fixed(clients) => clients.client(attempt).await,
             Self::Sentinel(conn) => match conn.master_client().await {
                 Ok(client) => Some(client),
                 Err(err) => {

@@ -85,7 +85,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         let lock = d
             .app
             .locks
-            .lock(product.whole().lock_keys(), &d.holder)
+            .lock(&product.whole().lock_name, &d.holder)
             .expecting_to_hold(d.knobs.work() + INSIDE_MARGIN);
         let left = deadline.saturating_duration_since(Instant::now());
         match lock.acquire(left).await {

@@ -99,7 +99,7 @@ pub(super) async fn deduct_from(
     let lock = d
         .app
         .locks
-        .lock(shard.lock_keys(), &d.holder)
+        .lock(&shard.lock_name, &d.holder)
         .fair(d.knobs.switch(&FAIR))
         .with_lease(d.knobs.millis(&LEASE_MS))
         .renewing(d.knobs.switch(&RENEW))
