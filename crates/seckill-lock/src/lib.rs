@@ -173,7 +173,7 @@ impl From<RedisError> for LockError {
 /// when released or dropped. [`take`](Lock::take) and [`give_back`](Lock::give_back) are
 /// the raw steps a guard is built on, for a holder that re-enters a reentrant lock through
 /// the same handle or manages the hold itself.
-pub trait Lock: Send + Sized + 'static {
+pub trait Lock: Send + Sync + Sized + 'static {
     /// Takes the lock, trying for up to `wait` (zero: one try; `Duration::MAX`: as long as
     /// it takes): a guard, or `None` when the lock stayed held by another for the whole
     /// wait.
@@ -222,6 +222,34 @@ pub trait Lock: Send + Sized + 'static {
     /// did.
     fn is_lost(&self) -> bool {
         false
+    }
+
+    /// Returns once [`is_lost`](Lock::is_lost) is true — never, for a lock that cannot
+    /// know (a setnx lock) — so that a holder can stop its work the moment the lock is
+    /// gone:
+    ///
+    /// ```no_run
+    /// # use seckill_lock::{Guard, Lock};
+    /// # async fn work() {}
+    /// # async fn run<L: Lock>(guard: Guard<L>) -> Result<(), seckill_lock::LockError> {
+    /// tokio::select! {
+    ///     () = guard.lost() => { /* the lock is gone: do not commit */ }
+    ///     () = work() => { guard.release().await?; }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// By default it looks at `is_lost` every 10 ms; the watchdog lock is woken instead.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only watches.
+    fn lost(&self) -> impl Future<Output = ()> + Send {
+        async {
+            while !self.is_lost() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
     }
 
     /// Who holds the lock through this handle: the value (or, for [`WatchdogLock`], the

@@ -377,6 +377,11 @@ impl<C: Connection> Lock for WatchdogLock<C> {
         self.watch.is_lost()
     }
 
+    /// Woken by the watchdog's tick that finds the lock gone, or by the lease's end.
+    async fn lost(&self) {
+        self.watch.lost().await;
+    }
+
     fn holder(&self) -> &str {
         &self.holder
     }

@@ -15,6 +15,8 @@ pub(super) struct Watch {
     /// The lease as far as this holder knows it is still its own: from the moment the
     /// command that took (or last renewed) the lock was sent, one lease on.
     valid_until: Mutex<Option<Instant>>,
+    /// Told when the lock is found lost or its lease moves on.
+    changed: tokio::sync::Notify,
 }
 
 impl Watch {
@@ -26,17 +28,42 @@ impl Watch {
             || self.valid().is_some_and(|until| Instant::now() >= until)
     }
 
+    /// Returns once [`is_lost`](Self::is_lost): at once if it is, when a tick finds the
+    /// lock gone, or when the lease runs out unrenewed.
+    pub(super) async fn lost(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.is_lost() {
+                return;
+            }
+            let until = *self.valid();
+            match until {
+                Some(until) => {
+                    tokio::select! {
+                        () = changed => {}
+                        () = tokio::time::sleep_until(until.into()) => {}
+                    }
+                }
+                None => changed.await,
+            }
+        }
+    }
+
     /// A new hold, taken by a command sent at `sent`, for `lease`: not lost, nothing
     /// renewed yet.
     pub(super) fn start(&self, sent: Instant, lease: Duration) {
         self.lost.store(false, Ordering::Release);
         self.renewals().clear();
         *self.valid() = sent.checked_add(lease);
+        self.changed.notify_waiters();
     }
 
     /// The lease renewed by a command sent at `sent`.
     fn renewed_at(&self, sent: Instant, lease: Duration) {
         *self.valid() = sent.checked_add(lease);
+        self.changed.notify_waiters();
     }
 
     fn valid(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
@@ -80,6 +107,7 @@ pub(super) async fn renew<C: Connection>(
             }
             Ok(_) => {
                 watch.lost.store(true, Ordering::Release);
+                watch.changed.notify_waiters();
                 shared.counters.lost_lock();
                 tracing::warn!(%key, %holder, "watchdog found the lock gone: the holder lost it");
                 return;

@@ -563,6 +563,50 @@ async fn a_lease_without_a_watchdog_is_lost_when_it_runs_out() {
     assert!(!a.give_back().await.unwrap());
 }
 
+/// A holder can await the loss: `lost()` returns once a tick finds the lock taken away,
+/// and, with no watchdog, once the lease has run out — and not before.
+#[tokio::test]
+async fn a_holder_awaiting_the_loss_wakes_when_the_lock_is_gone() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, Duration::from_millis(300)).await;
+    let holders = HolderIds::new();
+
+    // Taken away under a watchdog: its next tick (every 100 ms) finds it gone.
+    let guard = handle(&locks, "awaited", &holders)
+        .acquire(FOREVER)
+        .await
+        .unwrap()
+        .expect("free");
+    let early = tokio::time::timeout(Duration::from_millis(500), guard.lost()).await;
+    assert!(
+        early.is_err(),
+        "lost() returned while the watchdog kept the lock"
+    );
+    let _: u64 = redis.conn().await.del("test:awaited:lock").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("lost() woke when a tick found the lock gone");
+    assert!(guard.is_lost());
+    assert!(!guard.release().await.unwrap());
+
+    // An explicit lease, unrenewed: lost at its end.
+    let lease = Duration::from_millis(200);
+    let guard = handle(&locks, "leased-awaited", &holders)
+        .with_lease(Some(lease))
+        .acquire(FOREVER)
+        .await
+        .unwrap()
+        .expect("free");
+    let started = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("lost() woke when the lease ran out");
+    assert!(
+        started.elapsed() >= lease - Duration::from_millis(20),
+        "woke before the lease ended"
+    );
+}
+
 /// Hand-offs in a row are bounded: past `set_handoffs`, a holder releases the lock for
 /// every instance (a message), then hands on again.
 #[tokio::test]
