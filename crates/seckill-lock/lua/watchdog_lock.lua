@@ -1,5 +1,5 @@
 -- watchdog_lock.lua: take (or re-enter) a reentrant lock, as Redisson's RLock does, or its
--- fair form, as RedissonFairLock does (lib/lock.lua's `take` and `take_fair`).
+-- fair form, as RedissonFairLock does (lib/lock.lua's `take_any`).
 --
 -- KEYS[1]  lock (hash: holder -> hold count)
 -- KEYS[2]  the lock's release channel (fair only)
@@ -13,16 +13,4 @@
 --
 -- Returns: nil when the caller now holds the lock; otherwise how long it may sleep, ms
 --          (the holder's TTL; -1 for a setnx or token holder, whose release says nothing).
-if ARGV[5] == 'first' and redis.call('TYPE', KEYS[1]).ok == 'hash'
-    and redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
-  -- Already the caller's, though its handle holds nothing: a holder handed it over, and the
-  -- answer was lost on its way back (a timeout), so the caller was told to try again. It
-  -- is one hold, not a second one, or its release would leave the lock held.
-  redis.call('HSET', KEYS[1], ARGV[2], 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  return nil
-end
-if ARGV[3] == 'fair' then
-  return take_fair(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], tonumber(ARGV[4]))
-end
-return take(KEYS[1], ARGV[1], ARGV[2])
+return take_any(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])

@@ -49,6 +49,7 @@
 
 mod guard;
 pub mod inspect;
+mod multi;
 #[cfg(feature = "redlock")]
 pub mod redlock;
 #[cfg(feature = "rw")]
@@ -63,6 +64,7 @@ pub mod zookeeper;
 
 pub use guard::Guard;
 pub use inspect::LockState;
+pub use multi::MultiLock;
 #[cfg(feature = "redlock")]
 pub use redlock::{Redlock, RedlockLock};
 #[cfg(feature = "rw")]
@@ -251,6 +253,10 @@ pub trait Lock: Send + Sync + Sized + 'static {
             }
         }
     }
+
+    /// Where the lock lives: its key (a ZooKeeper lock's directory). A [`MultiLock`] takes
+    /// its locks in this order.
+    fn key(&self) -> &str;
 
     /// Who holds the lock through this handle: the value (or, for [`WatchdogLock`], the
     /// hash field) it writes into the store.

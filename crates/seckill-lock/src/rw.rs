@@ -216,6 +216,10 @@ impl<C: Connection> Lock for RwLock<C> {
         self.lost.load(Ordering::Acquire)
     }
 
+    fn key(&self) -> &str {
+        &self.keys.writer
+    }
+
     fn holder(&self) -> &str {
         &self.holder
     }

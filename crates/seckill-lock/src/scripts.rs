@@ -30,6 +30,9 @@ pub(crate) static TOKEN_RELEASE: LazyLock<Script> = script!("token_release.lua")
 /// Take or re-enter a watchdog (reentrant hash) lock, fair or not.
 pub(crate) static WATCHDOG_LOCK: LazyLock<Script> = script!(lock, "watchdog_lock.lua");
 
+/// Take or re-enter a watchdog lock, and issue a fencing token with it.
+pub(crate) static FENCED_LOCK: LazyLock<Script> = script!(lock, "fenced_lock.lua");
+
 /// Give back one hold of a watchdog lock; on the last, hand it on or delete it and publish.
 pub(crate) static WATCHDOG_UNLOCK: LazyLock<Script> = script!(lock, "watchdog_unlock.lua");
 

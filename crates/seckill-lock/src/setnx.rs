@@ -62,6 +62,10 @@ impl<C: Connection> Lock for SetnxLock<C> {
         Ok(released == 1)
     }
 
+    fn key(&self) -> &str {
+        &self.key
+    }
+
     fn holder(&self) -> &str {
         &self.holder
     }

@@ -90,6 +90,10 @@ impl<C: Connection> Lock for TokenLock<C> {
         Ok(released == 1)
     }
 
+    fn key(&self) -> &str {
+        &self.key
+    }
+
     fn holder(&self) -> &str {
         &self.token
     }

@@ -89,6 +89,25 @@ local function take_fair(lock, channel, queue, waiting, lease, holder, patience)
   return held_for(lock, kind)
 end
 
+-- Takes (or re-enters) `lock` as watchdog_lock.lua does (see there), fair or not. Returns
+-- as `take`.
+local function take_any(lock, channel, queue, waiting, lease, holder, mode, patience, first)
+  if first == 'first' and redis.call('TYPE', lock).ok == 'hash'
+      and redis.call('HEXISTS', lock, holder) == 1 then
+    -- Already the caller's, though its handle holds nothing: a holder handed it over, and
+    -- the answer was lost on its way back (a timeout), so the caller was told to try
+    -- again. It is one hold, not a second one, or its release would leave the lock held.
+    redis.call('HSET', lock, holder, 1)
+    redis.call('PEXPIRE', lock, lease)
+    return nil
+  end
+  if mode == 'fair' then
+    return take_fair(lock, channel, queue, waiting, lease, holder, tonumber(patience))
+  end
+  return take(lock, lease, holder)
+end
+
+
 -- Who a release tells: the fair queue's head by name, or anyone ('released').
 local function announce(channel, queue, waiting)
   if queue then

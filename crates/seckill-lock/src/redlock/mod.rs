@@ -220,6 +220,10 @@ impl<C: Connection> Lock for RedlockLock<C> {
             || self.valid().is_none_or(|until| Instant::now() >= until)
     }
 
+    fn key(&self) -> &str {
+        &self.key
+    }
+
     fn holder(&self) -> &str {
         &self.token
     }

@@ -45,6 +45,7 @@ impl Namespace {
             channel: format!("{base}:released"),
             queue: format!("{base}:queue"),
             waiting: format!("{base}:waiting"),
+            token: format!("{base}:token"),
             lock: base,
         }
     }
@@ -63,6 +64,7 @@ pub struct LockKeys {
     pub(crate) channel: String,
     pub(crate) queue: String,
     pub(crate) waiting: String,
+    pub(crate) token: String,
 }
 
 impl LockKeys {
@@ -85,6 +87,12 @@ impl LockKeys {
     /// waiter that has not tried again leaves the queue.
     pub fn waiting(&self) -> &str {
         &self.waiting
+    }
+
+    /// A fenced lock's last fencing token: a counter the take script increments, which
+    /// never expires, so that tokens grow for as long as the lock's name is used.
+    pub fn token(&self) -> &str {
+        &self.token
     }
 }
 

@@ -83,6 +83,10 @@ pub struct WatchdogLock<C> {
     hold: Duration,
     /// Whether its release may hand the lock to a waiter of this instance.
     handoff: bool,
+    /// Whether each take issues a fencing token (`fenced_lock.lua`).
+    fenced: bool,
+    /// The token the last take issued.
+    token: Option<i64>,
     /// Whether a watchdog renews an explicit lease too.
     renew: bool,
     /// Holds taken through this handle and not yet given back.
@@ -104,6 +108,8 @@ impl<C: Connection> WatchdogLocks<C> {
             lease: None,
             hold: Duration::ZERO,
             handoff: true,
+            fenced: false,
+            token: None,
             renew: false,
             holds: 0,
             watchdog: None,
@@ -140,6 +146,17 @@ impl<C: Connection> WatchdogLock<C> {
     /// it the lock counts it as inside its critical section for that long.
     pub fn expecting_to_hold(mut self, hold: Duration) -> Self {
         self.hold = hold;
+        self
+    }
+
+    /// A fenced lock (`fenced`), as Redisson's `RFencedLock`: every take also issues a
+    /// fencing token, from a counter of the lock's own that the take script increments in
+    /// the same step and that never expires — so tokens grow for as long as the lock's name
+    /// is used, across expiries and holders ([`Lock::fencing_token`]). Present it where the
+    /// work lands, and have that side refuse a token lower than the highest it has seen: a
+    /// holder paused past its lease then cannot write after the next holder did.
+    pub fn fenced(mut self, fenced: bool) -> Self {
+        self.fenced = fenced;
         self
     }
 
@@ -320,10 +337,19 @@ impl<C: Connection> Lock for WatchdogLock<C> {
         let fair = self.fair;
         let lease_ms = millis(self.lease()).max(1);
         let first = if self.holds == 0 { "first" } else { "again" };
+        let fenced = self.fenced;
+        let token_key = self.keys.token.clone();
         let attempt = move || {
-            let mut script = scripts::WATCHDOG_LOCK.prepare_invoke();
+            let mut script = if fenced {
+                scripts::FENCED_LOCK.prepare_invoke()
+            } else {
+                scripts::WATCHDOG_LOCK.prepare_invoke()
+            };
             for key in &keys {
                 script.key(key);
+            }
+            if fenced {
+                script.key(&token_key);
             }
             script
                 .arg(lease_ms)
@@ -333,6 +359,13 @@ impl<C: Connection> Lock for WatchdogLock<C> {
                 .arg(first);
             let mut conn = conn.clone();
             async move {
+                if fenced {
+                    let (code, value): (i64, i64) = script.invoke_async(&mut conn).await?;
+                    return Ok(match code {
+                        0 => Attempt::Acquired(Value::Int(value)),
+                        _ => Attempt::Held(nap_for(value)),
+                    });
+                }
                 let wait: Option<i64> = script.invoke_async(&mut conn).await?;
                 Ok(match wait {
                     None => Attempt::Acquired(Value::Nil),
@@ -340,7 +373,21 @@ impl<C: Connection> Lock for WatchdogLock<C> {
                 })
             }
         };
-        Ok(self.take_with(wait, attempt).await?.is_some())
+        let Some(taken) = self.take_with(wait, attempt).await? else {
+            return Ok(false);
+        };
+        if self.fenced {
+            self.token = Some(match taken {
+                Value::Int(token) => token,
+                // Handed over by a holder of this instance, whose release issued no token:
+                // one now, the lock held.
+                _ => {
+                    let mut conn = self.shared.conn.clone();
+                    conn.incr(&self.keys.token, 1).await?
+                }
+            });
+        }
+        Ok(true)
     }
 
     /// Gives back one hold. On the last one the watchdog stops first, then the lock goes to
@@ -382,8 +429,17 @@ impl<C: Connection> Lock for WatchdogLock<C> {
         self.watch.lost().await;
     }
 
+    fn key(&self) -> &str {
+        &self.keys.lock
+    }
+
     fn holder(&self) -> &str {
         &self.holder
+    }
+
+    /// A fenced lock's token, issued with its last take ([`fenced`](WatchdogLock::fenced)).
+    fn fencing_token(&self) -> Option<i64> {
+        self.token
     }
 
     #[cfg(feature = "scripting")]

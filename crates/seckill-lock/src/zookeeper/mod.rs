@@ -240,6 +240,10 @@ impl Lock for ZooKeeperLock {
             .is_some_and(|held| held.client.state().is_terminated())
     }
 
+    fn key(&self) -> &str {
+        &self.dir
+    }
+
     fn holder(&self) -> &str {
         &self.holder
     }

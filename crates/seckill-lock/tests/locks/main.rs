@@ -2,5 +2,6 @@
 //! Redlock on five.
 
 mod cancel;
+mod fenced_multi;
 mod redlock;
 mod watchdog;

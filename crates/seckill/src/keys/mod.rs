@@ -231,8 +231,8 @@ pub struct ShardKeys {
     pub meta: String,
     /// Hash of counters: `sold/<instance>/<variant>`, `lock_overlaps`, `lock_lost`.
     pub audit: String,
-    /// Hash: `issued`, the last fencing token handed to a lock holder of this shard, and
-    /// `seen`, the highest one that has read or written its stock.
+    /// Hash: `seen`, the highest fencing token that has read or written the shard's stock
+    /// (the tokens come from the lock's own counter, `<lock>:token`, which a reset leaves).
     pub fence: String,
     /// `shares`: hash claim id -> units of an instance's claimed share not yet sold.
     pub claims: String,

@@ -1,5 +1,6 @@
 //! `multi` — a cart of several products, one unit each, all or nothing, under Redisson's
-//! MultiLock: every product's watchdog lock, taken one after another within one wait.
+//! MultiLock (the lock crate's `MultiLock`): every product's watchdog lock, taken one after
+//! another within one wait.
 //!
 //! `products=101,102,103` is the cart. The locks are taken in `lock_order`: `sorted` (the
 //! default: one global order, seed 000's rule 7) or `given` (the request's order). When a
@@ -23,7 +24,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use seckill_lock::{Guard, Lock, WatchdogLock};
+use seckill_lock::{Lock, MultiLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -34,7 +35,6 @@ use crate::keys::{ProductKeys, ShardKeys};
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, Kind, Knob, WAIT_MS, WORK_MS};
 use crate::outcome::Counter;
 use crate::scripts;
-use crate::store::RedisConn;
 
 /// The most products one cart holds.
 pub const MAX_CART: usize = 8;
@@ -79,34 +79,25 @@ pub static SPEC: Spec = Spec {
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let cart = cart(d);
     let started = Instant::now();
-    let deadline = started + d.knobs.wait();
-    let mut held: Vec<Guard<WatchdogLock<RedisConn>>> = Vec::with_capacity(cart.len());
-    for product in &cart {
-        let lock = d
-            .app
+    let locks = cart.iter().map(|product| {
+        d.app
             .locks
             .lock(&product.whole().lock_name, &d.holder)
-            .expecting_to_hold(d.knobs.work() + INSIDE_MARGIN);
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lock.acquire(left).await {
-            Ok(Some(guard)) => held.push(guard),
-            Ok(None) => {
-                release(d, &mut held).await;
-                d.app
-                    .metrics
-                    .lock_acquired(d.variant.name(), false, started.elapsed());
-                count(d, &cart, Counter::LockBusy, started.elapsed()).await?;
-                return Ok(Outcome::LockBusy);
-            }
-            Err(err) => {
-                release(d, &mut held).await;
-                return Err(err.into());
-            }
-        }
-    }
-    d.app
-        .metrics
-        .lock_acquired(d.variant.name(), true, started.elapsed());
+            .expecting_to_hold(d.knobs.work() + INSIDE_MARGIN)
+    });
+    // Sorted by the locks' keys (one global order), or in the order of the request.
+    let locks = if d.knobs.choice(&LOCK_ORDER) == Some("given") {
+        MultiLock::in_order_given(locks)
+    } else {
+        MultiLock::new(locks)
+    };
+    let taken = locks.acquire(d.knobs.wait()).await?;
+    let metrics = &d.app.metrics;
+    metrics.lock_acquired(d.variant.name(), taken.is_some(), started.elapsed());
+    let Some(held) = taken else {
+        count(d, &cart, Counter::LockBusy, started.elapsed()).await?;
+        return Ok(Outcome::LockBusy);
+    };
     // A line whose answer was lost may still run: it must find its lock held (the next
     // holder would read the stock before it) until it is looked up.
     let sold = d.learn(sell(d, &cart).await).await;
@@ -114,20 +105,18 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         let (variant, holder) = (d.variant, d.holder.clone());
         d.after_settled(Box::new(move || {
             Box::pin(async move {
-                while let Some(guard) = held.pop() {
-                    if let Err(err) = guard.release().await {
-                        tracing::warn!(%variant, holder, error = %err, "a cart's lock release failed");
-                    }
+                if let Err(err) = held.release().await {
+                    tracing::warn!(%variant, holder, error = %err, "a cart's lock release failed");
                 }
             })
         }));
     } else {
-        release(d, &mut held).await;
+        d.log_release(held.release().await);
     }
     sold
 }
 
-/// The cart's products, in the order their locks are taken.
+/// The cart's products, in the order they are sold (sorted, unless `lock_order=given`).
 fn cart(d: &Deduction) -> Vec<ProductKeys> {
     let mut products = d.knobs.products(&PRODUCTS).to_vec();
     if products.is_empty() {
@@ -137,13 +126,6 @@ fn cart(d: &Deduction) -> Vec<ProductKeys> {
         products.sort_by(|a, b| a.as_str().cmp(b.as_str()));
     }
     products.iter().map(ProductKeys::new).collect()
-}
-
-/// Gives back every lock taken, the last first.
-async fn release(d: &Deduction, held: &mut Vec<Guard<WatchdogLock<RedisConn>>>) {
-    while let Some(guard) = held.pop() {
-        d.log_release(guard.release().await);
-    }
 }
 
 /// A cart turned away: `counter` in each product's audit; with `lock_busy`, the carts

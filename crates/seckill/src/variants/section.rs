@@ -67,6 +67,10 @@ impl<L: Lock> Lock for Paused<L> {
         self.lock.holder()
     }
 
+    fn key(&self) -> &str {
+        self.lock.key()
+    }
+
     fn holder_is_a_hash_field(&self) -> bool {
         self.lock.holder_is_a_hash_field()
     }
@@ -492,17 +496,21 @@ impl Deduction {
         }
     }
 
-    /// With `fence=on`, a fencing token for a holder that has just taken `shard`'s lock:
-    /// the next number of the shard's counter in the stock store. The stock store issues
-    /// it because the stock store is what checks it: the counter and the highest token
-    /// seen sit in one hash on the shard's slot, so whatever happens to the lock store (a
-    /// failover that forgets a lock), the same token is never handed out twice while the
-    /// stock remembers tokens.
+    /// With `fence=on`, a fencing token for a holder that has just taken `shard`'s lock,
+    /// from a lock that issues none itself: the next number of the lock's token counter
+    /// (`<lock>:token`, the one a fenced watchdog lock's take increments), kept in the stock
+    /// store. The stock store issues it because the stock store is what checks it: the
+    /// counter and the highest token seen sit on the shard's slot, so whatever happens to
+    /// the lock store (a failover that forgets a lock), the same token is never handed out
+    /// twice while the stock remembers tokens; and a reset, which forgets the tokens seen,
+    /// leaves the counter to go on growing.
     async fn fencing_token(&self, shard: &ShardKeys) -> Result<Option<i64>, AppError> {
         if !self.knobs.fence() {
             return Ok(None);
         }
-        let token: i64 = self.redis().hincr(&shard.fence, "issued", 1).await?;
+        // The lock's own token counter, which a fenced watchdog lock's take increments too:
+        // one sequence per lock, whichever variant draws from it.
+        let token: i64 = self.redis().incr(shard.lock_keys().token(), 1).await?;
         Ok(Some(token))
     }
 

@@ -104,7 +104,10 @@ pub(super) async fn deduct_from(
         .with_lease(d.knobs.millis(&LEASE_MS))
         .renewing(d.knobs.switch(&RENEW))
         .expecting_to_hold(d.knobs.work() + INSIDE_MARGIN)
-        .handing_off(d.knobs.switch(&HANDOFF));
+        .handing_off(d.knobs.switch(&HANDOFF))
+        // Beside the stock, the lock issues the fencing token itself, in its take (where
+        // the lock lives apart, the stock store issues it, from a counter of the same name).
+        .fenced(d.knobs.fence() && d.app.locks_beside_stock);
     if fits_in_two_trips(d) {
         let lock = TwoTrips {
             lock,

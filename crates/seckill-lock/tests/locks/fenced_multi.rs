@@ -1,0 +1,197 @@
+//! The fenced lock and the MultiLock, against a real Redis.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+use seckill_lock::{HolderIds, Lock, MultiLock, Namespace, WatchdogLocks};
+use seckill_testkit::RedisServer;
+
+async fn instance(redis: &RedisServer) -> WatchdogLocks<ConnectionManager> {
+    let client = redis::Client::open(redis.url()).unwrap();
+    let conn = ConnectionManager::new(client.clone()).await.unwrap();
+    let locks = WatchdogLocks::start(client, conn, Duration::from_secs(30), Namespace::new("t"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    locks
+}
+
+/// Every take of a fenced lock issues a token greater than every one before it — across
+/// holders, a hand-off between two holders of one instance, and a lease that ran out —
+/// and the counter outlives the lock.
+#[tokio::test]
+async fn a_fenced_lock_issues_growing_tokens_across_holders_hand_offs_and_expiry() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis).await;
+    let holders = HolderIds::new();
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        let guard = locks
+            .lock("{fenced}", &holders.next())
+            .fenced(true)
+            .acquire(Duration::ZERO)
+            .await
+            .unwrap()
+            .expect("free");
+        tokens.push(guard.fencing_token().expect("a fenced lock's token"));
+        assert!(guard.release().await.unwrap());
+    }
+
+    // Handed over: the waiter's token comes after the holder's.
+    let first = locks
+        .lock("{fenced}", &holders.next())
+        .fenced(true)
+        .acquire(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("free");
+    tokens.push(first.fencing_token().unwrap());
+    let waiter = locks.lock("{fenced}", &holders.next()).fenced(true);
+    let waiting = tokio::spawn(waiter.acquire(Duration::from_secs(5)));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(first.release().await.unwrap());
+    let second = waiting.await.unwrap().unwrap().expect("handed over");
+    tokens.push(second.fencing_token().unwrap());
+    assert!(
+        locks.counters().handoffs() >= 1,
+        "the lock was not handed over"
+    );
+
+    // Its holder gone (abandoned, its lock expired: deleted here), then a lease that runs
+    // out: each next holder's token is greater still.
+    second.abandon();
+    let mut conn = redis.conn().await;
+    let _: u64 = conn.del("t:{fenced}:lock").await.unwrap();
+    let after = locks
+        .lock("{fenced}", &holders.next())
+        .fenced(true)
+        .with_lease(Some(Duration::from_millis(100)))
+        .acquire(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("free once the lock was gone");
+    tokens.push(after.fencing_token().unwrap());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(after.is_lost(), "its lease ran out");
+    let next = locks
+        .lock("{fenced}", &holders.next())
+        .fenced(true)
+        .acquire(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("free once the lease ran out");
+    tokens.push(next.fencing_token().unwrap());
+    assert!(next.release().await.unwrap());
+
+    assert!(
+        tokens.windows(2).all(|pair| pair[0] < pair[1]),
+        "tokens did not grow: {tokens:?}"
+    );
+    let counter: i64 = conn.get("t:{fenced}:lock:token").await.unwrap();
+    assert_eq!(
+        counter,
+        *tokens.last().unwrap(),
+        "the counter outlives the lock"
+    );
+}
+
+/// A MultiLock takes every lock or none: with one of its locks held elsewhere for the
+/// whole wait, it answers no and holds none of the others; once that one is free, it
+/// takes them all, and gives them all back.
+#[tokio::test]
+async fn a_multilock_takes_all_of_its_locks_or_none() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis).await;
+    let holders = HolderIds::new();
+    let mut conn = redis.conn().await;
+    let names = ["{c}", "{a}", "{b}"];
+
+    let other = locks
+        .lock("{b}", &holders.next())
+        .acquire(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("free");
+    let holder = holders.next();
+    let cart = MultiLock::new(names.map(|name| locks.lock(name, &holder)));
+    let order: Vec<&str> = cart.locks().iter().map(Lock::key).collect();
+    assert_eq!(
+        order,
+        ["t:{a}:lock", "t:{b}:lock", "t:{c}:lock"],
+        "taken in key order"
+    );
+    assert!(
+        cart.acquire(Duration::from_millis(200))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let held: Vec<String> = conn.keys("t:*:lock").await.unwrap();
+    assert_eq!(held, ["t:{b}:lock"], "a cart that got no lock holds none");
+
+    assert!(other.release().await.unwrap());
+    let cart = MultiLock::new(names.map(|name| locks.lock(name, &holder)));
+    let guard = cart
+        .acquire(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("all free");
+    let mut held: Vec<String> = conn.keys("t:*:lock").await.unwrap();
+    held.sort();
+    assert_eq!(held, ["t:{a}:lock", "t:{b}:lock", "t:{c}:lock"]);
+    assert!(guard.release().await.unwrap());
+    let held: Vec<String> = conn.keys("t:*:lock").await.unwrap();
+    assert!(held.is_empty(), "left held: {held:?}");
+}
+
+/// Carts over the same products in opposite orders, many at once: sorted, none deadlocks
+/// (every one gets its locks within its wait); taken in the order given, they do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sorted_multilocks_never_deadlock_and_given_orders_do() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis).await;
+    let holders = Arc::new(HolderIds::new());
+    let carts = |sorted: bool| {
+        (0..20)
+            .map(|n| {
+                let holder = holders.next();
+                let names = if n % 2 == 0 {
+                    ["{x}", "{y}"]
+                } else {
+                    ["{y}", "{x}"]
+                };
+                let handles = names.map(|name| {
+                    locks
+                        .lock(name, &holder)
+                        .expecting_to_hold(Duration::from_millis(5))
+                });
+                let cart = if sorted {
+                    MultiLock::new(handles)
+                } else {
+                    MultiLock::in_order_given(handles)
+                };
+                tokio::spawn(async move {
+                    match cart.acquire(Duration::from_millis(1500)).await.unwrap() {
+                        Some(guard) => {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            guard.release().await.unwrap();
+                            true
+                        }
+                        None => false,
+                    }
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut got = 0;
+    for cart in carts(true) {
+        got += usize::from(cart.await.unwrap());
+    }
+    assert_eq!(got, 20, "sorted carts gave up: a deadlock");
+
+    let mut gave_up = 0;
+    for cart in carts(false) {
+        gave_up += usize::from(!cart.await.unwrap());
+    }
+    assert!(gave_up > 0, "carts in opposite orders never deadlocked");
+}
