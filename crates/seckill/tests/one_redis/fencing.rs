@@ -69,3 +69,61 @@ async fn paused_holder_without_fence_oversells() {
     assert_eq!(int(&stats, "oversold"), 1, "{stats}");
     assert_eq!(int(&stats, "fenced"), 0, "{stats}");
 }
+
+/// Fencing tokens come from the lock's own counter (`<lock>:token`) — beside the stock, the
+/// watchdog lock with `fence=on` is the lock crate's fenced lock, whose take increments it
+/// (the crate's tests show that); the token lock's tokens, issued by the stock store, are
+/// drawn from the same counter — so there is one sequence per lock, whichever variant
+/// draws from it, the stock records each as the highest seen, and a reset (which forgets
+/// the tokens seen) leaves the counter growing.
+#[tokio::test]
+async fn fencing_tokens_are_one_sequence_per_lock_across_variants_and_resets() {
+    let stock = RedisServer::start();
+    let service = instance(&stock.url(), &[]);
+    let api = service.api();
+    let shard = crate::keys("104").whole();
+    let token_key = format!("{}:token", shard.lock);
+    let mut conn = stock.conn().await;
+    let state = |conn: &mut redis::aio::MultiplexedConnection| {
+        let (mut conn, fence, token_key) = (conn.clone(), shard.fence.clone(), token_key.clone());
+        async move {
+            let seen: Option<i64> = redis::AsyncCommands::hget(&mut conn, &fence, "seen")
+                .await
+                .unwrap();
+            let issued: Option<i64> = redis::AsyncCommands::get(&mut conn, &token_key)
+                .await
+                .unwrap();
+            (seen, issued)
+        }
+    };
+
+    api.reset("104", 10, 1).await;
+    for _ in 0..3 {
+        let (status, body) = api.deduct("104", "watchdog?fence=on").await;
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(
+        state(&mut conn).await,
+        (Some(3), Some(3)),
+        "the lock's take issued 1, 2, 3"
+    );
+
+    let (status, body) = api.deduct("104", "token?fence=on").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        state(&mut conn).await,
+        (Some(4), Some(4)),
+        "the stock store drew 4 from it"
+    );
+
+    api.reset("104", 10, 1).await;
+    let (status, body) = api.deduct("104", "watchdog?fence=on").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        state(&mut conn).await,
+        (Some(5), Some(5)),
+        "the counter outlived the reset; the stock took 5 as its first"
+    );
+    let stats = api.stats("104").await;
+    assert_eq!(int(&stats, "fenced"), 0, "{stats}");
+}
