@@ -18,7 +18,7 @@ use crate::{Lock, LockError};
 /// deletes its key if the token is still there, a watchdog lock stops its watchdog and
 /// releases or hands the lock on, Redlock releases on every server, a ZooKeeper lock
 /// deletes its node). Dropped outside a runtime, or with the store away, the lock is left
-/// to its lease — and a [`SetnxLock`](crate::SetnxLock), which has none, to whoever
+/// to its lease — and a `SetnxLock`, which has none, to whoever
 /// deletes it. [`abandon`](Guard::abandon) leaves it held on purpose, as a process that
 /// dies does.
 #[must_use = "a guard dropped at once gives the lock back at once"]

@@ -1,48 +1,138 @@
-//! Distributed locks on Redis (and, for the comparison the seeds end on, on ZooKeeper),
-//! usable without HTTP: one step of the progression each.
+//! Distributed locks on Redis that hold under load and faults: Redisson's reentrant lock,
+//! whose lease a watchdog renews while the holder works — fair or not, fenced or not, handed
+//! straight to a waiter of the same process — held through a [`Guard`] that gives it back
+//! when dropped and cleans up after an acquire that was cancelled; and beside it Redlock, a
+//! read-write lock, a [`MultiLock`] and the same lock on ZooKeeper.
 //!
-//! Each lock keeps the flaw its step teaches, and offers the seeds' even worse habits only
-//! as options a lesson asks for:
+//! # Quick start
 //!
-//! - [`SetnxLock`] — `SETNX` with no TTL. A holder that dies leaves it held forever.
-//!   Released by compare-and-delete; [`SetnxLock::releasing_blindly`] is the seed's plain
-//!   `DEL`, which removes whoever holds the lock.
-//! - [`TokenLock`] — `SET key <token> NX PX ttl`, released by compare-and-delete. Correct
-//!   while the work fits in the TTL; when it does not, a second holder gets in.
-//!   [`TokenLock::checking_then_deleting`] is the seed's `GET`, compare, `DEL`.
-//! - [`WatchdogLock`] — Redisson's reentrant lock: a hash `holder -> hold count` with a lease
-//!   a watchdog renews, fair or not, waiters woken through one shared subscription and
-//!   handed the lock by holders of their own instance ([`WatchdogLocks`]). Correct even
-//!   when the work outlasts the lease.
-//! - [`Redlock`] — one lock over 3 or 5 independent masters, held by a majority, as the
-//!   Redis docs describe it; survives the loss of a minority of them.
-//! - [`ZooKeeperLock`] — the lock on a ZooKeeper ensemble, as Curator's
-//!   `InterProcessMutex` takes it: a queue of ephemeral sequential nodes, each waiter
-//!   watching the one before it; the session is the lease, the node's creation zxid the
-//!   fencing token. The consensus store the seeds compare Redis with.
-//! - [`RwLock`] — Redisson's read-write lock: many readers or one writer, reentrant, with
-//!   a watchdog, and a writer in line goes before new readers (no writer starvation).
+//! One [`WatchdogLocks`] per process: it holds the connection, the one subscription that
+//! wakes every waiter when a lock is released, and the lease its watchdogs renew.
 //!
-//! All of them implement [`Lock`]: [`acquire`](Lock::acquire) with a wait,
-//! [`release`](Lock::release), [`abandon`](Lock::abandon), [`is_lost`](Lock::is_lost).
-//! Release is async, so it cannot run in `Drop`: a caller that forgets it leaves the lock
-//! to its TTL (or, for `SetnxLock`, forever), which is exactly what the setnx lesson shows.
+//! ```no_run
+//! use std::time::Duration;
 //!
-//! Every lock talks to Redis through any [`redis::aio::ConnectionLike`] (a
-//! `ConnectionManager`, a Cluster connection, or the caller's own), and keeps its keys in
-//! one hash tag when the caller's keys have one, so each call lands on one Cluster slot.
-//! The library counts what its watchdogs and waiters do ([`WatchdogCounters`]) and leaves
-//! exporting the counts to the caller.
+//! use seckill_lock::{HolderIds, Lock, Namespace, WatchdogLocks};
 //!
-//! # Layout
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = redis::Client::open("redis://127.0.0.1/")?;
+//! let conn = client.get_multiplexed_async_connection().await?;
+//! let locks = WatchdogLocks::start(client, conn, Duration::from_secs(30), Namespace::new("myapp"));
+//! let holders = HolderIds::new(); // one id per task that takes a lock
 //!
-//! - [`setnx`], [`token`], [`redlock`], [`zookeeper`] — one lock each.
-//! - [`watchdog`] — the reentrant lock, its release and renewal; `watchdog/waiters.rs` the
-//!   per-instance waiter queues behind hand-offs, `watchdog/subscription.rs` the one
-//!   subscription that wakes them.
-//! - [`inspect`] — what an operator sees of a lock, and forcing it free.
-//! - `scripts.rs` and `lua/` — the Lua behind them, `lua/lib/lock.lua` the steps several
-//!   scripts share ([`LOCK_LUA`], for callers that fuse a lock step with their own).
+//! let lock = locks.lock("{order:42}", &holders.next());
+//! let Some(guard) = lock.acquire(Duration::from_secs(1)).await? else {
+//!     return Ok(()); // held by someone else for the whole second
+//! };
+//! // ... the work the lock protects. The watchdog renews the lease meanwhile; if the
+//! // lock is lost anyway (Redis lost it, or this process stalled past the lease),
+//! // `guard.is_lost()` says so and `guard.lost()` wakes: do not commit.
+//! if !guard.is_lost() {
+//!     // commit
+//! }
+//! guard.release().await?; // or drop it: it is given back in the background
+//! # Ok(()) }
+//! ```
+//!
+//! # On a Redis Cluster (feature `cluster`)
+//!
+//! A lock's keys must share a slot: put a hash tag in its name (`{order:42}`; everything in
+//! the name outside the braces may differ). The subscription listens on any node, trying
+//! the next when one goes away: every node of a Cluster hears every `PUBLISH`.
+//!
+//! ```no_run
+//! # #[cfg(feature = "cluster")]
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! # use std::time::Duration;
+//! # use seckill_lock::{Namespace, WatchdogLocks};
+//! let nodes = ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000", "redis://10.0.0.3:7000"];
+//! let conn = redis::cluster::ClusterClient::new(nodes.to_vec())?
+//!     .get_async_connection()
+//!     .await?;
+//! let subscribe_on = nodes
+//!     .iter()
+//!     .map(|node| redis::Client::open(*node))
+//!     .collect::<Result<Vec<_>, _>>()?;
+//! let locks = WatchdogLocks::start(subscribe_on, conn, Duration::from_secs(30), Namespace::new("myapp"));
+//! let lock = locks.lock("{order:42}", "holder-1"); // the hash tag: one slot
+//! # Ok(()) }
+//! ```
+//!
+//! # Behind Sentinel (feature `sentinel`)
+//!
+//! The subscription asks the sentinels for the master each time it (re)connects
+//! (`watchdog::FollowSentinels`), so it follows a failover. The
+//! connection the locks are taken on is the caller's: one that reconnects to the master the
+//! sentinels name after a failover.
+//!
+//! ```no_run
+//! # #[cfg(feature = "sentinel")]
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! # use std::time::Duration;
+//! # use seckill_lock::{Namespace, WatchdogLocks};
+//! use redis::sentinel::{SentinelClient, SentinelServerType};
+//! use seckill_lock::watchdog::FollowSentinels;
+//!
+//! let sentinels = ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"];
+//! let master = || SentinelClient::build(sentinels.to_vec(), "mymaster".to_string(), None, SentinelServerType::Master);
+//! let conn = master()?.get_async_connection().await?;
+//! let subscriber = FollowSentinels::new(master()?, Duration::from_secs(2));
+//! let locks = WatchdogLocks::start(subscriber, conn, Duration::from_secs(30), Namespace::new("myapp"));
+//! # Ok(()) }
+//! ```
+//!
+//! # The locks
+//!
+//! | Lock | Feature | Lease | Waiters | Fencing token |
+//! |---|---|---|---|---|
+//! | [`WatchdogLock`] | default | renewed by a watchdog until release (or a fixed one) | woken by a release message; fair queue optional; handed the lock by a holder of the same process | with [`fenced`](WatchdogLock::fenced) |
+//! | [`TokenLock`] | default | fixed TTL, never renewed | spin every few ms | none |
+//! | `Redlock` | `redlock` | fixed, extended on a quorum | spin with random back-off, one contender per process | none |
+//! | `RwLock` | `rw` | renewed by a watchdog | spin; a waiting writer goes before new readers | none |
+//! | `ZooKeeperLock` | `zookeeper` | the ZooKeeper session | watch the node before their own | the node's zxid |
+//! | [`MultiLock`] | default | its locks' | takes its locks in key order, all or none | none |
+//! | `SetnxLock` | `teaching` | none: held until deleted | spin | none |
+//!
+//! All of them implement [`Lock`]: [`acquire`](Lock::acquire) gives a [`Guard`];
+//! [`take`](Lock::take) and [`give_back`](Lock::give_back) are the raw steps under it.
+//!
+//! # Cancellation, drop, and lost answers
+//!
+//! - [`Lock::acquire`] is cancel safe: dropped before it answers, whatever it may have
+//!   taken or queued is given back in the background ([`Lock::clean_up`]): a token deleted
+//!   if still there, a fair waiter out of the queue, a hand-off to it given back, a
+//!   ZooKeeper node deleted. An acquire that fails with its answer lost
+//!   ([`LockError::may_have_run`]) cleans up the same way: a timeout is not a no.
+//! - [`Guard::release`] is cancel safe: it runs as a task of its own and finishes.
+//! - A [`Guard`] dropped gives the lock back in the background;
+//!   [`abandon`](Guard::abandon) leaves it held, as a process that dies does.
+//! - [`Lock::lost`] is cancel safe.
+//! - The raw [`take`](Lock::take) and [`give_back`](Lock::give_back), and the
+//!   `scripting` feature's `acquire_with`, are not: a raw take dropped after Redis granted
+//!   it leaves the lock to its lease.
+//!
+//! # What no lock here promises
+//!
+//! A holder that stalls past its lease (a GC pause, a stopped process, a slow network)
+//! still believes it holds the lock until it looks ([`Lock::is_lost`] is a local
+//! deadline: last confirmed renewal plus lease). Where that matters, take a fencing token
+//! with the lock and have the resource refuse one lower than it has seen.
+//!
+//! # Features
+//!
+//! | Feature | Adds |
+//! |---|---|
+//! | (default) | [`WatchdogLock`], [`TokenLock`], [`MultiLock`] on one Redis, on Tokio |
+//! | `cluster` | Redis Cluster connections |
+//! | `sentinel` | Redis Sentinel, and `watchdog::FollowSentinels` |
+//! | `tls` | TLS to Redis (rustls) |
+//! | `redlock` | `Redlock`: one lock over 3 or 5 independent masters |
+//! | `rw` | `RwLock`: Redisson's read-write lock |
+//! | `zookeeper` | `ZooKeeperLock`, Curator's lock recipe |
+//! | `teaching` | the seeds' broken steps for a class: `SetnxLock` (no TTL), a blind release, a check-then-delete release, the renewals a holder saw, a MultiLock in the order given |
+//! | `scripting` | the watchdog lock's Lua and the hooks that fuse its take and release with your own script on the lock's slot; no stability promise |
+//!
+//! The minimum supported Rust version is 1.88.
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -291,8 +381,9 @@ pub trait Lock: Send + Sync + Sized + 'static {
     }
 }
 
-/// The renewals a holder remembers ([`Lock::renewals`]): enough for any critical section a
+/// The renewals a holder remembers (`Lock::renewals`, with `teaching`): enough for any critical section a
 /// class can watch, bounded for one that runs for hours.
+#[cfg_attr(not(feature = "teaching"), allow(dead_code))]
 pub const RENEWALS_KEPT: usize = 64;
 
 /// Holder ids: one UUID per process plus a sequence number per acquisition, so two tasks on

@@ -23,7 +23,7 @@
 //!   order and a timeout per waiter, so a dead waiter drops out — but its release names the
 //!   queue's head in the message, so only that waiter wakes, wherever it is.
 //! - Taking and giving back can carry more work on the same slot:
-//!   [`WatchdogLock::acquire_with`] and [`WatchdogLock::release_with`] run the caller's
+//!   `WatchdogLock::acquire_with` and `WatchdogLock::release_with` (the `scripting` feature) run the caller's
 //!   script in their place (the service enters and commits its critical section in the
 //!   same round trips).
 

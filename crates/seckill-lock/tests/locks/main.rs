@@ -2,6 +2,7 @@
 //! Redlock on five.
 
 mod cancel;
+mod examples;
 mod fenced_multi;
 mod redlock;
 mod watchdog;
