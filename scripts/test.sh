@@ -5,12 +5,14 @@
 #      one Redis, instances, Nginx; topology — a Redis Cluster, sentinels; browser —
 #      Chromium; crates/seckill-lock/tests — the locks against a real Redis), each server
 #      on a loopback port of its own;
-#   2. scripts/docs-commands.py --run: every shell block of the docs checked against the
+#   2. scripts/lock-crate.sh: the lock crate with no feature and each feature alone, its
+#      doctests, its docs (no warning) and `cargo publish --dry-run`;
+#   3. scripts/docs-commands.py --run: every shell block of the docs checked against the
 #      scripts, the binaries' flags and the routes, and the blocks that start a cluster run
 #      as written on the debug build (SKIP_DOCS=1 leaves it out);
-#   3. the test that needs a network namespace (root only): Nginx refusing /admin to a
+#   4. the test that needs a network namespace (root only): Nginx refusing /admin to a
 #      client that is not loopback;
-#   4. scripts/fuzz-api.sh: schemathesis fuzzing the API from its OpenAPI description
+#   5. scripts/fuzz-api.sh: schemathesis fuzzing the API from its OpenAPI description
 #      (SKIP_FUZZ=1 leaves it out).
 # Installs redis-server, redis-tools, redis-sentinel, nginx, postgresql (the orders
 # tests start their own server), openssl and iproute2 from Debian's packages when missing, and (best effort) chromium and chromium-driver for the
@@ -27,6 +29,9 @@ export PATH="$PATH:/usr/sbin:/sbin"
 python3 scripts/imports.py --max-cycle 1 >/dev/null
 
 cargo test --all-targets "$@"
+
+# The lock crate: every feature alone, its doctests, its docs, its package.
+scripts/lock-crate.sh
 
 if [ -z "${SKIP_DOCS:-}" ]; then
   # cargo test builds target/debug/seckill (the tests start it), not the bench the docs run.
