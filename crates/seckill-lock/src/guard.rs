@@ -21,6 +21,12 @@ use crate::{Lock, LockError};
 /// to its lease — and a `SetnxLock`, which has none, to whoever
 /// deletes it. [`abandon`](Guard::abandon) leaves it held on purpose, as a process that
 /// dies does.
+///
+/// Giving the lock back on drop is right when nothing the holder started can still land:
+/// a guard dropped while a write made under it is on its way (sent, its answer not read)
+/// lets the next holder in before that write lands. A holder that may be dropped in that
+/// state abandons the guard instead (the lease then covers the write), or presents a
+/// fencing token with the write.
 #[must_use = "a guard dropped at once gives the lock back at once"]
 pub struct Guard<L: Lock> {
     /// `None` once released or abandoned.

@@ -1,6 +1,6 @@
-//! Cancellation, against a real Redis and a real ZooKeeper: every `acquire` and `release`
-//! cut short at many points (a `timeout` around it, swept over sub-millisecond steps), and
-//! after each cut nothing outlives it — no key, no queue entry, no ZooKeeper node, no
+//! Cancellation, against a real Redis (three for Redlock) and a real ZooKeeper: every
+//! `acquire` and `release` cut short at many points (a `timeout` around it, swept over
+//! sub-millisecond steps), and after each cut nothing outlives it — no key, no queue entry, no ZooKeeper node, no
 //! waiter asleep past its wait — the lock is free, and two holders were never inside at
 //! once.
 
@@ -11,8 +11,8 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use redis::aio::ConnectionManager;
 use seckill_lock::{
-    Guard, HolderIds, Lock, Namespace, RwKeys, RwLock, SetnxLock, Side, TokenLock, WatchdogLocks,
-    ZooKeeper,
+    Guard, HolderIds, Lock, Namespace, Redlock, RwKeys, RwLock, SetnxLock, Side, TokenLock,
+    WatchdogLocks, ZooKeeper,
 };
 use seckill_testkit::{RedisServer, ZooKeeperEnsemble};
 use tokio::sync::oneshot;
@@ -421,4 +421,50 @@ async fn a_cut_zookeeper_acquire_deletes_its_node() {
         assert_eq!(holder.await.unwrap(), Taken::Held);
         settles_empty(what).await;
     }
+}
+
+/// Redlock over three real servers: an acquire cut at each point — while it asks the
+/// servers, while it gives back a split vote, between rounds — leaves no key on any of
+/// them, and the next holder gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_redlock_acquire_leaves_nothing_on_any_server() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let redlock = Redlock::connect(&urls, Duration::from_millis(200)).unwrap();
+    let mut conns = Vec::new();
+    for server in &servers {
+        let client = redis::Client::open(server.url()).unwrap();
+        conns.push(ConnectionManager::new(client).await.unwrap());
+    }
+    let holders = HolderIds::new();
+    let ttl = Duration::from_secs(30);
+    let mut seen = [0; 3];
+    for cut in cuts() {
+        let what = format!("redlock, cut at {cut:?}");
+        let taken = Box::new(redlock.lock("{redlock}", ttl, true, &holders.next()))
+            .round(Plan::new(Duration::from_secs(1), cut, cut))
+            .await;
+        seen[taken as usize] += 1;
+        for conn in &mut conns {
+            settles_empty(conn, &what).await;
+        }
+        let next = Box::new(redlock.lock("{redlock}", ttl, true, &holders.next()))
+            .round(Plan::new(Duration::ZERO, Duration::MAX, Duration::MAX));
+        assert_eq!(
+            next.await,
+            Taken::Held,
+            "{what}: the next holder did not get in"
+        );
+        for conn in &mut conns {
+            settles_empty(conn, &what).await;
+        }
+    }
+    assert!(
+        seen[Taken::Cut as usize] > 0,
+        "no cut landed before the answer"
+    );
+    assert!(
+        seen[Taken::Held as usize] > 0,
+        "no acquire answered within 3 ms"
+    );
 }

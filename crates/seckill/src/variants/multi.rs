@@ -28,7 +28,7 @@ use seckill_lock::{Lock, MultiLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{Credentials, INSIDE_MARGIN, Refusal, Reply, StockWrite};
+use super::section::{Credentials, Holding, INSIDE_MARGIN, Refusal, Reply, StockWrite};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::{ProductKeys, ShardKeys};
@@ -98,6 +98,9 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         count(d, &cart, Counter::LockBusy, started.elapsed()).await?;
         return Ok(Outcome::LockBusy);
     };
+    // Given back when the cart is settled; abandoned, not released, if the request is
+    // dropped with a line still on its way.
+    let held = Holding::new(held);
     // A line whose answer was lost may still run: it must find its lock held (the next
     // holder would read the stock before it) until it is looked up.
     let sold = d.learn(sell(d, &cart).await).await;

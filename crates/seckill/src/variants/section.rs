@@ -88,6 +88,42 @@ impl<L: Lock> Lock for Paused<L> {
     }
 }
 
+/// A lock a request holds, given back only when the request says so: dropped with the
+/// request (its client gone, its future cancelled) while a command sent under the lock may
+/// still run, it is abandoned — left to its lease — not released, so that the next holder
+/// cannot read the stock before a late commit lands (a lost answer is not an undone
+/// command). A [`Guard`] alone would give the lock back at once.
+pub(super) struct Holding<L: Lock>(Option<Guard<L>>);
+
+impl<L: Lock> Holding<L> {
+    pub(super) fn new(guard: Guard<L>) -> Self {
+        Self(Some(guard))
+    }
+
+    /// Gives the lock back: whether it was still held.
+    pub(super) async fn release(mut self) -> Result<bool, LockError> {
+        match self.0.take() {
+            Some(guard) => guard.release().await,
+            None => Ok(false),
+        }
+    }
+
+    /// Leaves the lock held, as a holder that died does.
+    pub(super) fn abandon(mut self) {
+        if let Some(guard) = self.0.take() {
+            guard.abandon();
+        }
+    }
+}
+
+impl<L: Lock> Drop for Holding<L> {
+    fn drop(&mut self) {
+        if let Some(guard) = self.0.take() {
+            guard.abandon();
+        }
+    }
+}
+
 /// How a lock variant's critical section reaches Redis: the one thing the lock variants'
 /// sequences differ in ([`Deduction::under_lock`] is the sequence). [`Shared`] takes the
 /// lock, enters, commits and gives the lock back in four round trips, for every lock and
@@ -146,9 +182,9 @@ pub(super) enum Entry {
 pub(super) struct Shared<L: Lock> {
     /// The handle, until it is taken.
     lock: Option<L>,
-    /// The lock held, once taken: given back by [`Trips::release`] — or, should the
-    /// request be dropped halfway (its client gone), by its drop.
-    guard: Option<Guard<L>>,
+    /// The lock held, once taken: given back by [`Trips::release`], or abandoned should
+    /// the request be dropped halfway ([`Holding`]).
+    guard: Option<Holding<L>>,
     store: LockStore,
     /// Whether the commit presents the holder, checked against the lock hash.
     checkable: bool,
@@ -170,13 +206,16 @@ impl<L: Lock> Shared<L> {
 impl<L: Lock> Shared<L> {
     /// The lock held.
     fn held_lock(&self) -> &L {
-        self.guard.as_deref().expect("the lock is held inside")
+        self.guard
+            .as_ref()
+            .and_then(|holding| holding.0.as_deref())
+            .expect("the lock is held inside")
     }
 
     /// Gives the lock back, if it is held.
     async fn give_back(&mut self) -> Result<bool, LockError> {
         match self.guard.take() {
-            Some(guard) => guard.release().await,
+            Some(holding) => holding.release().await,
             None => Ok(false),
         }
     }
@@ -188,8 +227,8 @@ impl<L: Lock> Shared<L> {
             return Ok(Entry::Out(Outcome::LockUnconfirmed));
         }
         if d.knobs.abandons() {
-            if let Some(guard) = self.guard.take() {
-                guard.abandon();
+            if let Some(holding) = self.guard.take() {
+                holding.abandon();
             }
             return Ok(Entry::Out(Outcome::Abandoned));
         }
@@ -235,7 +274,7 @@ impl<L: Lock> Trips for Shared<L> {
     ) -> Result<Entry, AppError> {
         let started = Instant::now();
         let lock = self.lock.take().expect("a lock is taken once");
-        self.guard = lock.acquire(wait).await?;
+        self.guard = lock.acquire(wait).await?.map(Holding::new);
         let acquired = self.guard.is_some();
         let metrics = &d.app.metrics;
         metrics.lock_acquired(d.variant.name(), acquired, started.elapsed());
