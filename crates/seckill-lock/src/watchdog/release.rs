@@ -11,7 +11,8 @@ use crate::{Connection, LockError, millis, scripts};
 pub struct ReleaseArgs {
     /// The holder giving a hold back.
     pub holder: String,
-    /// Re-applied while holds remain.
+    /// The handle's own lease (its explicit one, or the instance's), re-applied while
+    /// holds remain.
     pub lease: std::time::Duration,
     /// A fair lock: the release names the queue's head.
     pub fair: bool,
@@ -106,7 +107,7 @@ impl<C: Connection> WatchdogLock<C> {
         };
         let asked = ReleaseArgs {
             holder: self.holder.clone(),
-            lease: self.shared.lease,
+            lease: WatchdogLock::lease(self),
             fair: self.fair,
             successor: reservation.as_ref().map(|r| Successor {
                 holder: r.holder().to_owned(),

@@ -563,6 +563,23 @@ async fn a_lease_without_a_watchdog_is_lost_when_it_runs_out() {
     assert!(!a.give_back().await.unwrap());
 }
 
+/// Giving back one of two holds re-applies the handle's own lease, not the instance's: a
+/// holder that asked for a short lease keeps it short.
+#[tokio::test]
+async fn a_partial_release_keeps_the_handles_own_lease() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis, DEFAULT_LEASE).await;
+    let holders = HolderIds::new();
+    let lease = Duration::from_millis(1_000);
+    let mut lock = handle(&locks, "own-lease", &holders).with_lease(Some(lease));
+    assert!(lock.take(FOREVER).await.unwrap());
+    assert!(lock.take(FOREVER).await.unwrap());
+    assert!(lock.give_back().await.unwrap());
+    let ttl = lock.remaining_ttl().await.unwrap().expect("still held");
+    assert!(ttl <= lease, "the instance's 30 s lease came back: {ttl:?}");
+    assert!(lock.give_back().await.unwrap());
+}
+
 /// A holder can await the loss: `lost()` returns once a tick finds the lock taken away,
 /// and, with no watchdog, once the lease has run out — and not before.
 #[tokio::test]
