@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
-use seckill_lock::{HolderIds, Lock, MultiLock, Namespace, WatchdogLocks};
+use seckill_lock::{HolderIds, Lock, MultiLock, Namespace, WatchdogLock, WatchdogLocks};
 use seckill_testkit::RedisServer;
 
 async fn instance(redis: &RedisServer) -> WatchdogLocks<ConnectionManager> {
@@ -24,30 +24,21 @@ async fn a_fenced_lock_issues_growing_tokens_across_holders_hand_offs_and_expiry
     let redis = RedisServer::start();
     let locks = instance(&redis).await;
     let holders = HolderIds::new();
+    let fenced = || locks.lock("{fenced}", &holders.next()).fenced(true);
+    let free = |lock: WatchdogLock<ConnectionManager>| async move {
+        lock.acquire(Duration::ZERO).await.unwrap().expect("free")
+    };
     let mut tokens = Vec::new();
     for _ in 0..3 {
-        let guard = locks
-            .lock("{fenced}", &holders.next())
-            .fenced(true)
-            .acquire(Duration::ZERO)
-            .await
-            .unwrap()
-            .expect("free");
+        let guard = free(fenced()).await;
         tokens.push(guard.fencing_token().expect("a fenced lock's token"));
         assert!(guard.release().await.unwrap());
     }
 
     // Handed over: the waiter's token comes after the holder's.
-    let first = locks
-        .lock("{fenced}", &holders.next())
-        .fenced(true)
-        .acquire(Duration::ZERO)
-        .await
-        .unwrap()
-        .expect("free");
+    let first = free(fenced()).await;
     tokens.push(first.fencing_token().unwrap());
-    let waiter = locks.lock("{fenced}", &holders.next()).fenced(true);
-    let waiting = tokio::spawn(waiter.acquire(Duration::from_secs(5)));
+    let waiting = tokio::spawn(fenced().acquire(Duration::from_secs(5)));
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(first.release().await.unwrap());
     let second = waiting.await.unwrap().unwrap().expect("handed over");
@@ -62,24 +53,11 @@ async fn a_fenced_lock_issues_growing_tokens_across_holders_hand_offs_and_expiry
     second.abandon();
     let mut conn = redis.conn().await;
     let _: u64 = conn.del("t:{fenced}:lock").await.unwrap();
-    let after = locks
-        .lock("{fenced}", &holders.next())
-        .fenced(true)
-        .with_lease(Some(Duration::from_millis(100)))
-        .acquire(Duration::ZERO)
-        .await
-        .unwrap()
-        .expect("free once the lock was gone");
+    let after = free(fenced().with_lease(Some(Duration::from_millis(100)))).await;
     tokens.push(after.fencing_token().unwrap());
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(after.is_lost(), "its lease ran out");
-    let next = locks
-        .lock("{fenced}", &holders.next())
-        .fenced(true)
-        .acquire(Duration::ZERO)
-        .await
-        .unwrap()
-        .expect("free once the lease ran out");
+    let next = free(fenced()).await;
     tokens.push(next.fencing_token().unwrap());
     assert!(next.release().await.unwrap());
 
