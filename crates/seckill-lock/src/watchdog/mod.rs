@@ -27,13 +27,17 @@
 //!   script in their place (the service enters and commits its critical section in the
 //!   same round trips).
 
+mod counters;
 mod fused;
 mod keys;
+mod options;
 mod release;
 mod renewal;
+mod state;
 mod subscription;
 mod waiters;
 
+pub use counters::WatchdogCounters;
 #[cfg(feature = "scripting")]
 pub use fused::{Attempt, sleep_for};
 pub use keys::{LockKeys, Namespace};
@@ -42,7 +46,7 @@ pub use release::{ReleaseArgs, Released, Successor};
 #[cfg(feature = "sentinel")]
 pub use subscription::FollowSentinels;
 pub use subscription::Subscriber;
-pub use waiters::{DEFAULT_HANDOFFS, WatchdogCounters, WatchdogLocks};
+pub use waiters::{DEFAULT_HANDOFFS, WatchdogLocks};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,54 +123,6 @@ impl<C: Connection> WatchdogLocks<C> {
 }
 
 impl<C: Connection> WatchdogLock<C> {
-    /// Takes the lock fairly (`fair`): in the order waiters first tried, across instances,
-    /// through the queue in Redis.
-    pub fn fair(mut self, fair: bool) -> Self {
-        self.fair = fair;
-        self
-    }
-
-    /// With an explicit `lease` the lock expires after it and no watchdog runs (as in
-    /// Redisson); without one (the default), the watchdog renews the instance's lease
-    /// until release.
-    pub fn with_lease(mut self, lease: Option<Duration>) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// With an explicit lease, whether a watchdog renews it all the same (every lease/3,
-    /// until release): a short lease whose renewals a class can watch. Without one, the
-    /// watchdog always runs.
-    pub fn renewing(mut self, renew: bool) -> Self {
-        self.renew = renew;
-        self
-    }
-
-    /// How long this holder expects to hold the lock once it has it: a holder that hands
-    /// it the lock counts it as inside its critical section for that long.
-    pub fn expecting_to_hold(mut self, hold: Duration) -> Self {
-        self.hold = hold;
-        self
-    }
-
-    /// A fenced lock (`fenced`), as Redisson's `RFencedLock`: every take also issues a
-    /// fencing token, from a counter of the lock's own that the take script increments in
-    /// the same step and that never expires — so tokens grow for as long as the lock's name
-    /// is used, across expiries and holders ([`Lock::fencing_token`]). Present it where the
-    /// work lands, and have that side refuse a token lower than the highest it has seen: a
-    /// holder paused past its lease then cannot write after the next holder did.
-    pub fn fenced(mut self, fenced: bool) -> Self {
-        self.fenced = fenced;
-        self
-    }
-
-    /// Whether giving the lock back may hand it to a waiter of this instance (the
-    /// default), rather than always releasing it for everybody.
-    pub fn handing_off(mut self, handoff: bool) -> Self {
-        self.handoff = handoff;
-        self
-    }
-
     /// Whether it is taken fairly ([`fair`](Self::fair)).
     pub fn is_fair(&self) -> bool {
         self.fair
@@ -289,35 +245,6 @@ impl<C: Connection> WatchdogLock<C> {
         } else {
             [&keys.lock, &keys.channel, &keys.lock, &keys.lock]
         }
-    }
-
-    /// Held by anyone.
-    pub async fn is_locked(&self) -> Result<bool, LockError> {
-        Ok(self.shared.conn.clone().exists(&self.keys.lock).await?)
-    }
-
-    /// Held by this holder.
-    pub async fn is_held(&self) -> Result<bool, LockError> {
-        let mut conn = self.shared.conn.clone();
-        Ok(conn.hexists(&self.keys.lock, &self.holder).await?)
-    }
-
-    /// This holder's holds, as Redis counts them.
-    pub async fn hold_count(&self) -> Result<u32, LockError> {
-        let mut conn = self.shared.conn.clone();
-        let holds: Option<u32> = conn.hget(&self.keys.lock, &self.holder).await?;
-        Ok(holds.unwrap_or(0))
-    }
-
-    /// Time left before the lock expires; `None` when nobody holds it.
-    pub async fn remaining_ttl(&self) -> Result<Option<Duration>, LockError> {
-        let ttl: i64 = self.shared.conn.clone().pttl(&self.keys.lock).await?;
-        Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
-    }
-
-    /// Whether a watchdog is renewing this handle's lock right now.
-    pub fn is_renewing(&self) -> bool {
-        self.watchdog.as_ref().is_some_and(|w| !w.is_finished())
     }
 
     fn stop_watchdog(&mut self) {

@@ -13,13 +13,14 @@
 //! - **by its own timer** (the lock's TTL), so that a lost message never strands it.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use redis::Value;
 use tokio::sync::Notify;
 
+use super::counters::WatchdogCounters;
 use super::keys::Namespace;
 use super::subscription::{Subscriber, subscribe};
 use crate::Connection;
@@ -31,46 +32,6 @@ pub(super) const RELEASED: &str = "released";
 /// Measured in PERFORMANCE.md: long runs of hand-offs help throughput little past this,
 /// and leave the other instance's waiters sleeping for longer.
 pub const DEFAULT_HANDOFFS: u32 = 8;
-
-/// What the watchdogs and waiters of one instance did, counted since it started. The
-/// library counts; the caller exports (the service as Prometheus counters).
-#[derive(Debug, Default)]
-pub struct WatchdogCounters {
-    renewals: AtomicU64,
-    lost: AtomicU64,
-    wakeups: AtomicU64,
-    handoffs: AtomicU64,
-}
-
-impl WatchdogCounters {
-    /// Leases extended by a watchdog.
-    pub fn renewals(&self) -> u64 {
-        self.renewals.load(Ordering::Relaxed)
-    }
-
-    /// Watchdog ticks that found their lock gone: the holder lost it.
-    pub fn lost(&self) -> u64 {
-        self.lost.load(Ordering::Relaxed)
-    }
-
-    /// Waiters woken by a release message.
-    pub fn wakeups(&self) -> u64 {
-        self.wakeups.load(Ordering::Relaxed)
-    }
-
-    /// Locks handed by a holder straight to a waiter of the same instance.
-    pub fn handoffs(&self) -> u64 {
-        self.handoffs.load(Ordering::Relaxed)
-    }
-
-    pub(super) fn renewal(&self) {
-        self.renewals.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(super) fn lost_lock(&self) {
-        self.lost.fetch_add(1, Ordering::Relaxed);
-    }
-}
 
 /// The instance's subscription and waiter queues. Cheap to clone.
 pub struct WatchdogLocks<C> {
@@ -417,7 +378,7 @@ impl<C> Shared<C> {
             .find(|w| w.change(|s| matches!(s, State::Sleeping), State::Reserved))?
             .clone();
         queue.handed_in_a_row += 1;
-        self.counters.handoffs.fetch_add(1, Ordering::Relaxed);
+        self.counters.handoff();
         Some(Reservation::new(waiter))
     }
 
@@ -446,7 +407,7 @@ impl<C> Shared<C> {
         });
         if let Some(waiter) = woken {
             waiter.wake.notify_one();
-            self.counters.wakeups.fetch_add(1, Ordering::Relaxed);
+            self.counters.wakeup();
         }
     }
 

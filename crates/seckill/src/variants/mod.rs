@@ -26,6 +26,7 @@ mod deduction;
 pub mod guard;
 mod lost;
 pub(crate) mod section;
+mod shared;
 
 pub mod lua;
 pub mod multi;

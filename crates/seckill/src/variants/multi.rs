@@ -28,7 +28,8 @@ use seckill_lock::{Lock, MultiLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{Credentials, Holding, INSIDE_MARGIN, Refusal, Reply, StockWrite};
+use super::section::{Credentials, INSIDE_MARGIN, Refusal, Reply, StockWrite};
+use super::shared::Holding;
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::{ProductKeys, ShardKeys};

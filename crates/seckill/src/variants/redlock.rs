@@ -8,7 +8,7 @@
 //! lock_lost`). With `ttl_ms` shorter than the work, the lock expires under its holder as
 //! the token lock's does.
 
-use super::section::{LockStore, Shared};
+use super::shared::{LockStore, Shared};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, FAULT, FENCE, TTL_MS, WAIT_MS, WORK_MS};

@@ -5,7 +5,7 @@
 
 use seckill_lock::SetnxLock;
 
-use super::section::{LockStore, Shared};
+use super::shared::{LockStore, Shared};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{FAULT, FENCE, PAUSE_MS, WORK_MS};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use seckill_lock::TokenLock;
 
-use super::section::{LockStore, Shared};
+use super::shared::{LockStore, Shared};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{FAULT, FENCE, PAUSE_MS, TTL_MS, WAIT_MS, WORK_MS};

@@ -24,7 +24,8 @@ use seckill_lock::{Lock, LockError, WatchdogLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{Entry, INSIDE_MARGIN, LockStore, Refusal, Reply, Shared, Trips};
+use super::section::{Entry, INSIDE_MARGIN, Refusal, Reply, Trips};
+use super::shared::{LockStore, Shared};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::ShardKeys;

@@ -12,7 +12,7 @@
 //! and its commit, so it cannot have noticed. The ensemble electing a leader answers 503
 //! `lock_store_unavailable` until it has one.
 
-use super::section::{LockStore, Shared};
+use super::shared::{LockStore, Shared};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, FENCE, PAUSE_MS, STOP_FAULT, WAIT_MS, WORK_MS};

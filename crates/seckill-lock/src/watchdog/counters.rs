@@ -1,0 +1,51 @@
+//! What an instance's watchdogs and waiters did.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What the watchdogs and waiters of one instance did, counted since it started. The
+/// library counts; the caller exports (the service as Prometheus counters).
+#[derive(Debug, Default)]
+pub struct WatchdogCounters {
+    renewals: AtomicU64,
+    lost: AtomicU64,
+    wakeups: AtomicU64,
+    handoffs: AtomicU64,
+}
+
+impl WatchdogCounters {
+    /// Leases extended by a watchdog.
+    pub fn renewals(&self) -> u64 {
+        self.renewals.load(Ordering::Relaxed)
+    }
+
+    /// Watchdog ticks that found their lock gone: the holder lost it.
+    pub fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Waiters woken by a release message.
+    pub fn wakeups(&self) -> u64 {
+        self.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// Locks handed by a holder straight to a waiter of the same instance.
+    pub fn handoffs(&self) -> u64 {
+        self.handoffs.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn renewal(&self) {
+        self.renewals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn handoff(&self) {
+        self.handoffs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn wakeup(&self) {
+        self.wakeups.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn lost_lock(&self) {
+        self.lost.fetch_add(1, Ordering::Relaxed);
+    }
+}

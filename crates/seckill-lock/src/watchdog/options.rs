@@ -1,0 +1,56 @@
+//! How a watchdog lock is taken: the options of a handle, set before its first take.
+
+use std::time::Duration;
+
+use super::WatchdogLock;
+use crate::Connection;
+
+impl<C: Connection> WatchdogLock<C> {
+    /// Takes the lock fairly (`fair`): in the order waiters first tried, across instances,
+    /// through the queue in Redis.
+    pub fn fair(mut self, fair: bool) -> Self {
+        self.fair = fair;
+        self
+    }
+
+    /// With an explicit `lease` the lock expires after it and no watchdog runs (as in
+    /// Redisson); without one (the default), the watchdog renews the instance's lease
+    /// until release.
+    pub fn with_lease(mut self, lease: Option<Duration>) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// With an explicit lease, whether a watchdog renews it all the same (every lease/3,
+    /// until release): a short lease whose renewals a class can watch. Without one, the
+    /// watchdog always runs.
+    pub fn renewing(mut self, renew: bool) -> Self {
+        self.renew = renew;
+        self
+    }
+
+    /// How long this holder expects to hold the lock once it has it: a holder that hands
+    /// it the lock counts it as inside its critical section for that long.
+    pub fn expecting_to_hold(mut self, hold: Duration) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// A fenced lock (`fenced`), as Redisson's `RFencedLock`: every take also issues a
+    /// fencing token, from a counter of the lock's own that the take script increments in
+    /// the same step and that never expires — so tokens grow for as long as the lock's name
+    /// is used, across expiries and holders ([`Lock::fencing_token`](crate::Lock::fencing_token)). Present it where the
+    /// work lands, and have that side refuse a token lower than the highest it has seen: a
+    /// holder paused past its lease then cannot write after the next holder did.
+    pub fn fenced(mut self, fenced: bool) -> Self {
+        self.fenced = fenced;
+        self
+    }
+
+    /// Whether giving the lock back may hand it to a waiter of this instance (the
+    /// default), rather than always releasing it for everybody.
+    pub fn handing_off(mut self, handoff: bool) -> Self {
+        self.handoff = handoff;
+        self
+    }
+}
