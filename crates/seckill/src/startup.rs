@@ -181,6 +181,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         sale_confirmations,
         lock_confirmations,
         variant_state,
+        keys: crate::keys::KeyCache::default(),
     };
     Ok(AppState::new(App {
         context: Arc::new(context),

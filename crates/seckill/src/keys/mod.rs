@@ -4,6 +4,9 @@
 //! and counters share a Redis Cluster slot while different shards may live on different
 //! nodes: `seckill:{101}:stock` for an unsplit product, `seckill:{101/3}:stock` for shard 3.
 
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+
 use seckill_lock::{LockKeys, Namespace};
 
 mod ids;
@@ -71,6 +74,8 @@ pub struct ProductKeys {
     /// shard sells, given back when none did). An unsplit product checks its shard's
     /// `buyers` instead.
     pub reserved: String,
+    /// The keys of the whole stock, built at the first [`ProductKeys::whole`].
+    whole: OnceLock<Arc<ShardKeys>>,
 }
 
 impl ProductKeys {
@@ -81,6 +86,7 @@ impl ProductKeys {
             meta: key(&product_tag, "meta"),
             audit: key(&product_tag, "audit"),
             reserved: key(&product_tag, "reserved"),
+            whole: OnceLock::new(),
         }
     }
 
@@ -99,17 +105,53 @@ impl ProductKeys {
         seckill_lock::RwKeys::under(&key(&tag(self.product.as_str()), "rw"))
     }
 
-    /// The keys of the whole stock of an unsplit product, under the product's own tag.
-    pub fn whole(&self) -> ShardKeys {
-        ShardKeys::with_tag(&tag(self.product.as_str()), 0)
+    /// The keys of the whole stock of an unsplit product, under the product's own tag
+    /// (built once per `ProductKeys`).
+    pub fn whole(&self) -> Arc<ShardKeys> {
+        let whole = self
+            .whole
+            .get_or_init(|| Arc::new(ShardKeys::with_tag(&tag(self.product.as_str()), 0)));
+        Arc::clone(whole)
     }
 
     /// The keys of shard `index` in `layout`.
     pub fn shard(&self, layout: &Layout, index: u32) -> ShardKeys {
         match layout.tags.get(index as usize) {
             Some(shard_tag) if layout.tags.len() > 1 => ShardKeys::with_tag(&tag(shard_tag), index),
-            _ => self.whole(),
+            _ => ShardKeys::clone(&self.whole()),
         }
+    }
+}
+
+/// Each product's keys, built once and shared: every deduction needs its product's two
+/// dozen keys, and building them is a few dozen allocations a request. Bounded: past
+/// [`KeyCache::MOST`] products it starts again from empty.
+#[derive(Debug, Default)]
+pub struct KeyCache {
+    products: RwLock<HashMap<ProductId, Arc<ProductKeys>>>,
+}
+
+impl KeyCache {
+    /// Most products kept.
+    pub const MOST: usize = 4096;
+
+    /// `product`'s keys.
+    pub fn product(&self, product: &ProductId) -> Arc<ProductKeys> {
+        let products = self.products.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some(keys) = products.get(product) {
+            return Arc::clone(keys);
+        }
+        drop(products);
+        let keys = Arc::new(ProductKeys::new(product));
+        let mut products = self
+            .products
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if products.len() >= Self::MOST {
+            products.clear();
+        }
+        products.insert(product.clone(), Arc::clone(&keys));
+        keys
     }
 }
 
@@ -401,7 +443,10 @@ mod tests {
         );
         let whole = ProductKeys::new(&id).whole();
         let (product, split, found) = shard_of_unpaid(&whole.unpaid).unwrap();
-        assert_eq!((product, split, found.settled), (id, false, whole.settled));
+        assert_eq!(
+            (product, split, found.settled),
+            (id, false, whole.settled.clone())
+        );
         for bad in [
             "seckill:{a:b}:unpaid",
             "seckill:{1/x}:unpaid",

@@ -135,29 +135,31 @@ async fn run(
     if let Some(key) = key {
         let request = fingerprint(variant, params);
         let (holder, lease) = (&deduction.holder, deduction.knobs.longest());
-        match idempotency::claim(
+        // Boxed, as every path that a request without a key does not take: inline, it
+        // would make every request's future larger.
+        match Box::pin(idempotency::claim(
             &state.idempotency,
             &deduction.product,
             key,
             &request,
             holder,
             lease,
-        )
+        ))
         .await?
         {
             Claimed::Ours(claim) => deduction.claim = Some(claim),
             Claimed::TookOver(claim, from) => {
-                let elsewhere = deduction.elsewhere().await?;
+                let elsewhere = Box::pin(deduction.elsewhere()).await?;
                 let product_keys = &deduction.product;
                 let holder = &deduction.holder;
-                if let Some(replay) = idempotency::take_over(
+                if let Some(replay) = Box::pin(idempotency::take_over(
                     &state.idempotency,
                     product_keys,
                     &claim,
                     holder,
                     &from,
                     &elsewhere,
-                )
+                ))
                 .await?
                 {
                     return Ok((product, Served::Replayed(replay)));
@@ -166,7 +168,7 @@ async fn run(
             }
             Claimed::Answered(replay) => return Ok((product, Served::Replayed(replay))),
             Claimed::InFlight => {
-                count_in_flight(&deduction).await;
+                Box::pin(count_in_flight(&deduction)).await;
                 return Ok((product, Served::Now(Outcome::InFlight, None)));
             }
         }

@@ -9,6 +9,7 @@ use redis::aio::ConnectionManager;
 use seckill_lock::{HolderIds, Redlock, WatchdogLocks, ZooKeeper};
 
 use super::{Variant, VariantState};
+use crate::keys::KeyCache;
 use crate::knobs::Limits;
 use crate::metrics::Metrics;
 use crate::store::{Confirmations, RedisConn, Store};
@@ -46,6 +47,8 @@ pub struct Context {
     pub idempotency: crate::idempotency::Keys,
     /// What the variants keep per instance.
     pub variant_state: VariantState,
+    /// Each product's keys, built once.
+    pub keys: KeyCache,
 }
 
 /// The parts of the configuration handlers read.

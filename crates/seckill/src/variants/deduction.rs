@@ -20,7 +20,7 @@ pub struct Deduction {
     /// The instance: its stores, locks, settings and metrics.
     pub app: Arc<Context>,
     pub variant: Variant,
-    pub product: ProductKeys,
+    pub product: Arc<ProductKeys>,
     pub knobs: Knobs,
     /// Who this request is, in locks and in the audit.
     pub holder: String,
@@ -45,7 +45,7 @@ impl Deduction {
     pub fn new(app: Arc<Context>, variant: Variant, knobs: Knobs) -> Self {
         Self {
             holder: app.holders.next(),
-            product: ProductKeys::new(&knobs.product),
+            product: app.keys.product(&knobs.product),
             claim: None,
             app,
             variant,
@@ -65,11 +65,16 @@ impl Deduction {
     /// accounts for every answer.
     pub async fn run(&self) -> Result<Outcome, AppError> {
         let spec = self.variant.spec();
+        // The rare paths are boxed: inline, their futures would make every request's
+        // several kilobytes larger, moved at each await.
         let outcome = match self.knobs.choice(&super::guard::GUARD) {
             None => (spec.deduct)(self).await,
-            Some(guard) => super::guard::guarded(self, guard == "rw").await,
+            Some(guard) => Box::pin(super::guard::guarded(self, guard == "rw")).await,
         };
-        let outcome = self.learn(outcome).await;
+        let outcome = match outcome {
+            Err(err) if err.answer_may_be_lost() => Box::pin(self.learn(Err(err))).await,
+            outcome => outcome,
+        };
         self.settle_later();
         let outcome = outcome?;
         if let Some(counter) = outcome.refusal_counter()
@@ -99,7 +104,7 @@ impl Deduction {
     }
 
     /// The keys of an unsplit product.
-    pub fn whole_stock(&self) -> ShardKeys {
+    pub fn whole_stock(&self) -> Arc<ShardKeys> {
         self.product.whole()
     }
 
@@ -122,7 +127,10 @@ impl Deduction {
     /// [`idempotency::take_over`]: crate::idempotency::take_over
     pub async fn elsewhere(&self) -> Result<Elsewhere, AppError> {
         if let Some(cart) = self.cart() {
-            let lines = cart.iter().map(|p| ProductKeys::new(p).whole()).collect();
+            let lines = cart
+                .iter()
+                .map(|p| ShardKeys::clone(&ProductKeys::new(p).whole()))
+                .collect();
             return Ok(Elsewhere::Cart(lines));
         }
         if !self.variant.spec().splits_stock {

@@ -16,8 +16,8 @@
 //! its idempotency key over (and finds the sale, or fences it out), the lock expires, and
 //! the reservation stays — the buyer may buy one unit fewer, never one more.
 
-use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -179,7 +179,7 @@ async fn look_up(store: &Store, sale: &Sending, holder: &str) -> Result<Found, R
 /// A lost sale, and what waits on its look-up.
 struct Settle {
     app: std::sync::Arc<Context>,
-    product: crate::keys::ProductKeys,
+    product: Arc<crate::keys::ProductKeys>,
     holder: String,
     sale: Sending,
     claim: Option<idempotency::Claim>,

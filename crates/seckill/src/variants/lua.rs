@@ -73,12 +73,14 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         d.app.variant_state.lua.deduct(shard, sale).await?
     } else {
         let (instance, confirm) = (&d.app.settings.instance, d.app.sale_confirmations.clone());
-        let units = call(&mut d.redis(), instance, &shard, &[sale], confirm).await?;
+        let mut redis = d.redis();
+        let units = Box::pin(call(&mut redis, instance, &shard, &[sale], confirm)).await?;
         units.first().copied().unwrap_or(Unit::NotForSale)
     };
     d.answered();
     match unit {
-        Unit::NotForSale => Err(d.not_for_sale().await),
+        // The rare answers' futures are boxed, so as not to make every request's larger.
+        Unit::NotForSale => Err(Box::pin(d.not_for_sale()).await),
         Unit::SoldOut => Ok(Outcome::SoldOut { remaining: 0 }),
         Unit::Sold { remaining } => Ok(Outcome::Deducted {
             remaining,
@@ -89,7 +91,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
             order,
             shard: index,
         }),
-        Unit::Refused(why) => d.refused(why).await,
+        Unit::Refused(why) => Box::pin(d.refused(why)).await,
     }
 }
 
@@ -187,7 +189,7 @@ async fn call<'a>(
 
 /// A deduction waiting for its call.
 struct Waiting {
-    shard: ShardKeys,
+    shard: Arc<ShardKeys>,
     sale: Sale,
     answer: oneshot::Sender<Result<Unit, RedisError>>,
 }
@@ -211,7 +213,7 @@ impl LuaBatches {
         Self { queue }
     }
 
-    async fn deduct(&self, shard: ShardKeys, sale: Sale) -> Result<Unit, AppError> {
+    async fn deduct(&self, shard: Arc<ShardKeys>, sale: Sale) -> Result<Unit, AppError> {
         let (answer, answered) = oneshot::channel();
         let waiting = Waiting {
             shard,
@@ -246,7 +248,12 @@ async fn send_batches(
             n = arrived.recv_many(&mut lot, MAX_BATCH), if open => {
                 open = n > 0;
                 for w in lot.drain(..) {
-                    waiting.entry(w.shard.stock.clone()).or_default().push(w);
+                    match waiting.get_mut(&w.shard.stock) {
+                        Some(queue) => queue.push(w),
+                        None => {
+                            waiting.insert(w.shard.stock.clone(), vec![w]);
+                        }
+                    }
                 }
             }
             Some(stock) = in_flight.next() => {

@@ -21,6 +21,7 @@
 //! limit reached through a variant that takes no lock, a lock lost — is counted as
 //! `multi.half_sold`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
@@ -142,14 +143,15 @@ async fn count(
 ) -> Result<(), AppError> {
     // One call per product: on a Cluster they live on different slots.
     for product in cart {
-        let audit = product.whole().audit;
+        let whole = product.whole();
+        let audit = &whole.audit;
         let mut one = redis::pipe();
-        one.hincr(&audit, counter.field(), 1).ignore();
+        one.hincr(audit, counter.field(), 1).ignore();
         if counter == Counter::LockBusy {
             let ms = i64::try_from(waited.as_millis()).unwrap_or(i64::MAX);
-            one.hincr(&audit, "multi_timed_out", 1)
+            one.hincr(audit, "multi_timed_out", 1)
                 .ignore()
-                .hincr(&audit, "multi_waited_ms", ms)
+                .hincr(audit, "multi_waited_ms", ms)
                 .ignore();
         }
         one.exec_async(&mut d.redis()).await?;
@@ -160,7 +162,7 @@ async fn count(
 /// With every lock of the cart held: enter each product's critical section and read its
 /// stock; sell one unit of each, or nothing when one is out.
 async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> {
-    let shards: Vec<ShardKeys> = cart.iter().map(ProductKeys::whole).collect();
+    let shards: Vec<Arc<ShardKeys>> = cart.iter().map(ProductKeys::whole).collect();
     let stay = d.knobs.work() + INSIDE_MARGIN;
     let mut stocks = Vec::with_capacity(shards.len());
     for shard in &shards {
@@ -255,7 +257,7 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
 }
 
 /// Leaves the critical sections of `shards` without selling.
-async fn leave(d: &Deduction, shards: &[ShardKeys]) -> Result<(), AppError> {
+async fn leave(d: &Deduction, shards: &[Arc<ShardKeys>]) -> Result<(), AppError> {
     for shard in shards {
         let _: u64 = d.redis().zrem(&shard.inside, &d.holder).await?;
     }

@@ -81,7 +81,7 @@ async fn setnx_del_removes_a_lock_another_request_holds() {
     let (a, b) = (cluster.api(0), cluster.api(1));
     a.reset("101", 10, 1).await;
     let mut redis = cluster.redis.conn().await;
-    let lock = keys("101").whole().lock;
+    let lock = keys("101").whole().lock.clone();
     let first = spawn_deduct(&a, "setnx?work_ms=1000");
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (status, _) = a
@@ -132,7 +132,7 @@ async fn token_pause_between_check_and_delete_removes_anothers_lock() {
     let (a, b) = (cluster.api(0), cluster.api(1));
     a.reset("101", 10, 1).await;
     let mut redis = cluster.redis.conn().await;
-    let lock = keys("101").whole().lock;
+    let lock = keys("101").whole().lock.clone();
     let first = spawn_deduct(
         &a,
         "token?ttl_ms=200&fault=pause_before_release&pause_ms=800",
@@ -208,7 +208,7 @@ async fn watchdog_killed_instance_frees_the_lock_one_lease_later() {
     let (a, b) = (cluster.api(0), cluster.api(1));
     a.reset("101", 10, 1).await;
     let mut redis = cluster.redis.conn().await;
-    let lock = keys("101").whole().lock;
+    let lock = keys("101").whole().lock.clone();
     // The holder sells, then dies between its commit and its release.
     let dying = spawn_deduct(&a, "watchdog?fault=pause_before_release&pause_ms=5000");
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -367,7 +367,7 @@ async fn a_lock_is_given_back_when_the_stock_store_fails_under_its_holder() {
     let held: bool = locks
         .conn()
         .await
-        .exists(keys("101").whole().lock)
+        .exists(keys("101").whole().lock.clone())
         .await
         .unwrap();
     assert!(!held, "the setnx lock was left behind, with no TTL");

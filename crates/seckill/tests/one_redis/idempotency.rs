@@ -105,7 +105,7 @@ async fn a_standing_answer_is_kept_and_one_worth_retrying_frees_the_key() {
 
     // A setnx lock held by somebody else: 429, and the key is free again.
     let mut redis = cluster.redis.conn().await;
-    let lock = keys("101").whole().lock;
+    let lock = keys("101").whole().lock.clone();
     let _: () = redis::cmd("SET")
         .arg(&lock)
         .arg("someone")

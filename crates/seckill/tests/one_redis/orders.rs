@@ -176,7 +176,7 @@ async fn a_killed_consumers_pending_orders_are_claimed_by_another() {
         .await;
     assert_eq!(report.count(200), 2_000, "{report:?}");
     // Both consumers have read entries they could not insert.
-    let stream = crate::keys("101").whole().stream;
+    let stream = crate::keys("101").whole().stream.clone();
     let dying = cluster.instances[0].addr.to_string();
     let mut redis = cluster.redis.conn().await;
     let mut held = 0;

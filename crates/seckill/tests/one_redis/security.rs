@@ -176,7 +176,7 @@ async fn internal_errors_are_not_shown_to_clients() {
     let api = cluster.api(0);
     api.reset("101", 5, 1).await;
     let mut redis = cluster.redis.conn().await;
-    let stock = keys("101").whole().stock;
+    let stock = keys("101").whole().stock.clone();
     let _: () = redis.set(&stock, "SECRET-garbage").await.unwrap();
     for variant in ["naive", "setnx", "token", "watchdog", "lua"] {
         let (status, body) = api.deduct("101", variant).await;

@@ -342,7 +342,7 @@ async fn watchdog_waiters_are_woken_after_the_subscribed_node_fails() {
 
 /// The master serving `product`'s stock key now.
 fn master_of(redis: &RedisCluster, product: &str) -> u16 {
-    let stock = keys(product).whole().stock;
+    let stock = keys(product).whole().stock.clone();
     let live = redis
         .nodes
         .iter()

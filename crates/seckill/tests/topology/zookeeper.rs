@@ -202,7 +202,7 @@ async fn zookeeper_paused_holder_sells_nothing_when_it_wakes_only_with_fencing()
 
 /// Until a holder is inside `product`'s critical section (the audit's inside set has it).
 async fn wait_inside(redis: &RedisServer, product: &str) {
-    let inside = crate::keys(product).whole().inside;
+    let inside = crate::keys(product).whole().inside.clone();
     let mut conn = redis.conn().await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
