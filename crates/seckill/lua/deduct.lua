@@ -53,13 +53,17 @@ for i = 3, #ARGV, 4 do
 end
 local already = redis.call('HMGET', KEYS[2], unpack(ids))
 local voids = redis.call('EXISTS', KEYS[9]) == 1
+-- The sale of every deduction without an idempotency key: one table, not one each.
+local unkeyed = { key = '', split = '0', keys = KEYS[6], shard = '0', stream = KEYS[7],
+  unpaid = KEYS[8], call = call }
 local n = 0
 for i = 3, #ARGV, 4 do
   n = n + 1
   local order, user, holder = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local sale = { key = ARGV[i + 3], split = '0', keys = KEYS[6], shard = '0',
-    stream = KEYS[7], unpaid = KEYS[8], call = call }
-  if sale.key ~= '' then
+  local sale = unkeyed
+  if ARGV[i + 3] ~= '' then
+    sale = { key = ARGV[i + 3], split = '0', keys = KEYS[6], shard = '0',
+      stream = KEYS[7], unpaid = KEYS[8], call = call }
     claims = claims + 1
     sale.claim = KEYS[claims]
   end
