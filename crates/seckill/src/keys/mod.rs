@@ -414,6 +414,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_key_cache_builds_a_products_keys_once_and_stays_bounded() {
+        let cache = KeyCache::default();
+        let id = ProductId::parse("101").unwrap();
+        let first = cache.product(&id);
+        let again = cache.product(&id);
+        assert!(Arc::ptr_eq(&first, &again), "built twice");
+        assert!(Arc::ptr_eq(&first.whole(), &again.whole()));
+        assert_eq!(first.whole().stock, ProductKeys::new(&id).whole().stock);
+        for n in 0..KeyCache::MOST + 10 {
+            let other = ProductId::parse(&format!("p{n}")).unwrap();
+            assert_eq!(cache.product(&other).product, other);
+        }
+        let kept = cache.products.read().unwrap().len();
+        assert!(kept <= KeyCache::MOST, "{kept} products kept");
+    }
+
+    #[test]
     fn a_shard_is_found_again_from_its_stock_key() {
         let id = ProductId::parse("101").unwrap();
         let keys = ProductKeys::new(&id);
