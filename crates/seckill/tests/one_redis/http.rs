@@ -89,7 +89,10 @@ async fn unknown_variant_and_unknown_product_are_404() {
         assert_eq!(body["outcome"], "unknown_product");
     }
     let mut redis = cluster.redis.conn().await;
-    let exists: bool = redis.exists(keys("never").whole().stock.clone()).await.unwrap();
+    let exists: bool = redis
+        .exists(keys("never").whole().stock.clone())
+        .await
+        .unwrap();
     assert!(!exists, "a refused deduction must not create a stock key");
     let (status, _) = api.get("/stats?product=never").await;
     assert_eq!(status, 404);
@@ -189,7 +192,10 @@ async fn reset_clears_orders_audit_and_locks() {
     api.reset("101", 10, 1).await;
     api.post("/deduct_stock/lua").await;
     let mut redis = cluster.redis.conn().await;
-    let _: () = redis.set(keys("101").whole().lock.clone(), "stuck").await.unwrap();
+    let _: () = redis
+        .set(keys("101").whole().lock.clone(), "stuck")
+        .await
+        .unwrap();
     api.post("/deduct_stock/setnx").await;
     api.reset("101", 10, 4).await;
     let stats = api.stats("101").await;
@@ -197,7 +203,10 @@ async fn reset_clears_orders_audit_and_locks() {
     assert_eq!(int(&stats, "lock_busy"), 0, "{stats}");
     assert_eq!(int(&stats, "remaining"), 10, "{stats}");
     assert_eq!(stats["shard_remaining"], serde_json::json!([3, 3, 2, 2]));
-    let held: bool = redis.exists(keys("101").whole().lock.clone()).await.unwrap();
+    let held: bool = redis
+        .exists(keys("101").whole().lock.clone())
+        .await
+        .unwrap();
     assert!(!held, "reset frees a stuck lock");
     let (status, body) = api.post("/deduct_stock/token").await;
     assert_eq!(
