@@ -14,9 +14,16 @@ use redis::{Script, ScriptInvocation};
 use seckill_lock::watchdog::{FAIR_PATIENCE, ReleaseArgs};
 use seckill_lock::{LOCK_LUA, millis};
 
-use crate::keys::{ProductKeys, ShardKeys};
+use crate::keys::ShardKeys;
 
+mod lost;
+mod payment;
 mod replies;
+mod shares;
+
+pub use lost::{idem_fence, resolve};
+pub use payment::{expire, give_back, pay, reserve, return_expired};
+pub(crate) use shares::{share_claim, share_sell};
 
 pub(crate) use replies::PayReply;
 pub use replies::{Refusal, Reply};
@@ -293,64 +300,6 @@ pub fn deduct<'a>(
     script
 }
 
-/// `share_claim.lua`: `claim` takes up to `units` (0: what the instance's turn allows)
-/// from `shard`'s pool for `lease`, after the expired claims gave theirs back. Its answer:
-/// `(Option<i64>, i64)` — the units claimed (none without a stock key), and the units held
-/// in other instances' claims.
-pub(crate) fn share_claim(
-    shard: &ShardKeys,
-    meta: &str,
-    claim: &str,
-    units: i64,
-    lease: Duration,
-) -> ScriptInvocation<'static> {
-    let mut script = SHARE_CLAIM.prepare_invoke();
-    script
-        .key(&shard.stock)
-        .key(&shard.claims)
-        .key(&shard.claim_leases)
-        .key(meta)
-        .key(&shard.audit)
-        .arg(claim)
-        .arg(units)
-        .arg(millis(lease));
-    script
-}
-
-/// `share_sell.lua`: `sale`, a unit from claim `claim`, recorded, the claim's lease renewed
-/// for `lease`. Its answer: a [`Reply`] (the units left in the claim, or why not —
-/// [`Refusal::ShareGone`] when the claim ran out first).
-pub(crate) fn share_sell(
-    sale: &Sale<'_>,
-    claim: &str,
-    lease: Duration,
-) -> ScriptInvocation<'static> {
-    let shard = sale.shard;
-    let key = sale.keyed.unwrap_or_default();
-    let mut script = SHARE_SELL.prepare_invoke();
-    script
-        .key(&shard.claims)
-        .key(&shard.claim_leases)
-        .key(&shard.orders)
-        .key(&shard.audit)
-        .key(&shard.meta)
-        .key(&shard.buyers)
-        .arg(claim)
-        .arg(millis(lease))
-        .arg(sale.order)
-        .arg(sale.instance)
-        .arg(sale.variant)
-        .arg(sale.user)
-        .key(shard.claim(key))
-        .key(&shard.keys)
-        .key(&shard.stream)
-        .key(&shard.unpaid)
-        .key(&shard.void)
-        .arg(sale.holder)
-        .arg(key);
-    script
-}
-
 /// `lock_enter.lua` for `holder` on `shard`'s lock: one try at the watchdog lock, which
 /// enters the critical section once the lock is taken (`stay`: how long it may be inside;
 /// `note`: what it says of itself on the timeline, if the product is traced).
@@ -411,123 +360,6 @@ pub fn commit_release(
         .arg(sale.user);
     sale.fill_keyed(&mut script);
     script.arg(successor_note);
-    script
-}
-
-/// `resolve.lua`: whether `holder`'s sale `order` on `shard`, whose answer was lost, was
-/// sold; voided when it was not.
-pub fn resolve(shard: &ShardKeys, holder: &str, order: &str) -> ScriptInvocation<'static> {
-    let mut script = RESOLVE.prepare_invoke();
-    script
-        .key(&shard.stock)
-        .key(&shard.inside)
-        .key(&shard.orders)
-        .key(&shard.void)
-        .arg(holder)
-        .arg(order);
-    script
-}
-
-/// `idem_fence.lua`: on `shard`, the order sold under idempotency key `key`, or a fence that
-/// lets only `holder` sell under it there from now on, for `ttl`.
-pub fn idem_fence(
-    shard: &ShardKeys,
-    key: &str,
-    holder: &str,
-    ttl: Duration,
-) -> ScriptInvocation<'static> {
-    let mut script = IDEM_FENCE.prepare_invoke();
-    script
-        .key(&shard.keys)
-        .key(shard.key_fence(key))
-        .key(&shard.audit)
-        .arg(key)
-        .arg(holder)
-        .arg(millis(ttl).max(1));
-    script
-}
-
-/// `reserve.lua take`: one unit of `product` for `holder`'s buyer `user`, the record kept
-/// for `keep`, and noted in the idempotency key's claim `claim` when it is `holder`'s.
-pub fn reserve(
-    product: &ProductKeys,
-    holder: &str,
-    user: &str,
-    claim: &str,
-    keep: Duration,
-) -> ScriptInvocation<'static> {
-    let mut script = RESERVE.prepare_invoke();
-    script
-        .key(&product.meta)
-        .key(&product.reserved)
-        .key(product.reservation(holder))
-        .key(claim)
-        .arg("take")
-        .arg(user)
-        .arg(holder)
-        .arg(millis(keep).max(1));
-    script
-}
-
-/// `reserve.lua give`: `holder`'s reservation of `product` back to its buyer, if it is
-/// still there.
-pub fn give_back(product: &ProductKeys, holder: &str) -> ScriptInvocation<'static> {
-    let mut script = RESERVE.prepare_invoke();
-    script
-        .key(&product.meta)
-        .key(&product.reserved)
-        .key(product.reservation(holder))
-        .key(product.whole().claim(""))
-        .arg("give");
-    script
-}
-
-/// `reserve.lua return`: expired order `order`'s unit of `product` back to its buyer
-/// `buyer`, once per order.
-pub fn return_expired(
-    product: &ProductKeys,
-    order: &str,
-    buyer: &str,
-) -> ScriptInvocation<'static> {
-    let mut script = RESERVE.prepare_invoke();
-    let mark = product.reservation(&format!("expired:{order}"));
-    script
-        .key(&product.meta)
-        .key(&product.reserved)
-        .key(&mark)
-        .key(product.whole().claim(""))
-        .arg("return")
-        .arg(buyer);
-    script
-}
-
-/// The keys `pay.lua` and `expire.lua` both take, for `shard`.
-fn settling(script: &'static Script, shard: &ShardKeys) -> ScriptInvocation<'static> {
-    let mut script = script.prepare_invoke();
-    script
-        .key(&shard.unpaid)
-        .key(&shard.settled)
-        .key(&shard.stock)
-        .key(&shard.orders)
-        .key(&shard.buyers)
-        .key(&shard.audit)
-        .key(&shard.stream)
-        .key(&shard.owed);
-    script
-}
-
-/// `pay.lua`: pay for `order` on `shard` (`split`: a shard of a split product).
-pub fn pay(shard: &ShardKeys, split: bool, order: &str) -> ScriptInvocation<'static> {
-    let mut script = settling(&PAY, shard);
-    script.arg(order).arg(if split { "1" } else { "0" });
-    script
-}
-
-/// `expire.lua`: expire up to `at_most` of `shard`'s reservations that are due (`split`: a
-/// shard of a split product, whose buyers are owed their reservations).
-pub fn expire(shard: &ShardKeys, split: bool, at_most: usize) -> ScriptInvocation<'static> {
-    let mut script = settling(&EXPIRE, shard);
-    script.arg(at_most).arg(if split { "1" } else { "0" });
     script
 }
 
