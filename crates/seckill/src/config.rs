@@ -172,6 +172,15 @@ pub struct ServeArgs {
     #[arg(long, env = "SECKILL_ORDERS_DB", hide_env_values = true)]
     pub orders_db: Option<String>,
 
+    /// Connections to --orders-db kept per instance for the `pg_*` variants' locks and
+    /// stock (apart from the orders' consumer's). A `pg_advisory` or `pg_for_update` holder
+    /// keeps one for as long as it holds the lock, so this bounds the holders and waiters
+    /// an instance has inside PostgreSQL; past it a request waits up to
+    /// --redis-timeout-ms × 5 for one, then is answered 503 `database_unavailable`.
+    #[arg(long, env = "SECKILL_PG_CONNECTIONS", default_value_t = 32,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::database::MAX_CONNECTIONS)))]
+    pub pg_connections: u32,
+
     /// A stream entry pending this long with one instance's consumer (it died, or lost
     /// the database) is claimed by another's.
     #[arg(long, env = "SECKILL_ORDERS_CLAIM_MS", default_value_t = 5_000,

@@ -61,6 +61,12 @@ pub enum AppError {
     #[error("lock store unavailable: {0}")]
     LockStoreUnavailable(String),
 
+    /// 503: PostgreSQL (the `pg_*` variants' lock or stock store) refused, did not answer
+    /// in time, or dropped the connection before anything was sent or while nothing could
+    /// have changed. Nothing was sold.
+    #[error("database unavailable: {0}")]
+    DatabaseUnavailable(String),
+
     /// 503: the instance was not started with what this needs (the text says what).
     #[error("{0}")]
     NotConfigured(String),
@@ -82,9 +88,10 @@ impl AppError {
             Self::Expired(_) => StatusCode::GONE,
             Self::KeyReused(..) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Forbidden => StatusCode::FORBIDDEN,
-            Self::RedisUnavailable(_) | Self::LockStoreUnavailable(_) | Self::NotConfigured(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::RedisUnavailable(_)
+            | Self::LockStoreUnavailable(_)
+            | Self::DatabaseUnavailable(_)
+            | Self::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -104,6 +111,7 @@ impl AppError {
             Self::Forbidden => "forbidden",
             Self::RedisUnavailable(_) => "redis_unavailable",
             Self::LockStoreUnavailable(_) => "lock_store_unavailable",
+            Self::DatabaseUnavailable(_) => "database_unavailable",
             Self::NotConfigured(_) => "not_configured",
             Self::Internal(_) => "error",
         }

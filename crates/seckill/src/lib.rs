@@ -17,7 +17,9 @@
 //!
 //! 1. **Names and plumbing** — [`keys`] (every Redis key, built in one place; product ids
 //!    that cannot smuggle keys), [`store`] (which Redis, in which topology: the one module
-//!    that knows; everything else talks to its [`store::RedisConn`]), [`error`]
+//!    that knows; everything else talks to its [`store::RedisConn`]), [`database`]
+//!    (PostgreSQL as a lock store and a stock store: its pool, its two locks, the stock
+//!    row), [`error`]
 //!    ([`error::AppError`], the one error type, and its statuses), [`outcome`] (what a
 //!    deduction came to, and each answer's status), [`metrics`] (the Prometheus registry
 //!    behind `/metrics`), [`telemetry`], [`timer`] (a sleep that lasts what it says).
@@ -44,6 +46,7 @@
 
 pub mod close;
 pub mod config;
+pub mod database;
 pub mod error;
 pub mod idempotency;
 pub mod keys;

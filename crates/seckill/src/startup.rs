@@ -19,6 +19,7 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use seckill_lock::{HolderIds, Redlock, WatchdogLocks, ZooKeeper};
 
 use crate::config::{ServeArgs, check_instance_id, instance_id_from};
+use crate::database::Database;
 use crate::keys::lock_namespace;
 use crate::metrics::Metrics;
 use crate::orders::consumer::Consumer;
@@ -160,6 +161,14 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         every: Duration::from_millis(args.expiry_sweep_ms),
     }
     .spawn();
+    let database = match &args.orders_db {
+        Some(url) => Some(Arc::new(Database::new(
+            url,
+            args.pg_connections,
+            args.limits.redis_timeout() * 5,
+        )?)),
+        None => None,
+    };
     let variant_state = VariantState::start(&start)?;
     let idempotency = crate::idempotency::Keys {
         store: store.clone(),
@@ -173,6 +182,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         locks_beside_stock: args.lock_redis_url.is_none(),
         redlock,
         zookeeper,
+        database,
         store,
         metrics: Metrics::new(&instance, locks.counters(), &order_counters),
         settings,

@@ -31,6 +31,7 @@ use crate::error::AppError;
 const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../../migrations/0001_orders.sql")),
     (2, include_str!("../../migrations/0002_settlements.sql")),
+    (3, include_str!("../../migrations/0003_locks_and_stock.sql")),
 ];
 
 pub use crate::keys::ORDERS_GROUP as GROUP;

@@ -107,6 +107,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         locks: Vec::with_capacity(rows.len()),
         payment: None,
         orders_of_record: None,
+        stock_in: "redis",
     };
     let mut reserved_units = 0;
     let mut bought: BTreeMap<String, i64> = BTreeMap::new();
@@ -172,23 +173,52 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         payment.reserved = reserved_units;
         payment.balanced = stats.initial == stats.remaining + payment.reserved + payment.paid;
     }
-    let expired = stats.payment.as_ref().map_or(0, |p| p.expired);
-    stats.held = stats.sold - expired;
-    stats.oversold = (stats.held - stats.initial).max(0);
-    let left_the_stock = stats.initial - stats.remaining;
-    stats.lost_updates = (stats.held - left_the_stock).max(0);
-    let conflict = match &mut stats.optimistic {
-        Some(tx) => {
-            let tries = tx.commits + tx.conflicts;
-            if tries > 0 {
-                tx.conflict_rate = tx.conflicts as f64 / tries as f64;
-            }
-            tx.conflict
-        }
-        None => 0,
+    stats.stock_in = if meta.get("stock_in").map(String::as_str) == Some("postgres") {
+        "postgres"
+    } else {
+        "redis"
     };
-    stats.undersold = stats.remaining.max(0).min(stats.lock_busy + conflict);
+    stats.settle();
     Ok(stats)
+}
+
+impl Stats {
+    /// What follows from the counts: units held, oversold, lost updates, the conflict
+    /// rate, units left unsold.
+    fn settle(&mut self) {
+        let expired = self.payment.as_ref().map_or(0, |p| p.expired);
+        self.held = self.sold - expired;
+        self.oversold = (self.held - self.initial).max(0);
+        let left_the_stock = self.initial - self.remaining;
+        self.lost_updates = (self.held - left_the_stock).max(0);
+        let conflict = match &mut self.optimistic {
+            Some(tx) => {
+                let tries = tx.commits + tx.conflicts;
+                if tries > 0 {
+                    tx.conflict_rate = tx.conflicts as f64 / tries as f64;
+                }
+                tx.conflict
+            }
+            None => 0,
+        };
+        self.undersold = self.remaining.max(0).min(self.lock_busy + conflict);
+    }
+
+    /// A product whose stock is in PostgreSQL (`stock_in: postgres`): what is left and
+    /// what was sold, counted from the database itself (its row, the orders of its sale).
+    pub fn from_database(
+        &mut self,
+        remaining: i64,
+        by_instance: BTreeMap<String, i64>,
+        by_variant: BTreeMap<String, i64>,
+    ) {
+        self.remaining = remaining;
+        self.shard_remaining = vec![remaining];
+        self.sold = by_instance.values().sum();
+        self.by_instance = by_instance;
+        self.by_variant = by_variant;
+        self.settle();
+    }
 }
 
 /// A split product: keys more than one shard sold a unit under (a shard itself never

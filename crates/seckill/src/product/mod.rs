@@ -39,6 +39,10 @@ pub struct Terms {
     /// Whether the sale's critical sections go on its timeline (`GET /trace`): the page's
     /// lessons trace; a sale that does not pays nothing for it.
     pub trace: bool,
+    /// The stock is in PostgreSQL (`stock_in: postgres`, the `pg_*` stock variants): Redis
+    /// keeps the sale's meta and audit counters, and no stock key, so no Redis variant
+    /// sells it.
+    pub in_database: bool,
 }
 
 /// Whether a new sale's orders go to the orders' database.
@@ -83,6 +87,7 @@ pub async fn reset(
         per_user,
         pay_within_ms,
         trace,
+        in_database,
     } = terms;
     let keys = ProductKeys::new(product);
     // A new sale: idempotency keys claimed before it no longer answer for it, and its
@@ -130,7 +135,9 @@ pub async fn reset(
             let mut pipe = redis::pipe();
             pipe.atomic().del(&shard.stock_side()[..]).ignore();
             if let Some(units) = units {
-                pipe.set(&shard.stock, units).ignore();
+                if !in_database {
+                    pipe.set(&shard.stock, units).ignore();
+                }
                 pipe.hset_multiple(
                     &shard.audit,
                     &[
@@ -166,6 +173,10 @@ pub async fn reset(
                 ("tags", new.to_meta()),
                 ("per_user", per_user.to_string()),
                 ("pay_within_ms", pay_within_ms.to_string()),
+                (
+                    "stock_in",
+                    if in_database { "postgres" } else { "redis" }.to_owned(),
+                ),
             ],
         )
         .ignore();
@@ -243,6 +254,28 @@ pub async fn force_unlock(
     }))
     .await?;
     Ok(freed.into_iter().map(u32::from).sum())
+}
+
+/// The number of the product's current sale (its last reset), or `UnknownProduct`.
+pub async fn epoch(store: &Store, product: &ProductId) -> Result<i64, AppError> {
+    let keys = ProductKeys::new(product);
+    let epoch: Option<i64> = store.conn().hget(&keys.meta, "epoch").await?;
+    epoch.ok_or_else(|| AppError::UnknownProduct(product.to_string()))
+}
+
+/// Numbers an unsplit product's current sale `epoch` (the database numbered it: see
+/// `Database::reset_stock`).
+pub async fn set_epoch(store: &Store, product: &ProductId, epoch: i64) -> Result<(), AppError> {
+    let keys = ProductKeys::new(product);
+    let whole = keys.whole();
+    redis::pipe()
+        .hset(&keys.meta, "epoch", epoch)
+        .ignore()
+        .hset(&whole.audit, "epoch", epoch)
+        .ignore()
+        .query_async::<()>(&mut store.conn())
+        .await?;
+    Ok(())
 }
 
 /// Where the shards of a product that was reset live, or `UnknownProduct`.

@@ -92,6 +92,10 @@ pub struct Stats {
     /// With `--orders-db`: Redis against the orders' database.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub orders_of_record: Option<Reconciliation>,
+    /// Where the stock is, as the last reset put it: `redis`, or `postgres` (the `pg_*`
+    /// stock variants; `remaining`, `sold` and the per-instance and per-variant counts
+    /// are then the database's).
+    pub stock_in: &'static str,
 }
 
 impl Stats {

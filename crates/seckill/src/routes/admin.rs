@@ -101,6 +101,19 @@ struct ResetRequest {
     /// default) costs the sale nothing.
     #[serde(default)]
     trace: bool,
+    /// Where the stock is: `redis` (the default), or `postgres` — a row in the database
+    /// (`--orders-db`) that only the `pg_*` stock variants sell, unsplit, with no buyer
+    /// limit and no payment window.
+    #[serde(default)]
+    stock_in: StockIn,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum StockIn {
+    #[default]
+    Redis,
+    Postgres,
 }
 
 fn yes() -> bool {
@@ -137,20 +150,52 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
             "pay_within_ms must be from 0 (a sale is final) to {MAX_PAY_WITHIN_MS}"
         )));
     }
+    let in_database = request.stock_in == StockIn::Postgres;
+    if in_database {
+        if state.database.is_none() {
+            return Err(AppError::NotConfigured(
+                "stock_in postgres needs PostgreSQL: start the instance with --orders-db".into(),
+            ));
+        }
+        if request.shards != 1 || request.per_user != 0 || request.pay_within_ms != 0 {
+            return Err(AppError::BadRequest(
+                "stock_in postgres sells one unsplit row: shards 1, per_user 0, pay_within_ms 0"
+                    .into(),
+            ));
+        }
+    }
     let terms = Terms {
         stock: request.stock,
         shards: request.shards,
         per_user: request.per_user,
         pay_within_ms: request.pay_within_ms,
         trace: request.trace,
+        in_database,
     };
     let streaming = match (state.orders.is_some(), request.orders_of_record) {
+        // The database sells and records the orders itself: nothing to stream.
+        _ if in_database => Streaming::Off,
         (true, true) => Streaming::Streamed,
         (false, true) => Streaming::AsBefore,
         (_, false) => Streaming::Off,
     };
     let layout =
         product::reset(&state.store, &state.lock_store, &product, terms, streaming).await?;
+    if let Some(db) = &state.database {
+        if in_database {
+            let epoch = product::epoch(&state.store, &product).await?;
+            let used = db
+                .reset_stock(product.as_str(), epoch, request.stock)
+                .await?;
+            if used != epoch {
+                product::set_epoch(&state.store, &product, used).await?;
+            }
+        } else if let Err(err) = db.forget_stock(product.as_str()).await {
+            // The sale is reset in Redis; the row left behind sells for no one: the
+            // pg_* variants sell only a row of the sale Redis's meta names, in postgres.
+            tracing::warn!(%product, error = %err, "the stock's old row is left in the database");
+        }
+    }
     tracing::info!(%product, ?terms, "stock reset");
     Ok(Json(json!({
         "outcome": "reset",
@@ -160,7 +205,9 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
         "per_user": request.per_user,
         "pay_within_ms": request.pay_within_ms,
         "trace": request.trace,
-        "orders_of_record": streaming != Streaming::Off && state.orders.is_some(),
+        "orders_of_record": in_database
+            || (streaming != Streaming::Off && state.orders.is_some()),
+        "stock_in": if in_database { "postgres" } else { "redis" },
         "shard_tags": layout.tags(),
     })))
 }

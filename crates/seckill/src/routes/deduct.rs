@@ -132,6 +132,13 @@ async fn run(
     )?;
     let product = knobs.product.to_string();
     let mut deduction = Deduction::new(state.context.clone(), variant, knobs);
+    if key.is_some() && variant.spec().stock_in_database {
+        // The key's claim and answer live in Redis, the sale in the database: no one
+        // step could record both, and a repeat after a crash could sell twice.
+        return Err(AppError::BadRequest(format!(
+            "{variant} takes no Idempotency-Key: its sale is in PostgreSQL, the keys in Redis"
+        )));
+    }
     if let Some(key) = key {
         let request = fingerprint(variant, params);
         let (holder, lease) = (&deduction.holder, deduction.knobs.longest());

@@ -26,7 +26,10 @@ async fn stock(
     headers: HeaderMap,
 ) -> Result<Json<Value>, AppError> {
     let product = product_param(query.as_deref(), &headers)?;
-    let (remaining, per_shard) = product::remaining(&state.store, &product).await?;
+    let (mut remaining, mut per_shard) = product::remaining(&state.store, &product).await?;
+    if let Some(audit) = database_audit(&state, &product).await? {
+        (remaining, per_shard) = (audit.remaining, vec![audit.remaining]);
+    }
     Ok(Json(json!({
         "product": product.as_str(),
         "remaining": remaining,
@@ -41,8 +44,36 @@ async fn stats(
 ) -> Result<Json<Stats>, AppError> {
     let product = product_param(query.as_deref(), &headers)?;
     let mut stats = product::stats(&state.store, &state.lock_store, &product).await?;
-    reconcile(&state, &product, &mut stats).await?;
+    if stats.stock_in == "postgres" {
+        let audit = database_audit(&state, &product).await?;
+        let audit = audit.filter(|a| a.epoch == stats.epoch).unwrap_or_default();
+        stats.from_database(audit.remaining, audit.by_instance, audit.by_variant);
+    } else {
+        reconcile(&state, &product, &mut stats).await?;
+    }
     Ok(Json(stats))
+}
+
+/// A product whose stock is in PostgreSQL (`stock_in: postgres`): its row and orders as
+/// the database has them; `None` for a product whose stock is in Redis.
+async fn database_audit(
+    state: &AppState,
+    product: &ProductId,
+) -> Result<Option<crate::database::stock::Audit>, AppError> {
+    let in_database: Option<String> = redis::cmd("HGET")
+        .arg(&crate::keys::ProductKeys::new(product).meta)
+        .arg("stock_in")
+        .query_async(&mut state.store.conn())
+        .await?;
+    if in_database.as_deref() != Some("postgres") {
+        return Ok(None);
+    }
+    let Some(db) = &state.database else {
+        return Err(AppError::NotConfigured(format!(
+            "product {product} keeps its stock in PostgreSQL: ask an instance with --orders-db"
+        )));
+    };
+    db.audit(product.as_str()).await
 }
 
 /// With `--orders-db`: `stats` gains Redis reconciled against the database.

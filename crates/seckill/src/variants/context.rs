@@ -9,6 +9,7 @@ use redis::aio::ConnectionManager;
 use seckill_lock::{HolderIds, Redlock, WatchdogLocks, ZooKeeper};
 
 use super::{Variant, VariantState};
+use crate::database::Database;
 use crate::keys::KeyCache;
 use crate::knobs::Limits;
 use crate::metrics::Metrics;
@@ -32,6 +33,8 @@ pub struct Context {
     pub redlock: Option<Redlock<ConnectionManager>>,
     /// The `zookeeper` variant's ensemble (`--zookeeper-urls`).
     pub zookeeper: Option<Arc<ZooKeeper>>,
+    /// The `pg_*` variants' database (`--orders-db`, `--pg-connections`).
+    pub database: Option<Arc<Database>>,
     pub settings: Settings,
     pub metrics: Metrics,
     /// Who each request is, in locks and in the audit.

@@ -43,6 +43,7 @@ pub static SPEC: Spec = Spec {
     knobs: &[BATCH],
     in_progression: true,
     splits_stock: false,
+    stock_in_database: false,
     // One atomic script: if it is sent at all, it runs whole.
     must_finish: false,
     counts_its_refusals: true,

@@ -24,6 +24,7 @@
 mod context;
 mod deduction;
 pub mod guard;
+mod in_database;
 mod lost;
 pub(crate) mod section;
 mod shared;
@@ -32,6 +33,11 @@ pub mod lua;
 pub mod multi;
 pub mod naive;
 pub mod optimistic;
+pub mod pg_advisory;
+pub mod pg_for_update;
+pub mod pg_unique;
+pub mod pg_update;
+pub mod pg_version;
 pub mod redlock;
 pub mod segmented;
 pub mod setnx;
@@ -70,6 +76,11 @@ pub static VARIANTS: &[Variant] = &[
     Variant::of(&redlock::SPEC),
     Variant::of(&multi::SPEC),
     Variant::of(&zookeeper::SPEC),
+    Variant::of(&pg_unique::SPEC),
+    Variant::of(&pg_advisory::SPEC),
+    Variant::of(&pg_update::SPEC),
+    Variant::of(&pg_for_update::SPEC),
+    Variant::of(&pg_version::SPEC),
 ];
 
 /// What a variant is, for everything that is not its deduction.
@@ -88,6 +99,9 @@ pub struct Spec {
     pub in_progression: bool,
     /// It sells a product split into shards (the others sell an unsplit one).
     pub splits_stock: bool,
+    /// It sells a product whose stock is in PostgreSQL (reset with `"stock_in":
+    /// "postgres"`), and records its orders there; the others sell Redis's stock.
+    pub stock_in_database: bool,
     /// Cutting a deduction short (the client hung up, the request timed out) could leave
     /// a lock held or a unit unrecorded, so it runs in a task of its own to the end.
     pub must_finish: bool,

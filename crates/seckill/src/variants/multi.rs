@@ -72,6 +72,7 @@ pub static SPEC: Spec = Spec {
     ],
     in_progression: false,
     splits_stock: false,
+    stock_in_database: false,
     must_finish: true,
     // A cart's refusal is counted in every product of the cart.
     counts_its_refusals: true,

@@ -52,6 +52,7 @@ pub static SPEC: Spec = Spec {
     knobs: &[WORK_MS, RETRIES, super::guard::GUARD],
     in_progression: true,
     splits_stock: false,
+    stock_in_database: false,
     // Cut short between WATCH and EXEC, its connection would go back to the pool mid-way.
     must_finish: true,
     counts_its_refusals: false,

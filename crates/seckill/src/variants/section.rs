@@ -164,7 +164,29 @@ impl Deduction {
     /// that split stock only; any other product was never reset (or Redis lost it) and is
     /// not for sale.
     pub async fn not_for_sale(&self) -> AppError {
-        let shards: Result<Option<u32>, _> = self.redis().hget(&self.product.meta, "shards").await;
+        let meta: Result<(Option<u32>, Option<String>), _> = redis::cmd("HMGET")
+            .arg(&self.product.meta)
+            .arg("shards")
+            .arg("stock_in")
+            .query_async(&mut self.redis())
+            .await;
+        let shards = meta.map(|(shards, stock_in)| {
+            if stock_in.as_deref() == Some("postgres") {
+                // Its stock is a row in the database.
+                return Err(AppError::BadRequest(format!(
+                    "product {} keeps its stock in PostgreSQL (stock_in postgres): only {} \
+                     sells it",
+                    self.product.product,
+                    database_variants()
+                )));
+            }
+            Ok(shards)
+        });
+        let shards = match shards {
+            Ok(Err(refused)) => return refused,
+            Ok(Ok(shards)) => Ok(shards),
+            Err(err) => Err(err),
+        };
         match shards {
             Ok(Some(n)) if n > 1 => AppError::BadRequest(format!(
                 "product {} is split into {n} shards; only {} sells it",
@@ -298,6 +320,16 @@ impl Deduction {
     pub(super) fn log_release(&self, released: Result<bool, LockError>) {
         log_release(self.variant, &self.holder, released);
     }
+}
+
+/// The variants that sell a product whose stock is in the database, by name.
+fn database_variants() -> String {
+    let names: Vec<&str> = super::VARIANTS
+        .iter()
+        .filter(|v| v.spec().stock_in_database)
+        .map(|v| v.name())
+        .collect();
+    names.join(", ")
 }
 
 /// The variants that sell a split product, by name: "the segmented variant".

@@ -17,6 +17,7 @@ pub static SPEC: Spec = Spec {
     knobs: &[WORK_MS, FAULT, PAUSE_MS, FENCE],
     in_progression: true,
     splits_stock: false,
+    stock_in_database: false,
     must_finish: true,
     counts_its_refusals: false,
     deduct: |d| Box::pin(deduct(d)),

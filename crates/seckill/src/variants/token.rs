@@ -24,6 +24,7 @@ pub static SPEC: Spec = Spec {
     knobs: &[WORK_MS, TTL_MS, WAIT_MS, FAULT, PAUSE_MS, FENCE],
     in_progression: true,
     splits_stock: false,
+    stock_in_database: false,
     must_finish: true,
     counts_its_refusals: false,
     deduct: |d| Box::pin(deduct(d)),

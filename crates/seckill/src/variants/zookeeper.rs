@@ -30,6 +30,7 @@ pub static SPEC: Spec = Spec {
     ],
     in_progression: false,
     splits_stock: false,
+    stock_in_database: false,
     must_finish: true,
     counts_its_refusals: false,
     deduct: |d| Box::pin(deduct(d)),

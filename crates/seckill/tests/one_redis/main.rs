@@ -8,6 +8,7 @@
 mod buyers;
 mod close;
 mod cluster_script;
+mod database;
 mod durability;
 mod failure_modes;
 mod fencing;

@@ -1,0 +1,101 @@
+//! What the `pg_*` variants share: the database itself, a sale as it records it, and
+//! what its answer — or the lack of one — comes to.
+
+use std::sync::Arc;
+
+use redis::AsyncCommands;
+
+use super::{Deduction, Outcome};
+use crate::database::stock::{Sale, Sold};
+use crate::database::{Database, Failure};
+use crate::error::AppError;
+
+/// The instance's database, or 503 `not_configured` when it was started without one.
+pub(super) fn database(d: &Deduction) -> Result<&Arc<Database>, AppError> {
+    d.app.database.as_ref().ok_or_else(|| {
+        AppError::NotConfigured(format!(
+            "{} needs PostgreSQL: start the instance with --orders-db postgres://…",
+            d.variant
+        ))
+    })
+}
+
+impl Deduction {
+    /// The number of the product's current sale, if its stock is in the database: the
+    /// product's meta in Redis says where its stock is, and a row of an older sale is
+    /// not sold (its product reset into Redis meanwhile, the row left behind).
+    pub(super) async fn database_epoch(&self) -> Result<i64, AppError> {
+        let (epoch, stock_in): (Option<i64>, Option<String>) = redis::cmd("HMGET")
+            .arg(&self.product.meta)
+            .arg("epoch")
+            .arg("stock_in")
+            .query_async(&mut self.redis())
+            .await?;
+        match (epoch, stock_in.as_deref()) {
+            (Some(epoch), Some("postgres")) => Ok(epoch),
+            _ => Err(self.not_in_database().await),
+        }
+    }
+
+    /// This deduction's sale of sale `epoch` as the database records it, as `order`.
+    pub(super) fn database_sale<'a>(&'a self, epoch: i64, order: &'a str) -> Sale<'a> {
+        Sale {
+            epoch,
+            product: self.product.product.as_str(),
+            order,
+            instance: &self.app.settings.instance,
+            variant: self.variant.name(),
+            buyer: self.knobs.user.as_ref().map(|u| u.as_str()),
+        }
+    }
+
+    /// What a sale's statement or `COMMIT` came to. One whose answer was lost is looked
+    /// up by its order id: found, it sold; otherwise — not found yet, or the database
+    /// still away — it may yet have, and the answer is 504 `unknown`, never a "no".
+    pub(super) async fn database_answer(
+        &self,
+        db: &Database,
+        sold: Result<Sold, Failure>,
+        order: String,
+    ) -> Result<Outcome, AppError> {
+        match sold {
+            Ok(Sold::Units(remaining)) => Ok(Outcome::Deducted {
+                remaining,
+                order,
+                shard: 0,
+            }),
+            Ok(Sold::SoldOut(remaining)) => Ok(Outcome::SoldOut { remaining }),
+            Ok(Sold::NoRow) => Err(self.not_in_database().await),
+            Ok(Sold::Changed) => Ok(Outcome::Conflict),
+            Err(Failure::Lost(why)) => {
+                tracing::warn!(%order, why, "a sale's answer was lost: looking it up");
+                let product = self.product.product.as_str();
+                match db.find_sale(&order, product).await {
+                    Ok(Some(remaining)) => Ok(Outcome::Deducted {
+                        remaining,
+                        order,
+                        shard: 0,
+                    }),
+                    _ => Ok(Outcome::Unknown { order, shard: 0 }),
+                }
+            }
+            Err(failure) => Err(failure.into()),
+        }
+    }
+
+    /// Why a `pg_*` stock variant found no row of the current sale: the product keeps its
+    /// stock in Redis (a 400 that says how to move it), or it was never reset (404).
+    pub(super) async fn not_in_database(&self) -> AppError {
+        let initial: Result<Option<i64>, _> =
+            self.redis().hget(&self.product.meta, "initial").await;
+        match initial {
+            Ok(Some(_)) => AppError::BadRequest(format!(
+                "product {} keeps its stock in Redis: reset it with \"stock_in\": \"postgres\" \
+                 for {} to sell it",
+                self.product.product, self.variant
+            )),
+            Ok(None) => AppError::UnknownProduct(self.product.product.to_string()),
+            Err(err) => err.into(),
+        }
+    }
+}
