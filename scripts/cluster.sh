@@ -10,8 +10,9 @@
 #   scripts/cluster.sh clean     stop, and delete the Redis data
 #   scripts/cluster.sh status    say what runs
 #   scripts/cluster.sh redis-flags   print the instances' (and the bench's) Redis flags
-#   scripts/cluster.sh lock-store-pids   print the bench's --zookeeper-pids and
-#                                --redlock-pids for the lock servers that run (stores suite)
+#   scripts/cluster.sh lock-store-pids   print the bench's --zookeeper-pids,
+#                                --redlock-pids and --postgres-pid for the servers that run
+#                                (stores and seed003 suites)
 #
 # Settings, from the environment:
 #   REDIS=standalone       or `cluster`: 3 masters + 3 replicas, and the instances in
@@ -340,7 +341,10 @@ lock_store_pids() {
     alive "$pidfile" && redlock+=("$(cat "$pidfile")")
   done
   [ ${#zk[@]} -gt 0 ] && echo -n "--zookeeper-pids $(IFS=,; echo "${zk[*]}") "
-  [ ${#redlock[@]} -gt 0 ] && echo -n "--redlock-pids $(IFS=,; echo "${redlock[*]}")"
+  [ ${#redlock[@]} -gt 0 ] && echo -n "--redlock-pids $(IFS=,; echo "${redlock[*]}") "
+  if [ -f "$RUN_DIR/postgres/postmaster.pid" ]; then
+    echo -n "--postgres-pid $(head -1 "$RUN_DIR/postgres/postmaster.pid")"
+  fi
   echo
 }
 

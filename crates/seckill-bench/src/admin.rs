@@ -6,6 +6,18 @@ use serde_json::{Value, json};
 use crate::args::BenchArgs;
 use crate::report::Row;
 
+/// What a reset sets.
+#[derive(Debug, Clone, Copy)]
+pub struct Terms {
+    pub stock: i64,
+    pub shards: u32,
+    pub per_user: i64,
+    /// Orders streamed to the database (with --orders-db) or kept in Redis.
+    pub orders: bool,
+    /// The stock in PostgreSQL (the `pg_*` stock variants).
+    pub in_database: bool,
+}
+
 /// A client of the service under test.
 pub struct Service<'a> {
     pub args: &'a BenchArgs,
@@ -30,9 +42,27 @@ impl Service<'_> {
         shards: u32,
         orders: bool,
     ) -> anyhow::Result<()> {
+        self.reset_in(stock, shards, orders, false).await
+    }
+
+    /// [`Self::reset_streamed`], the stock in PostgreSQL when `in_database` (for the
+    /// `pg_*` stock variants).
+    pub async fn reset_in(
+        &self,
+        stock: i64,
+        shards: u32,
+        orders: bool,
+        in_database: bool,
+    ) -> anyhow::Result<()> {
         let product = &self.args.product;
-        self.reset_with(product, stock, shards, self.args.per_user, orders)
-            .await
+        let terms = Terms {
+            stock,
+            shards,
+            per_user: self.args.per_user,
+            orders,
+            in_database,
+        };
+        self.reset_with(product, terms).await
     }
 
     /// `POST /admin/reset` of any product.
@@ -43,18 +73,25 @@ impl Service<'_> {
         shards: u32,
         per_user: i64,
     ) -> anyhow::Result<()> {
-        self.reset_with(product, stock, shards, per_user, true)
-            .await
+        let terms = Terms {
+            stock,
+            shards,
+            per_user,
+            orders: true,
+            in_database: false,
+        };
+        self.reset_with(product, terms).await
     }
 
-    async fn reset_with(
-        &self,
-        product: &str,
-        stock: i64,
-        shards: u32,
-        per_user: i64,
-        orders: bool,
-    ) -> anyhow::Result<()> {
+    /// `POST /admin/reset` of `product` on `terms`.
+    pub async fn reset_with(&self, product: &str, terms: Terms) -> anyhow::Result<()> {
+        let Terms {
+            stock,
+            shards,
+            per_user,
+            orders,
+            in_database,
+        } = terms;
         let admin = self.args.admin_url.as_deref().unwrap_or(&self.args.url);
         let mut request = self
             .http
@@ -65,6 +102,7 @@ impl Service<'_> {
                 "shards": shards,
                 "per_user": per_user,
                 "orders_of_record": orders,
+                "stock_in": if in_database { "postgres" } else { "redis" },
             }));
         if let Some(token) = &self.args.admin_token {
             request = request.bearer_auth(token);
@@ -77,6 +115,24 @@ impl Service<'_> {
                 response.text().await.unwrap_or_default()
             );
         }
+        Ok(())
+    }
+
+    /// `POST /admin/unlock` of `product`: its locks deleted, whoever holds them.
+    pub async fn unlock(&self, product: &str) -> anyhow::Result<()> {
+        let admin = self.args.admin_url.as_deref().unwrap_or(&self.args.url);
+        let mut request = self
+            .http
+            .post(format!("{}/admin/unlock", admin.trim_end_matches('/')))
+            .json(&json!({ "product": product }));
+        if let Some(token) = &self.args.admin_token {
+            request = request.bearer_auth(token);
+        }
+        request
+            .send()
+            .await
+            .context("POST /admin/unlock")?
+            .error_for_status()?;
         Ok(())
     }
 

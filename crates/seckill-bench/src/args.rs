@@ -73,6 +73,39 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub redlock_pids: Vec<u32>,
 
+    /// The stores and seed003 suites: the pid of PostgreSQL's postmaster (the instances
+    /// run with --orders-db), whose CPU — its own and its backends' — the `pg_*` rows
+    /// report. `scripts/cluster.sh lock-store-pids` prints it for the local cluster.
+    #[arg(long)]
+    pub postgres_pid: Option<u32>,
+
+    /// The seed003 suite: PostgreSQL's URL (the instances' --orders-db), for the probe of
+    /// who may release its locks.
+    #[arg(long, hide_env_values = true)]
+    pub pg_url: Option<String>,
+
+    /// The seed003 suite: the ZooKeeper ensemble (the instances' --zookeeper-urls), for
+    /// the probe of who may release its locks.
+    #[arg(long)]
+    pub zookeeper_urls: Option<String>,
+
+    /// The seed003 suite: the Redlock servers (the instances' --redlock-urls,
+    /// comma-separated), for the probe of who may release its locks.
+    #[arg(long, value_delimiter = ',')]
+    pub redlock_urls: Vec<String>,
+
+    /// The seed003 suite: each instance's pid file, in --instance-urls' order; the first
+    /// instance is SIGKILLed while its holders are inside, and the second measures how
+    /// long until it gets in.
+    #[arg(long, value_delimiter = ',')]
+    pub instance_pid_files: Vec<PathBuf>,
+
+    /// The seed003 suite: the shell command that starts the killed instance again (for
+    /// the local cluster, `scripts/cluster.sh start` with the environment it was started
+    /// with).
+    #[arg(long)]
+    pub restart_command: Option<String>,
+
     /// The partial suite: the pid of the stock store's replica, stopped (SIGSTOP) for a
     /// phase and let go again (SIGCONT).
     #[arg(long)]

@@ -28,6 +28,7 @@ pub mod redis_usage;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod seed003;
 pub mod suites;
 pub mod table;
 

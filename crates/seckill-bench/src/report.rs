@@ -124,4 +124,7 @@ pub struct Report {
     pub ratios: Vec<Ratio>,
     /// Peak resident memory per instance (memory suite), bytes, by instance URL.
     pub peak_rss: Vec<(String, u64)>,
+    /// Seed 003's conditions, probed (seed003 suite).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<crate::seed003::Conditions>,
 }

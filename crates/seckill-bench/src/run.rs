@@ -73,17 +73,26 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
     } else {
         Vec::new()
     };
+    let conditions = if args.suite == Suite::Seed003 {
+        crate::seed003::probe(&service).await?
+    } else {
+        Vec::new()
+    };
     let mut ratios = ratios(&args, &rows, &peak_rss);
     ratios.extend(extra);
     println!("{}", table::render(&rows));
     for ratio in &ratios {
         println!("{ratio}");
     }
+    if args.suite == Suite::Seed003 {
+        println!("{}", crate::seed003::render(&args, &rows, &conditions));
+    }
     let report = Report {
         suite: args.suite,
         rows,
         ratios,
         peak_rss,
+        conditions,
     };
     if let Some(path) = &args.json {
         let json = json!({ "settings": settings(&args), "report": report });
@@ -237,8 +246,8 @@ pub(crate) async fn run_one(
         redis_cpu_us_per_unit_by_master: by_master,
         lock_store_cpu_us_per_unit: match lock_cpu {
             Some(cpu) => (sold > 0).then(|| cpu / sold as f64),
-            // The stores suite's rows whose lock lives in the stock store.
-            None if args.suite == Suite::Stores => per_unit(cpu_us),
+            // The stores and seed003 suites' rows whose lock lives in the stock store.
+            None if matches!(args.suite, Suite::Stores | Suite::Seed003) => per_unit(cpu_us),
             None => None,
         },
         drain,
@@ -247,15 +256,18 @@ pub(crate) async fn run_one(
     })
 }
 
-/// The stores suite: the processes of the lock store `variant` keeps its locks in, when
-/// it has servers of its own and the bench was given their pids.
+/// The stores and seed003 suites: the processes of the store `variant` keeps its locks
+/// (or its stock) in, when it has servers of its own and the bench was given their pids.
 fn lock_store_pids(args: &BenchArgs, variant: Variant) -> Option<&[u32]> {
-    if args.suite != Suite::Stores {
+    if !matches!(args.suite, Suite::Stores | Suite::Seed003) {
         return None;
     }
     let pids = match variant.name() {
         "zookeeper" => &args.zookeeper_pids,
         "redlock" => &args.redlock_pids,
+        name if name.starts_with("pg_") => {
+            return args.postgres_pid.as_ref().map(std::slice::from_ref);
+        }
         _ => return None,
     };
     (!pids.is_empty()).then_some(pids.as_slice())
@@ -266,8 +278,14 @@ fn lock_store_pids(args: &BenchArgs, variant: Variant) -> Option<&[u32]> {
 /// products the requests pick, none runs out.
 async fn reset_products(service: &Service<'_>, scenario: &Scenario) -> anyhow::Result<Vec<String>> {
     let args = service.args;
+    let in_database = scenario.variant.is_some_and(|v| v.spec().stock_in_database);
     service
-        .reset_streamed(scenario.stock, scenario.shards, scenario.orders)
+        .reset_in(
+            scenario.stock,
+            scenario.shards,
+            scenario.orders,
+            in_database,
+        )
         .await?;
     let mut others = Vec::new();
     for n in 1..scenario.products.max(1) {

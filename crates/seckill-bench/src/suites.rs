@@ -49,6 +49,12 @@ pub enum Suite {
     /// store's CPU per unit. Needs instances with --zookeeper-urls and --zookeeper-pids
     /// (redlock rows with --redlock-urls and --redlock-pids); not part of `performance`.
     Stores,
+    /// Seed 003's table of lock schemes, measured whole: the PostgreSQL unique-key and
+    /// advisory locks, ZooKeeper, Redis SETNX, the token lock, the watchdog lock and
+    /// Redlock at [`WAITERS`] on one lock with no work and with --work-ms; the stock in a
+    /// PostgreSQL row (pg_update, pg_for_update) beside lua; then the seed's four
+    /// conditions probed (`crate::seed003`). `scripts/seed003.sh` starts what it needs.
+    Seed003,
     /// All of the performance suites, one after the other.
     Performance,
 }
@@ -90,6 +96,7 @@ pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
         Suite::Orders => orders(args),
         Suite::Contention => contention(args),
         Suite::Stores => stores(args),
+        Suite::Seed003 => seed003(args),
         // Its rows are loads side by side, run by `partial.rs`.
         Suite::Partial => Vec::new(),
         // (`orders` is not in it: it needs the database.)
@@ -333,6 +340,32 @@ fn stores(args: &BenchArgs) -> Vec<Scenario> {
         for name in &names {
             rows.push(at_waiters(
                 variant(name),
+                1,
+                work_ms,
+                "",
+                requests_at(args, work_ms),
+            ));
+        }
+    }
+    rows
+}
+
+/// Seed 003's rows: each lock scheme at [`WAITERS`] on one lock, with no work and with
+/// `--work-ms`; the stock variants beside them (lua and pg_update take no work).
+fn seed003(args: &BenchArgs) -> Vec<Scenario> {
+    let mut rows = Vec::new();
+    for work_ms in [0, args.work_ms] {
+        for name in crate::seed003::schemes(args)
+            .iter()
+            .chain(crate::seed003::STOCK.iter())
+            .map(|scheme| scheme.variant)
+        {
+            let variant = variant(name);
+            if work_ms > 0 && !variant.takes("work_ms") {
+                continue;
+            }
+            rows.push(at_waiters(
+                variant,
                 1,
                 work_ms,
                 "",

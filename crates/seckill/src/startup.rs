@@ -48,7 +48,17 @@ impl Application {
             .clone()
             .unwrap_or_else(|| instance_id_from(local_addr));
         let faults = args.faults;
-        let router = app(state(args, &instance)?);
+        let state = state(args, &instance)?;
+        if let Some(db) = &state.orders {
+            // The schema before the first request, when the database is there (the
+            // consumer keeps trying when it is not): a reset into it must find its table.
+            match tokio::time::timeout(Duration::from_secs(5), db.migrate()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => tracing::warn!(error = %err, "migrations not applied yet"),
+                Err(_) => tracing::warn!("migrations not applied yet: the database is slow"),
+            }
+        }
+        let router = app(state);
         tracing::info!(%local_addr, %instance, faults, "seckill instance ready");
         Ok(Self {
             listener,

@@ -79,6 +79,7 @@ pub fn ratios(args: &BenchArgs, rows: &[Row], peak_rss: &[(String, u64)]) -> Vec
     ratios.extend(orders::ratios(args, rows));
     ratios.extend(contention::ratios(rows));
     ratios.extend(stores::ratios(args, rows));
+    ratios.extend(crate::seed003::ratios(args, rows));
     for (url, bytes) in peak_rss {
         ratios.push(Ratio {
             name: format!("peak RSS {url}"),

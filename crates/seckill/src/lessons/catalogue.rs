@@ -5,8 +5,8 @@ use seckill_load::Buyers;
 
 use super::lesson::{Lesson, Needs, Phase, phase};
 use crate::variants::{
-    Variant, lua, multi, naive, optimistic, redlock, segmented, setnx, shares, token, watchdog,
-    zookeeper,
+    Variant, lua, multi, naive, optimistic, pg_advisory, pg_unique, pg_update, redlock, segmented,
+    setnx, shares, token, watchdog, zookeeper,
 };
 
 const NAIVE: Variant = Variant::of(&naive::SPEC);
@@ -20,6 +20,9 @@ const REDLOCK: Variant = Variant::of(&redlock::SPEC);
 const ZOOKEEPER: Variant = Variant::of(&zookeeper::SPEC);
 const OPTIMISTIC: Variant = Variant::of(&optimistic::SPEC);
 const MULTI: Variant = Variant::of(&multi::SPEC);
+const PG_UNIQUE: Variant = Variant::of(&pg_unique::SPEC);
+const PG_ADVISORY: Variant = Variant::of(&pg_advisory::SPEC);
+const PG_UPDATE: Variant = Variant::of(&pg_update::SPEC);
 
 /// The slow lessons' terms, so that a class can follow each holder on the timeline: three
 /// buyers at a time, each working 1.5 s inside, under a lease of 1 s — the work outlasts
@@ -412,6 +415,108 @@ pub const LESSONS: &[Lesson] = &[
             streamed: true,
             ..phase("lua, streamed", 1_500, 1, LUA, "", 2_000, 100)
         }],
+        needs: Needs::OrdersDb,
+        failure_mode: false,
+    },
+    Lesson {
+        name: "pg_locks",
+        title: "the database's locks: a dead holder, a row against a connection",
+        title_zh: "数据库锁：持锁者死掉了，一行记录对比一条连接",
+        watch: "Seed 003's first row. First the lock is a row with a unique key (INSERT to \
+                lock, DELETE to unlock): its holder dies before its DELETE, the row stays, and \
+                every later buyer waits in vain and is 429 lock busy — the deadlock setnx has, \
+                in the database. Then PostgreSQL's advisory lock, held by a transaction: its \
+                holder dies the same way, its connection closes, and PostgreSQL frees the lock \
+                at once — the stock sells. Last, the row with a lease (lock_until, as ShedLock \
+                and Spring do): the dead holder's row is taken over after one second.",
+        watch_zh: "种子文章 003 表格的第一行。先是“唯一索引一行记录就是锁”（INSERT 加锁，DELETE \
+                   解锁）：持锁者在 DELETE 之前死掉，这行记录留了下来，之后的每个买家都白等，得到 429 \
+                   （锁被占用）——和 setnx 一样的死锁，只是发生在数据库里。然后是 PostgreSQL 的咨询锁， \
+                   由一个事务持有：持锁者同样死掉，它的连接断开，PostgreSQL 立刻释放锁——库存照常卖出。 \
+                   最后是带租约的行锁（lock_until，ShedLock 和 Spring 的做法）：死掉的持锁者的那行 \
+                   记录在一秒后被接管。",
+        phases: &[
+            Phase {
+                first: Some("fault=abandon"),
+                ..phase(
+                    "pg_unique, holder died",
+                    10,
+                    1,
+                    PG_UNIQUE,
+                    "wait_ms=300",
+                    40,
+                    10,
+                )
+            },
+            Phase {
+                first: Some("fault=abandon"),
+                ..phase(
+                    "pg_advisory, holder died",
+                    10,
+                    1,
+                    PG_ADVISORY,
+                    "wait_ms=300",
+                    40,
+                    10,
+                )
+            },
+            Phase {
+                first: Some("fault=abandon&lease_ms=1000"),
+                ..phase(
+                    "pg_unique lease_ms=1000, holder died",
+                    10,
+                    1,
+                    PG_UNIQUE,
+                    "lease_ms=1000&wait_ms=3000",
+                    40,
+                    10,
+                )
+            },
+        ],
+        needs: Needs::OrdersDbAndFaults,
+        failure_mode: false,
+    },
+    Lesson {
+        name: "seed003",
+        title: "seed 003's table: the database and Redis side by side",
+        title_zh: "种子文章 003 的表格：数据库与 Redis 并排对比",
+        watch: "The same 400 buyers, 100 at a time, six ways. The stock in a PostgreSQL row, \
+                sold by one conditional UPDATE, against the stock in Redis sold by a Lua script: \
+                compare their goodput — how hot one row gets is why every flash sale moves its \
+                stock to Redis. Then the seed's database lock (a unique key, waiters polling) \
+                against Redis's SET NX PX, PostgreSQL's advisory lock against the watchdog lock. \
+                No red anywhere: every one sells exactly its stock; they differ in speed. \
+                scripts/seed003.sh measures the whole table, with the seed's four conditions.",
+        watch_zh: "同样 400 个买家、每次 100 个并发，六种做法。库存放在 PostgreSQL 的一行里、用一条 \
+                   条件 UPDATE 扣减，对比库存放在 Redis、用 Lua 脚本扣减：比较它们的有效吞吐——一行 \
+                   记录有多热，就是每个秒杀都把库存搬到 Redis 的原因。然后是种子文章里的数据库锁 \
+                   （唯一索引，等待者轮询）对比 Redis 的 SET NX PX，PostgreSQL 咨询锁对比看门狗锁。 \
+                   哪里都没有红色：每种都恰好卖出库存，区别在于速度。scripts/seed003.sh 测出整张表， \
+                   连同种子文章的四个条件。",
+        phases: &[
+            phase("pg_update @100", 400, 1, PG_UPDATE, "", 400, 100),
+            phase("lua @100", 400, 1, LUA, "", 400, 100),
+            phase(
+                "pg_unique @100",
+                400,
+                1,
+                PG_UNIQUE,
+                "wait_ms=10000",
+                400,
+                100,
+            ),
+            phase("token @100", 400, 1, TOKEN, "wait_ms=10000", 400, 100),
+            phase(
+                "pg_advisory @100",
+                400,
+                1,
+                PG_ADVISORY,
+                "wait_ms=10000",
+                400,
+                100,
+            ),
+            phase("watchdog @100", 400, 1, WATCHDOG, "wait_ms=10000", 400, 100),
+        ],
         needs: Needs::OrdersDb,
         failure_mode: false,
     },

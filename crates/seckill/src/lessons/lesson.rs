@@ -38,6 +38,8 @@ pub enum Needs {
     ZooKeeper,
     #[serde(rename = "--orders-db")]
     OrdersDb,
+    #[serde(rename = "--orders-db --faults")]
+    OrdersDbAndFaults,
 }
 
 impl Needs {
@@ -49,6 +51,7 @@ impl Needs {
             Needs::RedlockServers => "--redlock-urls",
             Needs::ZooKeeper => "--zookeeper-urls",
             Needs::OrdersDb => "--orders-db",
+            Needs::OrdersDbAndFaults => "--orders-db --faults",
         }
     }
 }

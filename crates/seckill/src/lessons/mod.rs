@@ -207,6 +207,7 @@ pub fn available(lesson: &Lesson, state: &AppState) -> bool {
         Needs::RedlockServers => state.redlock.is_some(),
         Needs::ZooKeeper => state.zookeeper.is_some(),
         Needs::OrdersDb => state.orders.is_some(),
+        Needs::OrdersDbAndFaults => state.orders.is_some() && state.settings.faults,
     }
 }
 
@@ -254,6 +255,7 @@ async fn run(
             shards: phase.shards,
             per_user: phase.per_user,
             trace: true,
+            in_database: phase.variant.spec().stock_in_database,
             ..product::Terms::default()
         };
         let streaming = if phase.streamed {
@@ -262,9 +264,17 @@ async fn run(
             product::Streaming::AsBefore
         };
         for reset in std::iter::once(product).chain(second.as_ref()) {
-            product::reset(&state.store, &state.lock_store, reset, terms, streaming)
-                .await
-                .map_err(|err| format!("reset: {err}"))?;
+            let db = state.database.as_deref();
+            product::reset_with_database(
+                &state.store,
+                &state.lock_store,
+                db,
+                reset,
+                terms,
+                streaming,
+            )
+            .await
+            .map_err(|err| format!("reset: {err}"))?;
             // A close earlier in the lesson (or before it) ends with the reset.
             crate::close::reopen(state, reset)
                 .await
@@ -388,7 +398,7 @@ mod tests {
                         .replace("{cart_reversed}", "101-b,101")
                         .replace("{cart}", "101,101-b");
                     let params: Vec<(String, String)> = serde_urlencoded::from_str(&knobs).unwrap();
-                    let faults = lesson.needs == Needs::Faults;
+                    let faults = matches!(lesson.needs, Needs::Faults | Needs::OrdersDbAndFaults);
                     let (name, takes) = (phase.variant.name(), phase.variant.spec().knobs);
                     let parsed = crate::knobs::Knobs::parse(name, takes, &params, &limits, faults);
                     assert!(

@@ -10,6 +10,7 @@ pub use stats::{LockView, Reconciliation, Stats};
 use futures_util::future::try_join_all;
 use redis::AsyncCommands;
 
+use crate::database::Database;
 use crate::error::AppError;
 use crate::keys::{
     Layout, ORDER_STREAMS, ProductId, ProductKeys, ShardKeys, UNPAID_SETS, shard_tag,
@@ -192,6 +193,52 @@ pub async fn reset(
         let _: i64 = store.conn().sadd(ORDER_STREAMS, &streams).await?;
     }
     Ok(new)
+}
+
+/// [`reset`], and then the database's part of it: the product's lock row cleared (as the
+/// reset clears its locks in Redis); with `terms.in_database`, the stock's
+/// row set in `db` under the sale's number (which the database may move on past numbers
+/// it has seen: `Database::reset_stock`); otherwise any row the product had there
+/// forgotten, best effort (the `pg_*` stock variants sell only a row of the sale Redis's
+/// meta names, in postgres, so a row left behind sells for no one).
+pub async fn reset_with_database(
+    store: &Store,
+    locks: &Store,
+    db: Option<&Database>,
+    product: &ProductId,
+    terms: Terms,
+    streaming: Streaming,
+) -> Result<Layout, AppError> {
+    if terms.in_database && db.is_none() {
+        return Err(AppError::NotConfigured(
+            "stock_in postgres needs PostgreSQL: start the instance with --orders-db".into(),
+        ));
+    }
+    let layout = reset(store, locks, product, terms, streaming).await?;
+    let Some(db) = db else {
+        return Ok(layout);
+    };
+    // A reset clears the product's locks: pg_unique's row too. (A sale in Redis does not
+    // wait for the database: a row left while it is away stays until the next reset.)
+    let cleared = db
+        .force_unlock(&ProductKeys::new(product).whole().lock)
+        .await;
+    if let Err(err) = cleared {
+        if terms.in_database {
+            return Err(err);
+        }
+        tracing::warn!(%product, error = %err, "the product's pg_unique lock row is left");
+    }
+    if terms.in_database {
+        let epoch = epoch(store, product).await?;
+        let used = db.reset_stock(product.as_str(), epoch, terms.stock).await?;
+        if used != epoch {
+            set_epoch(store, product, used).await?;
+        }
+    } else if let Err(err) = db.forget_stock(product.as_str()).await {
+        tracing::warn!(%product, error = %err, "the stock's old row is left in the database");
+    }
+    Ok(layout)
 }
 
 /// A shard's orders stream and its consumer group, unless they exist.

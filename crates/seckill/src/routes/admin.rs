@@ -151,18 +151,11 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
         )));
     }
     let in_database = request.stock_in == StockIn::Postgres;
-    if in_database {
-        if state.database.is_none() {
-            return Err(AppError::NotConfigured(
-                "stock_in postgres needs PostgreSQL: start the instance with --orders-db".into(),
-            ));
-        }
-        if request.shards != 1 || request.per_user != 0 || request.pay_within_ms != 0 {
-            return Err(AppError::BadRequest(
-                "stock_in postgres sells one unsplit row: shards 1, per_user 0, pay_within_ms 0"
-                    .into(),
-            ));
-        }
+    let plain = request.shards == 1 && request.per_user == 0 && request.pay_within_ms == 0;
+    if in_database && !plain {
+        return Err(AppError::BadRequest(
+            "stock_in postgres sells one unsplit row: shards 1, per_user 0, pay_within_ms 0".into(),
+        ));
     }
     let terms = Terms {
         stock: request.stock,
@@ -179,23 +172,16 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
         (false, true) => Streaming::AsBefore,
         (_, false) => Streaming::Off,
     };
-    let layout =
-        product::reset(&state.store, &state.lock_store, &product, terms, streaming).await?;
-    if let Some(db) = &state.database {
-        if in_database {
-            let epoch = product::epoch(&state.store, &product).await?;
-            let used = db
-                .reset_stock(product.as_str(), epoch, request.stock)
-                .await?;
-            if used != epoch {
-                product::set_epoch(&state.store, &product, used).await?;
-            }
-        } else if let Err(err) = db.forget_stock(product.as_str()).await {
-            // The sale is reset in Redis; the row left behind sells for no one: the
-            // pg_* variants sell only a row of the sale Redis's meta names, in postgres.
-            tracing::warn!(%product, error = %err, "the stock's old row is left in the database");
-        }
-    }
+    let db = state.database.as_deref();
+    let layout = product::reset_with_database(
+        &state.store,
+        &state.lock_store,
+        db,
+        &product,
+        terms,
+        streaming,
+    )
+    .await?;
     tracing::info!(%product, ?terms, "stock reset");
     Ok(Json(json!({
         "outcome": "reset",
@@ -218,12 +204,18 @@ struct UnlockRequest {
     product: String,
 }
 
-/// Deletes the product's locks whoever holds them: the way out of the setnx deadlock, and
+/// Deletes the product's locks whoever holds them (pg_unique's row too): the way out of
+/// the setnx and pg_unique deadlocks, and
 /// (if done while the holder is still working) the way into setnx's other flaw.
 async fn unlock(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, AppError> {
     let request: UnlockRequest = json_body(&body, r#"{"product": "101"}"#)?;
     let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
-    let freed = product::force_unlock(&state.store, &state.lock_store, &product).await?;
+    let mut freed = product::force_unlock(&state.store, &state.lock_store, &product).await?;
+    if let Some(db) = &state.database {
+        // pg_unique's row, which only an operator removes.
+        let lock = &crate::keys::ProductKeys::new(&product).whole().lock;
+        freed += u32::try_from(db.force_unlock(lock).await?).unwrap_or(u32::MAX);
+    }
     tracing::warn!(%product, freed, "locks deleted by an operator");
     Ok(Json(
         json!({ "outcome": "unlocked", "product": product.as_str(), "freed": freed }),

@@ -170,30 +170,19 @@ impl Deduction {
             .arg("stock_in")
             .query_async(&mut self.redis())
             .await;
-        let shards = meta.map(|(shards, stock_in)| {
-            if stock_in.as_deref() == Some("postgres") {
-                // Its stock is a row in the database.
-                return Err(AppError::BadRequest(format!(
-                    "product {} keeps its stock in PostgreSQL (stock_in postgres): only {} \
-                     sells it",
-                    self.product.product,
-                    database_variants()
-                )));
-            }
-            Ok(shards)
-        });
-        let shards = match shards {
-            Ok(Err(refused)) => return refused,
-            Ok(Ok(shards)) => Ok(shards),
-            Err(err) => Err(err),
-        };
-        match shards {
-            Ok(Some(n)) if n > 1 => AppError::BadRequest(format!(
-                "product {} is split into {n} shards; only {} sells it",
-                self.product.product,
-                splitting_variants()
+        let product = &self.product.product;
+        match meta {
+            // Its stock is a row in the database.
+            Ok((_, Some(stock_in))) if stock_in == "postgres" => AppError::BadRequest(format!(
+                "product {product} keeps its stock in PostgreSQL (stock_in postgres): only {} \
+                 sells it",
+                variants_that(|spec| spec.stock_in_database)
             )),
-            Ok(_) => AppError::UnknownProduct(self.product.product.to_string()),
+            Ok((Some(n), _)) if n > 1 => AppError::BadRequest(format!(
+                "product {product} is split into {n} shards; only {} sells it",
+                variants_that(|spec| spec.splits_stock)
+            )),
+            Ok(_) => AppError::UnknownProduct(product.to_string()),
             Err(err) => err.into(),
         }
     }
@@ -322,24 +311,19 @@ impl Deduction {
     }
 }
 
-/// The variants that sell a product whose stock is in the database, by name.
-fn database_variants() -> String {
+/// The variants whose spec says `which`, by name: "the segmented variant", "the
+/// pg_update, pg_for_update or pg_version variant".
+fn variants_that(which: fn(&super::Spec) -> bool) -> String {
     let names: Vec<&str> = super::VARIANTS
         .iter()
-        .filter(|v| v.spec().stock_in_database)
+        .filter(|v| which(v.spec()))
         .map(|v| v.name())
         .collect();
-    names.join(", ")
-}
-
-/// The variants that sell a split product, by name: "the segmented variant".
-fn splitting_variants() -> String {
-    let names: Vec<&str> = super::VARIANTS
-        .iter()
-        .filter(|v| v.spec().splits_stock)
-        .map(|v| v.name())
-        .collect();
-    format!("the {} variant", names.join(" or "))
+    match names.split_last() {
+        Some((last, [])) => format!("the {last} variant"),
+        Some((last, others)) => format!("the {} or {last} variant", others.join(", ")),
+        None => "no variant".into(),
+    }
 }
 
 /// A release by `holder` of `variant` that did not go as it should, in the log.

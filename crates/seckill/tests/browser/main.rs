@@ -270,6 +270,11 @@ mod base64_decode {
 /// A Redis, two instances whose lessons' load goes to the Nginx in front of them, and
 /// that Nginx.
 fn behind_nginx() -> (RedisServer, Vec<Instance>, Nginx) {
+    behind_nginx_with(&[])
+}
+
+/// [`behind_nginx`], the instances with `more` flags.
+fn behind_nginx_with(more: &[&str]) -> (RedisServer, Vec<Instance>, Nginx) {
     let redis = RedisServer::start();
     // The instances must know Nginx's address (their lessons' load goes there) before
     // Nginx starts in front of them: when the port turns out taken, all start again.
@@ -278,7 +283,11 @@ fn behind_nginx() -> (RedisServer, Vec<Instance>, Nginx) {
             let port = ports::candidate();
             let bench_url = format!("http://127.0.0.1:{port}");
             let instances: Vec<Instance> = (0..2)
-                .map(|_| Instance::start(SECKILL, &redis.url(), &["--bench-url", &bench_url]))
+                .map(|_| {
+                    let mut args = vec!["--bench-url", &bench_url];
+                    args.extend_from_slice(more);
+                    Instance::start(SECKILL, &redis.url(), &args)
+                })
                 .collect();
             let upstreams: Vec<_> = instances.iter().map(|i| i.addr).collect();
             Nginx::start_at("127.0.0.1", port, &upstreams).map(|nginx| (instances, nginx))

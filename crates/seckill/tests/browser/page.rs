@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use seckill_testkit::{Api, heavy_turn, int, root};
+use seckill_testkit::{Api, Postgres, heavy_turn, int, root};
 use serde_json::{Value, json};
 
-use super::{Browser, behind_nginx};
+use super::{Browser, behind_nginx, behind_nginx_with};
 
 /// Starts `lesson` from its button and waits until the page says it is done and has read
 /// the timeline since.
@@ -278,6 +278,49 @@ async fn page_in_chinese_leaves_no_english_label() {
         "strings not in Chinese again"
     );
 
+    browser.assert_no_errors().await;
+    browser.quit().await;
+}
+
+/// Seed 003's first row on the page, in Chinese: the pg_locks lesson from its button. The
+/// unique-key lock's dead holder sells nothing (every buyer 429); the advisory lock's dead
+/// holder frees it with its connection (the stock sells); the row with a lease is taken
+/// over after it. Each phase is a row of the side by side table, the last equal to
+/// `/stats`; the lesson's paragraph is in Chinese; no console errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_locks_lesson_shows_the_database_deadlock_in_chinese() {
+    let _turn = heavy_turn().await;
+    let db = Postgres::start();
+    let url = db.url();
+    let (_redis, _instances, nginx) = behind_nginx_with(&["--orders-db", &url, "--faults"]);
+    let Some(browser) = Browser::start_in(1280, 720, Some("zh-CN")).await else {
+        eprintln!(
+            "SKIPPED pg_locks_lesson_shows_the_database_deadlock_in_chinese: no Chromium/chromedriver"
+        );
+        return;
+    };
+    let api = Api::new(&nginx.url(""));
+    browser.open(&nginx.url("/")).await;
+    run_lesson(&browser, "pg_locks").await;
+    let rows = table(&browser).await;
+    let sold: Vec<i64> = rows
+        .iter()
+        .filter(|r| r["lesson"] == "pg_locks")
+        .map(|r| r["sold"].as_i64().unwrap_or(-1))
+        .collect();
+    assert_eq!(
+        sold,
+        [0, 10, 10],
+        "unique key deadlocked, advisory freed, lease taken over: {rows:?}"
+    );
+    last_row_equals_stats(&browser, "pg_locks", &api.stats("101").await).await;
+    let watch = browser
+        .run("return document.querySelector('#watch').textContent")
+        .await;
+    assert!(
+        watch.as_str().is_some_and(|w| w.contains("咨询锁")),
+        "the lesson's paragraph in Chinese: {watch}"
+    );
     browser.assert_no_errors().await;
     browser.quit().await;
 }

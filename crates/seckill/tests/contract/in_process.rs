@@ -232,9 +232,10 @@ async fn admin_refuses_bad_bodies_and_strangers() {
     );
 }
 
-/// With Redis away (and the ZooKeeper ensemble too), the process is healthy, not ready,
-/// and every variant answers 503 with `Retry-After` at once: zookeeper says its lock store
-/// is away (it asks the ensemble first), the others that Redis is.
+/// With Redis away (and the ZooKeeper ensemble and PostgreSQL too), the process is
+/// healthy, not ready, and every variant answers 503 with `Retry-After` at once: those
+/// whose lock lives elsewhere (zookeeper, pg_unique, pg_advisory) say their lock store is
+/// away (they ask it first), the others that Redis is.
 #[tokio::test]
 async fn redis_away_is_503_with_retry_after() {
     let (app, _) = app(&[
@@ -242,6 +243,8 @@ async fn redis_away_is_503_with_retry_after() {
         "redis://127.0.0.1:1,redis://127.0.0.1:1,redis://127.0.0.1:1",
         "--zookeeper-urls",
         "127.0.0.1:1",
+        "--orders-db",
+        "postgres://seckill@127.0.0.1:1/seckill",
     ]);
     assert_eq!(send(&app, get("/healthz")).await.0, StatusCode::OK);
     assert_eq!(
@@ -259,7 +262,7 @@ async fn redis_away_is_503_with_retry_after() {
         let (status, retry_after, body) = send(&app, post(&uri)).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{variant}: {body}");
         assert!(retry_after, "{variant}: 503 without Retry-After");
-        let away = if variant.name() == "zookeeper" {
+        let away = if ["zookeeper", "pg_unique", "pg_advisory"].contains(&variant.name()) {
             "lock_store_unavailable"
         } else {
             "redis_unavailable"
