@@ -10,7 +10,7 @@ use seckill::variants::Variant;
 use seckill_load::{Buyers, Control, Load, Method, Report as LoadReport};
 use serde_json::{Value, json};
 
-use crate::admin::Service;
+use crate::admin::{Service, Terms};
 use crate::args::BenchArgs;
 use crate::lock_store::cpu_seconds;
 use crate::ratios::ratios;
@@ -290,9 +290,14 @@ async fn reset_products(service: &Service<'_>, scenario: &Scenario) -> anyhow::R
     let mut others = Vec::new();
     for n in 1..scenario.products.max(1) {
         let product = format!("{}-{n}", args.product);
-        service
-            .reset_product(&product, scenario.stock, scenario.shards, args.per_user)
-            .await?;
+        let terms = Terms {
+            stock: scenario.stock,
+            shards: scenario.shards,
+            per_user: args.per_user,
+            orders: true,
+            in_database,
+        };
+        service.reset_with(&product, terms).await?;
         others.push(product);
     }
     Ok(others)

@@ -73,8 +73,17 @@ pub const SHARD_CURVE: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 pub const PRODUCT_CURVE: [u32; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
 /// The variants the contention suite compares: the optimistic lock, the pessimistic one,
-/// and the lock-free script as the ceiling.
+/// and the lock-free script as the ceiling — and, when the instances have PostgreSQL
+/// (`--pg-url`), the optimistic rule on a database row, `pg_version`.
 pub const CONTENDERS: [&str; 3] = ["optimistic", "watchdog", "lua"];
+
+fn contenders(args: &BenchArgs) -> Vec<&'static str> {
+    let mut names = CONTENDERS.to_vec();
+    if args.pg_url.is_some() {
+        names.push("pg_version");
+    }
+    names
+}
 
 /// A variant the suites are about, by name.
 pub fn variant(name: &str) -> Variant {
@@ -382,7 +391,7 @@ fn seed003(args: &BenchArgs) -> Vec<Scenario> {
 fn contention(args: &BenchArgs) -> Vec<Scenario> {
     let mut rows = Vec::new();
     for products in PRODUCT_CURVE {
-        for name in CONTENDERS {
+        for name in contenders(args) {
             let variant = variant(name);
             let key = Key::Contention { variant, products };
             let knobs = knobs(variant, args.work_ms, args.wait_ms, "");

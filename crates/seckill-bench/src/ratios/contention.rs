@@ -44,6 +44,13 @@ pub(super) fn ratios(rows: &[Row]) -> Vec<Ratio> {
         };
         let lua =
             at("lua", products).map_or(String::new(), |lua| format!(", lua {:.0}", lua.goodput));
+        let pg_version = at("pg_version", products).map_or(String::new(), |pg| {
+            format!(
+                "; pg_version {:.0} units/s at {:.1} % conflicts",
+                pg.goodput,
+                conflict_rate(pg) * 100.0
+            )
+        });
         let rate = conflict_rate(optimistic);
         ratios.push(Ratio::new(
             format!("contention over {products} product(s): optimistic / watchdog goodput"),
@@ -51,7 +58,7 @@ pub(super) fn ratios(rows: &[Row]) -> Vec<Ratio> {
             None,
             format!(
                 "conflict rate {:.1} %; optimistic {:.0} units/s, {} turned away (429), {} \
-                 undersold; watchdog {:.0}{lua}",
+                 undersold; watchdog {:.0}{lua}{pg_version}",
                 rate * 100.0,
                 optimistic.goodput,
                 count(optimistic, &["optimistic", "conflict"]),

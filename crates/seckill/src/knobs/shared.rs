@@ -7,7 +7,7 @@ use super::{Kind, Knob};
 /// sleeps).
 pub const WORK_MS: Knob = Knob {
     name: "work_ms",
-    doc: "Business time inside the critical section (all but lua).",
+    doc: "Business time inside the critical section (all but lua and pg_update).",
     kind: Kind::Millis {
         min: 0,
         max: |l| l.max_work_ms,
@@ -18,8 +18,9 @@ pub const WORK_MS: Knob = Knob {
 /// `wait_ms`: how long to wait for a held lock. 0 unless the variant says otherwise.
 pub const WAIT_MS: Knob = Knob {
     name: "wait_ms",
-    doc: "How long to wait for a held lock (token, watchdog, segmented, redlock), or (shares) \
-          for a unit held in another instance's share.",
+    doc: "How long to wait for a held lock (token, watchdog, segmented, redlock, zookeeper, \
+          pg_unique, pg_advisory; pg_for_update: the row lock), or (shares) for a unit held in \
+          another instance's share.",
     kind: Kind::Millis {
         min: 0,
         max: |l| l.max_wait_ms,
@@ -46,7 +47,8 @@ pub const TTL_MS: Knob = Knob {
 /// `lease_ms`: an explicit lease for the watchdog lock, which then has no watchdog.
 pub const LEASE_MS: Knob = Knob {
     name: "lease_ms",
-    doc: "An explicit lease: no watchdog then (watchdog, segmented).",
+    doc: "An explicit lease: no watchdog then (watchdog, segmented); pg_unique: the row's \
+          lock_until, past which a waiter takes the row over.",
     kind: Kind::Millis {
         min: 10,
         max: |l| l.max_ttl_ms,

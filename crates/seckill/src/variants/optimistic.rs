@@ -36,9 +36,10 @@ use crate::store::{MasterPools, drop_broken};
 /// `retries`: how many times a transaction that found the stock changed is tried again.
 pub const RETRIES: Knob = Knob {
     name: "retries",
-    doc: "optimistic: how many times a transaction that found the stock changed (EXEC \
-          answered nil) is tried again before the request is answered 429 conflict; 0 to 10, \
-          default 3 (the seed's rule: retry at least three times).",
+    doc: "optimistic, pg_version: how many times a try that found the stock changed (EXEC \
+          answered nil; the version check updated no row) is tried again before the request \
+          is answered 429 conflict; 0 to 10, default 3 (the seed's rule: retry at least three \
+          times).",
     kind: Kind::Count { min: 0, max: 10 },
 };
 
