@@ -53,36 +53,26 @@ impl UniqueLock {
     /// One `INSERT`: whether this holder got the row (or, with a lease, took over one
     /// whose lease ran out).
     async fn try_once(&self) -> Result<bool, Failure> {
-        let lease_ms = self
-            .lease
-            .map(|l| i64::try_from(l.as_millis()).unwrap_or(i64::MAX));
         let (name, holder) = (&self.name, &self.holder);
-        let taken = self
-            .db
-            .with(async |c| match lease_ms {
-                None => {
-                    c.execute(
-                        "INSERT INTO seckill_locks (name, holder) VALUES ($1, $2)
-                         ON CONFLICT (name) DO NOTHING",
-                        &[name, holder],
-                    )
-                    .await
-                }
-                Some(ms) => {
-                    c.execute(
-                        "INSERT INTO seckill_locks AS l (name, holder, lock_until)
-                         VALUES ($1, $2, clock_timestamp() + $3 * interval '1 millisecond')
-                         ON CONFLICT (name) DO UPDATE
-                             SET holder = EXCLUDED.holder, lock_until = EXCLUDED.lock_until,
-                                 locked_at = clock_timestamp()
-                             WHERE l.lock_until < clock_timestamp()",
-                        &[name, holder, &(ms as f64)],
-                    )
-                    .await
-                }
-            })
-            .await?;
-        Ok(taken == 1)
+        let taken = match self.lease {
+            None => {
+                let sql = "INSERT INTO seckill_locks (name, holder) VALUES ($1, $2)
+                           ON CONFLICT (name) DO NOTHING RETURNING 1";
+                self.db.query_opt(sql, &[name, holder]).await?
+            }
+            Some(lease) => {
+                let ms = lease.as_secs_f64() * 1_000.0;
+                let sql = "INSERT INTO seckill_locks AS l (name, holder, lock_until)
+                           VALUES ($1, $2, clock_timestamp() + $3 * interval '1 millisecond')
+                           ON CONFLICT (name) DO UPDATE
+                               SET holder = EXCLUDED.holder, lock_until = EXCLUDED.lock_until,
+                                   locked_at = clock_timestamp()
+                               WHERE l.lock_until < clock_timestamp()
+                           RETURNING 1";
+                self.db.query_opt(sql, &[name, holder, &ms]).await?
+            }
+        };
+        Ok(taken.is_some())
     }
 }
 
@@ -106,18 +96,9 @@ impl Lock for UniqueLock {
 
     /// `DELETE … WHERE holder = me`: only the holder gives it back.
     async fn give_back(&mut self) -> Result<bool, LockError> {
-        let (name, holder) = (&self.name, &self.holder);
-        let deleted = self
-            .db
-            .with(async |c| {
-                c.execute(
-                    "DELETE FROM seckill_locks WHERE name = $1 AND holder = $2",
-                    &[name, holder],
-                )
-                .await
-            })
-            .await?;
-        Ok(deleted == 1)
+        let sql = "DELETE FROM seckill_locks WHERE name = $1 AND holder = $2 RETURNING 1";
+        let deleted = self.db.query_opt(sql, &[&self.name, &self.holder]).await?;
+        Ok(deleted.is_some())
     }
 
     /// With a lease, the holder knows the lease ran out: a waiter may have taken the row
@@ -182,22 +163,20 @@ impl Lock for AdvisoryLock {
     /// `lock_timeout` (`pg_try_advisory_xact_lock` for no wait). Waiters queue in
     /// PostgreSQL; one that times out rolls back and holds nothing.
     async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
-        let tx = self.db.begin().await?;
-        let name = self.name.as_str();
+        // lock_timeout counts whole milliseconds, up to i32::MAX; 0 is no limit (a wait too
+        // long to count: "as long as it takes").
+        let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
+        let lock_timeout = (!wait.is_zero()).then_some(if ms > i32::MAX as u64 { 0 } else { ms });
+        let tx = self.db.begin(lock_timeout).await?;
+        let name: &(dyn tokio_postgres::types::ToSql + Sync) = &self.name;
         let taken = if wait.is_zero() {
             let sql = "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))";
-            tx.run(tx.client().query_one(sql, &[&name]))
+            tx.query_opt(Duration::ZERO, sql, &[name])
                 .await
-                .map(|row| row.get::<_, bool>(0))
+                .map(|row| row.is_some_and(|r| r.get::<_, bool>(0)))
         } else {
-            // lock_timeout counts whole milliseconds; `Duration::MAX` is "as long as it takes".
-            let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
-            let timeout = if ms > i32::MAX as u64 { 0 } else { ms };
-            let set = format!("SET LOCAL lock_timeout = {timeout}");
-            tx.run(tx.client().batch_execute(&set)).await?;
             let sql = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
-            let locked = tx.run_for(wait, tx.client().execute(sql, &[&name])).await;
-            match locked {
+            match tx.query_opt(wait, sql, &[name]).await {
                 Ok(_) => Ok(true),
                 Err(failure)
                     if failure.is(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) =>

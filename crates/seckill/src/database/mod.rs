@@ -21,6 +21,7 @@ use anyhow::Context as _;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 
 use crate::error::AppError;
 
@@ -91,14 +92,33 @@ impl Database {
         }
     }
 
-    /// A transaction begun on a connection of the pool.
-    pub async fn begin(&self) -> Result<Tx, Failure> {
+    /// `sql` (prepared once per connection, and cached) with `params`, alone: its row, if
+    /// it returned one.
+    pub async fn query_opt(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<tokio_postgres::Row>, Failure> {
+        self.with(async |c| {
+            let statement = c.prepare_cached(sql).await?;
+            c.query_opt(&statement, params).await
+        })
+        .await
+    }
+
+    /// A transaction begun on a connection of the pool, with `lock_timeout` (ms; none:
+    /// PostgreSQL's, no limit) set for it, in the same round trip as its `BEGIN`.
+    pub async fn begin(&self, lock_timeout: Option<u64>) -> Result<Tx, Failure> {
         let conn = self.conn().await.map_err(Failure::NotSent)?;
         let tx = Tx {
             conn: Some(conn),
             timeout: self.timeout,
         };
-        tx.run(tx.client().batch_execute("BEGIN")).await?;
+        let begin = match lock_timeout {
+            Some(ms) => format!("BEGIN; SET LOCAL lock_timeout = {ms}"),
+            None => "BEGIN".to_owned(),
+        };
+        tx.run(tx.client().batch_execute(&begin)).await?;
         Ok(tx)
     }
 }
@@ -132,6 +152,22 @@ impl Tx {
             Ok(Err(err)) => Err(Failure::of(err)),
             Err(_) => Err(Failure::Lost(format!("no answer within {bound:?}"))),
         }
+    }
+
+    /// `sql` (prepared once per connection, and cached) with `params` inside the
+    /// transaction, bounded as [`Tx::run_for`]: its row, if it returned one.
+    pub async fn query_opt(
+        &self,
+        longer: Duration,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<tokio_postgres::Row>, Failure> {
+        let client = self.client();
+        let call = async {
+            let statement = client.prepare_cached(sql).await?;
+            client.query_opt(&statement, params).await
+        };
+        self.run_for(longer, call).await
     }
 
     /// [`Tx::run_for`] with no lock's wait.

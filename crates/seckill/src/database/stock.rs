@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 
 use super::{Database, Failure, Tx};
 use crate::error::AppError;
@@ -24,6 +25,21 @@ pub struct Sale<'a> {
     pub instance: &'a str,
     pub variant: &'a str,
     pub buyer: Option<&'a str>,
+}
+
+impl Sale<'_> {
+    /// The sale's parameters, `$1`–`$5` of [`sale!`], then `more`.
+    fn params<'a>(&'a self, more: &[&'a (dyn ToSql + Sync)]) -> Vec<&'a (dyn ToSql + Sync)> {
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+            &self.product,
+            &self.order,
+            &self.instance,
+            &self.variant,
+            &self.buyer,
+        ];
+        params.extend_from_slice(more);
+        params
+    }
 }
 
 /// What a try to sell came to.
@@ -46,12 +62,22 @@ pub struct Row {
     pub version: i64,
 }
 
-/// The insert of one order, given the sold row as `taken (epoch, stock)`: every variant's
-/// sale ends with it, in the statement or transaction that took the unit.
-const INSERT_ORDER: &str =
-    "INSERT INTO orders (id, product, epoch, shard, instance, variant, buyer, sold_at)
-     SELECT $2, $1, epoch, 0, $3, $4, $5, clock_timestamp() FROM taken
-     RETURNING (SELECT stock FROM taken)";
+/// A sale's statement: `$update`, which takes the unit and returns the sold row as
+/// `taken (epoch, stock)`, then the insert of its order — every variant's sale ends with
+/// it, in the statement or transaction that took the unit. Parameters `$1`–`$5`: product,
+/// order, instance, variant, buyer; the update's own from `$6`. Returns the units left.
+macro_rules! sale {
+    ($update:literal) => {
+        concat!(
+            "WITH taken AS (",
+            $update,
+            " RETURNING epoch, stock)
+             INSERT INTO orders (id, product, epoch, shard, instance, variant, buyer, sold_at)
+             SELECT $2, $1, epoch, 0, $3, $4, $5, clock_timestamp() FROM taken
+             RETURNING (SELECT stock FROM taken)"
+        )
+    };
+}
 
 /// The database's audit of a product's sale: its row and its orders.
 #[derive(Debug, Clone, Default)]
@@ -106,30 +132,11 @@ impl Database {
 
     /// `pg_update`: one statement takes a unit if there is one and records the order.
     pub async fn sell_by_update(&self, sale: &Sale<'_>) -> Result<Sold, Failure> {
-        let statement = format!(
-            "WITH taken AS (
-                 UPDATE seckill_stock SET stock = stock - 1
-                 WHERE product = $1 AND epoch = $6 AND stock > 0
-                 RETURNING epoch, stock)
-             {INSERT_ORDER}"
+        let sql = sale!(
+            "UPDATE seckill_stock SET stock = stock - 1
+             WHERE product = $1 AND epoch = $6 AND stock > 0"
         );
-        let row = self
-            .with(async |c| {
-                c.query_opt(
-                    &statement,
-                    &[
-                        &sale.product,
-                        &sale.order,
-                        &sale.instance,
-                        &sale.variant,
-                        &sale.buyer,
-                        &sale.epoch,
-                    ],
-                )
-                .await
-            })
-            .await?;
-        match row {
+        match self.query_opt(sql, &sale.params(&[&sale.epoch])).await? {
             Some(row) => Ok(Sold::Units(row.get(0))),
             None => Ok(match self.read(sale.product, sale.epoch).await? {
                 Some(row) => Sold::SoldOut(row.stock),
@@ -140,15 +147,8 @@ impl Database {
 
     /// The product's row for sale `epoch`, read alone.
     pub async fn read(&self, product: &str, epoch: i64) -> Result<Option<Row>, Failure> {
-        let row = self
-            .with(async |c| {
-                c.query_opt(
-                    "SELECT stock, version FROM seckill_stock WHERE product = $1 AND epoch = $2",
-                    &[&product, &epoch],
-                )
-                .await
-            })
-            .await?;
+        let sql = "SELECT stock, version FROM seckill_stock WHERE product = $1 AND epoch = $2";
+        let row = self.query_opt(sql, &[&product, &epoch]).await?;
         Ok(row.map(|r| Row {
             stock: r.get(0),
             version: r.get(1),
@@ -158,30 +158,13 @@ impl Database {
     /// `pg_version`: takes a unit and records the order if the row is still at `read`'s
     /// version — the seed's optimistic rule, `UPDATE … WHERE version = $read`.
     pub async fn sell_if_version(&self, sale: &Sale<'_>, read: Row) -> Result<Sold, Failure> {
-        let statement = format!(
-            "WITH taken AS (
-                 UPDATE seckill_stock SET stock = $6, version = version + 1
-                 WHERE product = $1 AND version = $7 AND epoch = $8
-                 RETURNING epoch, stock)
-             {INSERT_ORDER}"
+        let sql = sale!(
+            "UPDATE seckill_stock SET stock = $6, version = version + 1
+             WHERE product = $1 AND version = $7 AND epoch = $8"
         );
+        let left = read.stock - 1;
         let row = self
-            .with(async |c| {
-                c.query_opt(
-                    &statement,
-                    &[
-                        &sale.product,
-                        &sale.order,
-                        &sale.instance,
-                        &sale.variant,
-                        &sale.buyer,
-                        &(read.stock - 1),
-                        &read.version,
-                        &sale.epoch,
-                    ],
-                )
-                .await
-            })
+            .query_opt(sql, &sale.params(&[&left, &read.version, &sale.epoch]))
             .await?;
         Ok(row.map_or(Sold::Changed, |row| Sold::Units(row.get(0))))
     }
@@ -195,30 +178,26 @@ impl Database {
         epoch: i64,
         wait: Duration,
     ) -> Result<Option<(RowLock, Option<Row>)>, Failure> {
-        let tx = self.begin().await?;
+        // lock_timeout counts whole milliseconds; NOWAIT for no wait at all.
+        let ms = u64::try_from(wait.as_millis())
+            .unwrap_or(u64::MAX)
+            .clamp(1, i32::MAX as u64);
+        let tx = self.begin((!wait.is_zero()).then_some(ms)).await?;
         let select = if wait.is_zero() {
             "SELECT stock, version FROM seckill_stock WHERE product = $1 AND epoch = $2
              FOR UPDATE NOWAIT"
         } else {
-            let ms = u64::try_from(wait.as_millis())
-                .unwrap_or(u64::MAX)
-                .clamp(1, i32::MAX as u64);
-            let set = format!("SET LOCAL lock_timeout = {ms}");
-            tx.run(tx.client().batch_execute(&set)).await?;
             "SELECT stock, version FROM seckill_stock WHERE product = $1 AND epoch = $2
              FOR UPDATE"
         };
-        let read = tx
-            .run_for(wait, tx.client().query_opt(select, &[&product, &epoch]))
-            .await;
+        let read = tx.query_opt(wait, select, &[&product, &epoch]).await;
         match read {
             Ok(row) => {
                 let row = row.map(|r| Row {
                     stock: r.get(0),
                     version: r.get(1),
                 });
-                let product = product.to_owned();
-                Ok(Some((RowLock { tx, product }, row)))
+                Ok(Some((RowLock { tx }, row)))
             }
             Err(failure) if failure.is(&SqlState::LOCK_NOT_AVAILABLE) => {
                 tx.rollback().await?;
@@ -290,7 +269,6 @@ impl Database {
 /// closes and PostgreSQL frees the row.
 pub struct RowLock {
     tx: Tx,
-    product: String,
 }
 
 impl RowLock {
@@ -298,28 +276,16 @@ impl RowLock {
     /// lock), records the order, and commits: the units left. A failed `COMMIT` is
     /// an unknown outcome.
     pub async fn sell(self, sale: &Sale<'_>, read: Row) -> Result<i64, Failure> {
-        let statement = format!(
-            "WITH taken AS (
-                 UPDATE seckill_stock SET stock = $6, version = version + 1
-                 WHERE product = $1
-                 RETURNING epoch, stock)
-             {INSERT_ORDER}"
-        );
+        let sql =
+            sale!("UPDATE seckill_stock SET stock = $6, version = version + 1 WHERE product = $1");
         let left = read.stock - 1;
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
-            &self.product,
-            &sale.order,
-            &sale.instance,
-            &sale.variant,
-            &sale.buyer,
-            &left,
-        ];
         let row = self
             .tx
-            .run(self.tx.client().query_one(&statement, &params))
+            .query_opt(Duration::ZERO, sql, &sale.params(&[&left]))
             .await?;
         self.tx.commit().await?;
-        Ok(row.get(0))
+        // The update found the row the transaction locked: it returns one.
+        Ok(row.map_or(left, |row| row.get(0)))
     }
 
     /// Ends the transaction selling nothing: the row lock is free.
