@@ -38,6 +38,18 @@ impl<C: Connection> SetnxLock<C> {
     }
 }
 
+impl<C: Connection> SetnxLock<C> {
+    /// Compare-and-delete: whether the lock still held this holder's value.
+    async fn release_own(&mut self) -> Result<bool, LockError> {
+        let released: i64 = scripts::TOKEN_RELEASE
+            .key(&self.key)
+            .arg(&self.holder)
+            .invoke_async(&mut self.conn)
+            .await?;
+        Ok(released == 1)
+    }
+}
+
 impl<C: Connection> Lock for SetnxLock<C> {
     /// One `SETNX`, and more every few milliseconds while `wait` lasts.
     async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
@@ -54,12 +66,16 @@ impl<C: Connection> Lock for SetnxLock<C> {
             let deleted: u64 = self.conn.del(&self.key).await?;
             return Ok(deleted == 1);
         }
-        let released: i64 = scripts::TOKEN_RELEASE
-            .key(&self.key)
-            .arg(&self.holder)
-            .invoke_async(&mut self.conn)
-            .await?;
-        Ok(released == 1)
+        self.release_own().await
+    }
+
+    /// A take whose answer never came may have set this holder's value: that, and only
+    /// that, is deleted — even for a lock that releases blindly, since the seed's
+    /// `finally { DEL }` runs only for a holder that got the lock. (A blind `DEL` here would
+    /// delete the lock of whoever holds it, with that holder still inside.)
+    async fn clean_up(&mut self) -> Result<(), LockError> {
+        self.release_own().await?;
+        Ok(())
     }
 
     fn key(&self) -> &str {

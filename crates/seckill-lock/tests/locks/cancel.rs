@@ -475,3 +475,30 @@ async fn a_cut_redlock_acquire_leaves_nothing_on_any_server() {
         "no acquire answered within 3 ms"
     );
 }
+
+/// A blind-releasing setnx lock (the seed's `finally { DEL }`) whose acquire is cut short
+/// while another holds the lock cleans up only its own value: the holder's lock stays, and
+/// nobody else gets in until the holder gives it back.
+#[tokio::test]
+async fn a_cut_blind_setnx_acquire_leaves_the_holders_lock_alone() {
+    let redis = RedisServer::start();
+    let conn = redis.conn().await;
+    let lock =
+        |holder: &str| SetnxLock::new(conn.clone(), "{cut}:lock", holder).releasing_blindly();
+    let held = lock("holder")
+        .acquire(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("the lock is free");
+    for cut in cuts() {
+        let _ = tokio::time::timeout(cut, lock("cut").acquire(Duration::from_millis(50))).await;
+    }
+    // Every cut acquire's clean-up has landed by now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let third = lock("third").acquire(Duration::ZERO).await.unwrap();
+    assert!(
+        third.is_none(),
+        "a cut acquire's clean-up deleted the holder's lock"
+    );
+    assert!(held.release().await.unwrap(), "the holder still held it");
+}
