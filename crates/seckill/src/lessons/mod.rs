@@ -8,6 +8,7 @@
 
 pub mod catalogue;
 mod lesson;
+mod stores;
 
 pub use catalogue::{LESSONS, find};
 pub use lesson::{Lesson, Needs, Phase};
