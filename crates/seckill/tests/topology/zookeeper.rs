@@ -151,26 +151,30 @@ async fn zookeeper_paused_holder_sells_nothing_when_it_wakes_only_with_fencing()
     let limits = [
         "--faults",
         "--max-work-ms",
-        "10000",
-        "--max-wait-ms",
         "5000",
-        "--max-pause-ms",
+        "--max-wait-ms",
         "8000",
+        "--max-pause-ms",
+        "9000",
     ];
     let (_zk, redis, instances) = started("2000", &limits);
     let (a, b) = (instances[0].api(), instances[1].api());
 
+    // A stops for 9 s under a 2 s session, and B waits up to 8 s: the ensemble has 6 s past
+    // the session's end to expire it and B to hear of it before A wakes (twice, in the
+    // parallel suite, a 5 s stop with a 5 s wait left B to get the lock only after A's
+    // commit: sold out, while the same test alone passed every time).
     for fence in ["off", "on"] {
         a.reset("102", 1, 1).await;
         let knobs =
-            format!("zookeeper?work_ms=500&fault=stop_before_commit&pause_ms=5000&fence={fence}");
+            format!("zookeeper?work_ms=500&fault=stop_before_commit&pause_ms=9000&fence={fence}");
         let first = tokio::spawn({
             let a = a.clone();
             async move { a.deduct("102", &knobs).await }
         });
         wait_inside(&redis, "102").await;
         let second = b
-            .deduct("102", &format!("zookeeper?wait_ms=5000&fence={fence}"))
+            .deduct("102", &format!("zookeeper?wait_ms=8000&fence={fence}"))
             .await;
         let (status, first) = first.await.unwrap();
         let stats = a.stats("102").await;
