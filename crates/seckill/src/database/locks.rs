@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 use seckill_lock::{Lock, LockError};
 
+use deadpool_postgres::Object;
+use tokio_postgres::types::ToSql;
+
 use super::{Database, Failure, Tx};
 use std::sync::Arc;
 
@@ -37,6 +40,11 @@ pub struct UniqueLock {
     lease: Option<Duration>,
     /// When this holder took it (for `is_lost` with a lease).
     taken: Option<Instant>,
+    /// The connection of a try whose answer has not come back (in flight, or cut short):
+    /// kept in the handle, not the try's future, so that a clean-up's `DELETE` goes on the
+    /// same connection, after the `INSERT` — on another, it could run first, and the
+    /// `INSERT` land after it and hold the lock for ever.
+    in_flight: Option<Object>,
 }
 
 impl UniqueLock {
@@ -47,32 +55,52 @@ impl UniqueLock {
             holder: holder.to_owned(),
             lease,
             taken: None,
+            in_flight: None,
         }
     }
 
     /// One `INSERT`: whether this holder got the row (or, with a lease, took over one
     /// whose lease ran out).
-    async fn try_once(&self) -> Result<bool, Failure> {
-        let (name, holder) = (&self.name, &self.holder);
-        let taken = match self.lease {
+    async fn try_once(&mut self) -> Result<bool, Failure> {
+        let sql = match self.lease {
             None => {
-                let sql = "INSERT INTO seckill_locks (name, holder) VALUES ($1, $2)
-                           ON CONFLICT (name) DO NOTHING RETURNING 1";
-                self.db.query_opt(sql, &[name, holder]).await?
+                "INSERT INTO seckill_locks (name, holder) VALUES ($1, $2)
+                 ON CONFLICT (name) DO NOTHING RETURNING 1"
             }
-            Some(lease) => {
-                let ms = lease.as_secs_f64() * 1_000.0;
-                let sql = "INSERT INTO seckill_locks AS l (name, holder, lock_until)
-                           VALUES ($1, $2, clock_timestamp() + $3 * interval '1 millisecond')
-                           ON CONFLICT (name) DO UPDATE
-                               SET holder = EXCLUDED.holder, lock_until = EXCLUDED.lock_until,
-                                   locked_at = clock_timestamp()
-                               WHERE l.lock_until < clock_timestamp()
-                           RETURNING 1";
-                self.db.query_opt(sql, &[name, holder, &ms]).await?
+            Some(_) => {
+                "INSERT INTO seckill_locks AS l (name, holder, lock_until)
+                 VALUES ($1, $2, clock_timestamp() + $3 * interval '1 millisecond')
+                 ON CONFLICT (name) DO UPDATE
+                     SET holder = EXCLUDED.holder, lock_until = EXCLUDED.lock_until,
+                         locked_at = clock_timestamp()
+                     WHERE l.lock_until < clock_timestamp()
+                 RETURNING 1"
             }
         };
-        Ok(taken.is_some())
+        let ms = self.lease.map(|lease| lease.as_secs_f64() * 1_000.0);
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&self.name, &self.holder];
+        if let Some(ms) = &ms {
+            params.push(ms);
+        }
+        self.in_flight = Some(self.db.conn().await.map_err(Failure::NotSent)?);
+        let conn = self.in_flight.as_ref().expect("just set");
+        let call = async {
+            let statement = conn.prepare_cached(sql).await?;
+            conn.query_opt(&statement, &params).await
+        };
+        let taken = match tokio::time::timeout(self.db.timeout(), call).await {
+            Ok(answered) => answered.map_err(Failure::of),
+            // Its connection stays in the handle for the clean-up.
+            Err(_) => {
+                return Err(Failure::Lost(format!(
+                    "no answer within {:?}",
+                    self.db.timeout()
+                )));
+            }
+        };
+        // Answered: the connection may serve another.
+        self.in_flight = None;
+        Ok(taken?.is_some())
     }
 }
 
@@ -91,6 +119,25 @@ impl Lock for UniqueLock {
                 return Ok(false);
             }
             tokio::time::sleep(retry_delay(left)).await;
+        }
+    }
+
+    /// A take cut short, or whose answer was lost: its own row deleted, on the connection
+    /// its `INSERT` went on (so after it) when that is still at hand.
+    async fn clean_up(&mut self) -> Result<(), LockError> {
+        let Some(conn) = self.in_flight.take() else {
+            self.give_back().await?;
+            return Ok(());
+        };
+        let sql = "DELETE FROM seckill_locks WHERE name = $1 AND holder = $2";
+        let params: [&(dyn ToSql + Sync); 2] = [&self.name, &self.holder];
+        match tokio::time::timeout(self.db.timeout(), conn.execute(sql, &params)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(err)) => Err(Failure::of(err).into()),
+            Err(_) => {
+                drop(Object::take(conn));
+                Err(Failure::Lost("the clean-up's DELETE had no answer".into()).into())
+            }
         }
     }
 

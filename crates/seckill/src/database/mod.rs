@@ -226,7 +226,7 @@ pub enum Failure {
 }
 
 impl Failure {
-    fn of(err: tokio_postgres::Error) -> Self {
+    pub(crate) fn of(err: tokio_postgres::Error) -> Self {
         if err.as_db_error().is_some() {
             Self::Answered(err)
         } else {

@@ -271,3 +271,85 @@ async fn the_stock_is_sold_only_where_it_is() {
     assert_eq!(int(&api.stats("101").await, "remaining"), 5);
     assert_eq!(int(&api.stats("202").await, "remaining"), 5);
 }
+
+/// An acquire of either database lock cut short at many points (a `timeout` around it,
+/// swept over sub-millisecond steps), with the lock free and with it held: nothing
+/// outlives the cut — no `pg_unique` row but the holder's, no advisory lock but the
+/// holder's, no transaction left open on a pooled connection — and the holder still holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_database_acquire_leaves_nothing_behind() {
+    use seckill::database::Database;
+    use seckill::database::locks::{AdvisoryLock, UniqueLock};
+    use seckill_lock::Lock;
+    use std::sync::Arc;
+
+    let pg = Postgres::start();
+    let timeout = Duration::from_secs(5);
+    seckill::orders::OrdersDb::new(&pg.url(), timeout)
+        .unwrap()
+        .migrate()
+        .await
+        .unwrap();
+    let db = Arc::new(Database::new(&pg.url(), 8, timeout).unwrap());
+    let rows = || pg.query("SELECT count(*) FROM seckill_locks");
+    let advisory = || pg.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'");
+    let cuts = || (0..60u64).map(|n| Duration::from_micros(n * 53));
+    let settled = |what: &str, wanted: &str, read: &dyn Fn() -> String| {
+        let until = Instant::now() + Duration::from_secs(3);
+        loop {
+            let now = read();
+            if now == wanted {
+                return;
+            }
+            assert!(Instant::now() < until, "{what}: {now}, not {wanted}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+
+    for held in [false, true] {
+        let holder = if held {
+            let lock = UniqueLock::new(db.clone(), "cut", "holder", None);
+            Some(lock.acquire(Duration::ZERO).await.unwrap().expect("free"))
+        } else {
+            None
+        };
+        for (i, cut) in cuts().enumerate() {
+            let lock = UniqueLock::new(db.clone(), "cut", &format!("cut-{i}"), None);
+            // Uncut acquires of a free lock are given back at once.
+            if let Ok(Ok(Some(guard))) =
+                tokio::time::timeout(cut, lock.acquire(Duration::from_millis(200))).await
+            {
+                guard.release().await.unwrap();
+            }
+        }
+        settled("pg_unique rows", if held { "1" } else { "0" }, &rows);
+        if let Some(holder) = holder {
+            assert!(holder.release().await.unwrap(), "the holder still held it");
+        }
+        settled("pg_unique rows after the release", "0", &rows);
+
+        let holder = if held {
+            let lock = AdvisoryLock::new(db.clone(), "cut", "holder");
+            Some(lock.acquire(Duration::ZERO).await.unwrap().expect("free"))
+        } else {
+            None
+        };
+        for (i, cut) in cuts().enumerate() {
+            let lock = AdvisoryLock::new(db.clone(), "cut", &format!("cut-{i}"));
+            if let Ok(Ok(Some(guard))) =
+                tokio::time::timeout(cut, lock.acquire(Duration::from_millis(200))).await
+            {
+                guard.release().await.unwrap();
+            }
+        }
+        settled("advisory locks", if held { "1" } else { "0" }, &advisory);
+        if let Some(holder) = holder {
+            assert!(holder.release().await.unwrap(), "the holder still held it");
+        }
+        settled("advisory locks after the release", "0", &advisory);
+        // Every pooled connection is usable: none was given back mid-transaction.
+        let again = AdvisoryLock::new(db.clone(), "cut", "after");
+        let guard = again.acquire(Duration::ZERO).await.unwrap().expect("free");
+        assert!(guard.release().await.unwrap());
+    }
+}
