@@ -27,7 +27,14 @@ async fn stock(
 ) -> Result<Json<Value>, AppError> {
     let product = product_param(query.as_deref(), &headers)?;
     let (mut remaining, mut per_shard) = product::remaining(&state.store, &product).await?;
-    if let Some(audit) = database_audit(&state, &product).await? {
+    let stock_in: Option<String> = redis::cmd("HGET")
+        .arg(&crate::keys::ProductKeys::new(&product).meta)
+        .arg("stock_in")
+        .query_async(&mut state.store.conn())
+        .await?;
+    if stock_in.as_deref() == Some("postgres")
+        && let Some(audit) = database_audit(&state, &product).await?
+    {
         (remaining, per_shard) = (audit.remaining, vec![audit.remaining]);
     }
     Ok(Json(json!({
@@ -54,20 +61,12 @@ async fn stats(
     Ok(Json(stats))
 }
 
-/// A product whose stock is in PostgreSQL (`stock_in: postgres`): its row and orders as
-/// the database has them; `None` for a product whose stock is in Redis.
+/// A product whose stock is in PostgreSQL (`stock_in: postgres`, as its meta says): its
+/// row and orders as the database has them; `None` when the database has no row for it.
 async fn database_audit(
     state: &AppState,
     product: &ProductId,
 ) -> Result<Option<crate::database::stock::Audit>, AppError> {
-    let in_database: Option<String> = redis::cmd("HGET")
-        .arg(&crate::keys::ProductKeys::new(product).meta)
-        .arg("stock_in")
-        .query_async(&mut state.store.conn())
-        .await?;
-    if in_database.as_deref() != Some("postgres") {
-        return Ok(None);
-    }
     let Some(db) = &state.database else {
         return Err(AppError::NotConfigured(format!(
             "product {product} keeps its stock in PostgreSQL: ask an instance with --orders-db"

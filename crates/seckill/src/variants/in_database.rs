@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use redis::AsyncCommands;
-
 use super::{Deduction, Outcome};
 use crate::database::stock::{Sale, Sold};
 use crate::database::{Database, Failure};
@@ -31,9 +29,15 @@ impl Deduction {
             .arg("stock_in")
             .query_async(&mut self.redis())
             .await?;
+        let product = &self.product.product;
         match (epoch, stock_in.as_deref()) {
             (Some(epoch), Some("postgres")) => Ok(epoch),
-            _ => Err(self.not_in_database().await),
+            (Some(_), _) => Err(AppError::BadRequest(format!(
+                "product {product} keeps its stock in Redis: reset it with \"stock_in\": \
+                 \"postgres\" for {} to sell it",
+                self.variant
+            ))),
+            (None, _) => Err(AppError::UnknownProduct(product.to_string())),
         }
     }
 
@@ -65,7 +69,7 @@ impl Deduction {
                 shard: 0,
             }),
             Ok(Sold::SoldOut(remaining)) => Ok(Outcome::SoldOut { remaining }),
-            Ok(Sold::NoRow) => Err(self.not_in_database().await),
+            Ok(Sold::NoRow) => Err(self.no_row()),
             Ok(Sold::Changed) => Ok(Outcome::Conflict),
             Err(Failure::Lost(why)) => {
                 tracing::warn!(%order, why, "a sale's answer was lost: looking it up");
@@ -83,19 +87,10 @@ impl Deduction {
         }
     }
 
-    /// Why a `pg_*` stock variant found no row of the current sale: the product keeps its
-    /// stock in Redis (a 400 that says how to move it), or it was never reset (404).
-    pub(super) async fn not_in_database(&self) -> AppError {
-        let initial: Result<Option<i64>, _> =
-            self.redis().hget(&self.product.meta, "initial").await;
-        match initial {
-            Ok(Some(_)) => AppError::BadRequest(format!(
-                "product {} keeps its stock in Redis: reset it with \"stock_in\": \"postgres\" \
-                 for {} to sell it",
-                self.product.product, self.variant
-            )),
-            Ok(None) => AppError::UnknownProduct(self.product.product.to_string()),
-            Err(err) => err.into(),
-        }
+    /// The product's meta names a sale in the database that has no row there (its reset's
+    /// database part failed, or a newer reset is under way): nothing to sell until a
+    /// reset sets it.
+    pub(super) fn no_row(&self) -> AppError {
+        AppError::UnknownProduct(self.product.product.to_string())
     }
 }

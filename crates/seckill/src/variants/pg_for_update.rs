@@ -35,7 +35,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     };
     let Some(row) = row else {
         row_lock.leave().await?;
-        return Err(d.not_in_database().await);
+        return Err(d.no_row());
     };
     if row.stock <= 0 {
         row_lock.leave().await?;

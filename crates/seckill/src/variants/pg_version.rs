@@ -33,7 +33,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let mut conflicts = 0;
     let outcome = loop {
         let Some(row) = db.read(product, epoch).await? else {
-            break Err(d.not_in_database().await);
+            break Err(d.no_row());
         };
         if row.stock <= 0 {
             break Ok(Outcome::SoldOut {
