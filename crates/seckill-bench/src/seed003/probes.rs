@@ -317,13 +317,18 @@ async fn store_pids(args: &crate::args::BenchArgs, name: &str) -> anyhow::Result
     Ok(pids)
 }
 
+/// Sends `signal` to every one of `pids`, all of them even when one fails.
 fn signal(pids: &[i32], signal: &str) -> anyhow::Result<()> {
+    let mut failed = Vec::new();
     for pid in pids {
-        let status = Command::new("kill")
+        let sent = Command::new("kill")
             .args([format!("-{signal}"), pid.to_string()])
-            .status()?;
-        ensure!(status.success(), "kill -{signal} {pid} failed");
+            .status();
+        if !sent.is_ok_and(|s| s.success()) {
+            failed.push(*pid);
+        }
     }
+    ensure!(failed.is_empty(), "kill -{signal} failed for {failed:?}");
     Ok(())
 }
 
@@ -358,9 +363,18 @@ async fn store_paused(service: &Service<'_>, name: &str) -> anyhow::Result<Optio
         tokio::spawn(async move { load.run(&http, &control).await })
     };
     tokio::time::sleep(Duration::from_secs(1)).await;
-    signal(&pids, "STOP")?;
-    tokio::time::sleep(PAUSE).await;
+    let stopped = signal(&pids, "STOP");
+    if stopped.is_ok() {
+        tokio::time::sleep(PAUSE).await;
+    }
+    // Every process let go, whatever the stop came to (a backend may have exited between
+    // the listing and its signal): a probe never leaves a store stopped.
     let resumed = signal(&pids, "CONT");
+    if let Err(err) = stopped {
+        control.stop();
+        let _ = running.await;
+        return Err(err);
+    }
     tokio::time::sleep(Duration::from_secs(2)).await;
     control.stop();
     resumed?;
