@@ -1,12 +1,12 @@
-//! One real `seckill serve` process. It binds port 0 and prints the address it got, so
-//! instances never race for ports.
+//! One real `seckill serve` process, on a port below the ephemeral range (see
+//! [`ports`](crate::ports)) so that a restart finds its port free again.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use crate::{Api, print_log, scratch_dir};
+use crate::{Api, ports, print_log, scratch_dir};
 
 pub struct Instance {
     child: Child,
@@ -19,13 +19,24 @@ pub struct Instance {
 }
 
 impl Instance {
-    /// `bin serve --listen 127.0.0.1:0 --redis-url <redis_url> <args>`; `bin` is the
-    /// service's binary (a test has it as `env!("CARGO_BIN_EXE_seckill")`).
+    /// `bin serve --listen 127.0.0.1:<a free port> --redis-url <redis_url> <args>`; `bin` is
+    /// the service's binary (a test has it as `env!("CARGO_BIN_EXE_seckill")`).
     pub fn start(bin: &str, redis_url: &str, args: &[&str]) -> Self {
         let log = scratch_dir("instance").join("seckill.log");
         let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        let (child, addr) = spawn(bin, "127.0.0.1:0", redis_url, &args, &log)
-            .unwrap_or_else(|line| panic!("seckill did not start: {line:?}"));
+        let (child, addr) = ports::start_on_a_free_port("seckill", ports::candidate, |port| {
+            let before = std::fs::metadata(&log).map_or(0, |m| m.len());
+            let listen = format!("127.0.0.1:{port}");
+            spawn(bin, &listen, redis_url, &args, &log).map_err(|line| {
+                let written = std::fs::read(&log).unwrap_or_default();
+                let this_try = written.get(before as usize..).unwrap_or_default();
+                let taken = ports::bind_failed(&String::from_utf8_lossy(this_try));
+                if !taken {
+                    eprintln!("seckill did not start: {line:?}");
+                }
+                taken
+            })
+        });
         Self {
             addr,
             child,

@@ -1,7 +1,6 @@
 //! A real ZooKeeper ensemble on loopback — the `zookeeper` variant's lock store — started by
 //! `scripts/zookeeper.sh`, as the local cluster starts it.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -140,16 +139,10 @@ impl Drop for ZooKeeperEnsemble {
 /// A first client port such that every port the ensemble takes is free now: clients on
 /// first … first+N-1, the quorum on +100 and the election on +200.
 fn candidate(servers: usize) -> u16 {
-    for _ in 0..1_000 {
-        let first = fastrand::u16(20_000..=40_000);
-        let free = (0..servers as u16)
-            .flat_map(|i| [first + i, first + 100 + i, first + 200 + i])
-            .all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok());
-        if free {
-            return first;
-        }
-    }
-    panic!("no free ports for a zookeeper ensemble");
+    let offsets: Vec<u16> = (0..servers as u16)
+        .flat_map(|i| [i, 100 + i, 200 + i])
+        .collect();
+    ports::free_base(201 + servers as u16, &offsets)
 }
 
 /// `scripts/zookeeper.sh ARGS…`: its output, or its error output and the servers' logs.

@@ -1,7 +1,6 @@
 //! `scripts/cluster.sh start` is idempotent, as the README says, with every option: a
 //! second start leaves what runs alone and starts again what died.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -92,15 +91,8 @@ impl Drop for ClusterRun {
 /// A base port such that base … base+22 and ZooKeeper's quorum and election ports
 /// (+120 …, +220 …) are free now.
 fn free_base() -> u16 {
-    let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
-    for _ in 0..1_000 {
-        let base = fastrand::u16(20_000..40_000);
-        let wanted = (0..23).chain(120..123).chain(220..223);
-        if wanted.clone().all(|offset| free(base + offset)) {
-            return base;
-        }
-    }
-    panic!("no free port range for the cluster");
+    let wanted: Vec<u16> = (0..23).chain(120..123).chain(220..223).collect();
+    seckill_testkit::ports::free_base(223, &wanted)
 }
 
 /// With PostgreSQL, five Redlock servers and a three-server ZooKeeper ensemble: a second
