@@ -101,6 +101,8 @@ pub async fn reopen(state: &AppState, product: &ProductId) -> Result<(), AppErro
         .ignore()
         .exec_async(&mut state.store.conn())
         .await?;
+    // Instances that flagged it sold out while it was closed ask the stock again.
+    crate::admission::notify(&state.store, product).await;
     tracing::info!(%product, "sale reopened");
     Ok(())
 }

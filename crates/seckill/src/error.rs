@@ -52,6 +52,17 @@ pub enum AppError {
     #[error("admin answers loopback peers only (or start the instance with --admin-token)")]
     Forbidden,
 
+    /// Turned away at the sale's front door (`crate::admission`): 409 `sold_out` from an
+    /// instance's sold-out flag, 403 `no_pass` / `pass_refused` at a waiting room, 429
+    /// `rate_limited` past a buyer's rate (with `Retry-After`).
+    #[error("{message}")]
+    TurnedAway {
+        outcome: &'static str,
+        status: StatusCode,
+        message: String,
+        retry_after_s: Option<u64>,
+    },
+
     /// 503: Redis did not answer in time, refused, or dropped the connection.
     #[error("redis unavailable")]
     RedisUnavailable(#[source] RedisError),
@@ -88,6 +99,7 @@ impl AppError {
             Self::Expired(_) => StatusCode::GONE,
             Self::KeyReused(..) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::TurnedAway { status, .. } => *status,
             Self::RedisUnavailable(_)
             | Self::LockStoreUnavailable(_)
             | Self::DatabaseUnavailable(_)
@@ -109,6 +121,7 @@ impl AppError {
             Self::NotReserved(_) => "not_reserved",
             Self::KeyReused(..) => "key_reused",
             Self::Forbidden => "forbidden",
+            Self::TurnedAway { outcome, .. } => outcome,
             Self::RedisUnavailable(_) => "redis_unavailable",
             Self::LockStoreUnavailable(_) => "lock_store_unavailable",
             Self::DatabaseUnavailable(_) => "database_unavailable",
@@ -214,10 +227,15 @@ impl IntoResponse for AppError {
             _ => json!({ "outcome": self.outcome(), "error": self.to_string() }),
         };
         let mut response = (status, Json(body)).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        let retry_after = match &self {
+            Self::TurnedAway { retry_after_s, .. } => *retry_after_s,
+            _ if status == StatusCode::SERVICE_UNAVAILABLE => Some(1),
+            _ => None,
+        };
+        if let Some(seconds) = retry_after {
             response
                 .headers_mut()
-                .insert("retry-after", axum::http::HeaderValue::from_static("1"));
+                .insert("retry-after", axum::http::HeaderValue::from(seconds));
         }
         response
     }

@@ -44,6 +44,7 @@
 //!    `admin`, `health`, `page`, `openapi`), and [`startup`] ([`startup::Application`]:
 //!    binds, builds the router, runs until a signal).
 
+pub mod admission;
 pub mod close;
 pub mod config;
 pub mod database;

@@ -68,6 +68,9 @@ pub async fn pay(store: &Store, product: &ProductId, order: &str) -> Result<Paid
             PayReply::Paid => return Ok(Paid::Now),
             PayReply::PaidBefore => return Ok(Paid::Before),
             PayReply::Expired { owed } => {
+                // Its unit may have gone back just now: no instance's sold-out flag
+                // stands.
+                crate::admission::notify(store, product).await;
                 if split && let Some(buyer) = owed {
                     // Owed, and noted: when this fails, the sweep gives it back.
                     let shard = keys.shard(&layout, index);
@@ -168,6 +171,10 @@ impl Sweeper {
                     .await?;
                 let now = answer.first().and_then(integer).unwrap_or(0);
                 expired += usize::try_from(now).unwrap_or(0);
+                if now > 0 {
+                    // Units are back: every instance forgets the product was sold out.
+                    crate::admission::notify(&self.store, &product).await;
+                }
                 let keys = ProductKeys::new(&product);
                 for owed in answer.get(1..).unwrap_or_default().chunks_exact(2) {
                     if let (Some(order), Some(buyer)) = (text(&owed[0]), text(&owed[1])) {

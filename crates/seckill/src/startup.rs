@@ -18,6 +18,7 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use seckill_lock::{HolderIds, Redlock, WatchdogLocks, ZooKeeper};
 
+use crate::admission::Admission;
 use crate::config::{ServeArgs, check_instance_id, instance_id_from};
 use crate::database::Database;
 use crate::keys::lock_namespace;
@@ -180,6 +181,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         None => None,
     };
     let variant_state = VariantState::start(&start)?;
+    let admission = Admission::start(store.clone(), store.subscribe_targets());
     let idempotency = crate::idempotency::Keys {
         store: store.clone(),
         ttl: settings.idempotency_ttl,
@@ -206,6 +208,7 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
     Ok(AppState::new(App {
         context: Arc::new(context),
         orders,
+        admission,
     }))
 }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 pub use crate::variants::{Context, Settings};
 
+use crate::admission::Admission;
 use crate::orders::OrdersDb;
 
 /// One instance. Cheap to clone: one `Arc`.
@@ -32,6 +33,8 @@ pub struct App {
     pub context: Arc<Context>,
     /// `--orders-db`: the orders' store of record, when there is one.
     pub orders: Option<Arc<OrdersDb>>,
+    /// The sale's front door: waiting rooms, buyers' rate limits, sold-out flags.
+    pub admission: Admission,
 }
 
 impl Deref for App {

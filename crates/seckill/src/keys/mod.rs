@@ -103,6 +103,22 @@ impl ProductKeys {
         )
     }
 
+    /// The waiting room's counter: the last number handed out (`INCR`), on the meta's slot.
+    pub fn room_counter(&self) -> String {
+        key(&tag(self.product.as_str()), "room:next")
+    }
+
+    /// The waiting room's buyers: hash buyer -> the number of their first arrival.
+    pub fn room_buyers(&self) -> String {
+        key(&tag(self.product.as_str()), "room:buyers")
+    }
+
+    /// A buyer's token bucket (`rate_limit`), on the audit's slot: the script that takes a
+    /// token counts a refusal there.
+    pub fn bucket(&self, user: &str) -> String {
+        key(&tag(self.product.as_str()), &format!("bucket:{user}"))
+    }
+
     /// The read-write lock that closes the product's sale (`/admin/close`), on the meta's
     /// slot.
     pub fn rw_keys(&self) -> seckill_lock::RwKeys {

@@ -30,7 +30,7 @@ use crate::keys::{ProductId, UserId};
 use read::{bad, quoted, read};
 
 /// The parameters every variant takes besides its knobs.
-pub const ALWAYS: [&str; 2] = ["product", "user"];
+pub const ALWAYS: [&str; 3] = ["product", "user", "pass"];
 
 /// The product sold when a request names none, as in the seed.
 pub const DEFAULT_PRODUCT: &str = "101";
@@ -115,6 +115,9 @@ pub struct Knobs {
     pub product: ProductId,
     /// Who buys (`user`), when the request says; every variant takes it.
     pub user: Option<UserId>,
+    /// The waiting room's pass (`pass`), when the request carries one: checked at the
+    /// front door (`crate::admission`), never in Redis.
+    pub pass: Option<String>,
     /// Every knob the variant takes, with its value or its default.
     values: Vec<(&'static str, Value)>,
     fault: Option<Fault>,
@@ -161,6 +164,12 @@ impl Knobs {
             Some(raw) => ProductId::parse(raw).map_err(bad)?,
         };
         let user = get("user").map(UserId::parse).transpose().map_err(bad)?;
+        let pass = match get("pass") {
+            Some(pass) if pass.len() > crate::admission::room::MAX_TOKEN_LEN => {
+                return Err(bad("pass is not one this service gives out".into()));
+            }
+            pass => pass.map(str::to_owned),
+        };
         let values = takes
             .iter()
             .map(|knob| Ok((knob.name, read(knob, get(knob.name), limits)?)))
@@ -168,6 +177,7 @@ impl Knobs {
         let mut knobs = Self {
             product,
             user,
+            pass,
             values,
             fault: None,
         };

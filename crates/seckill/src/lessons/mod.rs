@@ -257,6 +257,7 @@ async fn run(
             per_user: phase.per_user,
             trace: true,
             in_database: phase.variant.spec().stock_in_database,
+            door: Default::default(),
             ..product::Terms::default()
         };
         let streaming = if phase.streamed {

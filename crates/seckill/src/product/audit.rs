@@ -107,6 +107,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         locks: Vec::with_capacity(rows.len()),
         payment: None,
         orders_of_record: None,
+        admission: None,
         stock_in: "redis",
     };
     let mut reserved_units = 0;
@@ -173,6 +174,22 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         payment.reserved = reserved_units;
         payment.balanced = stats.initial == stats.remaining + payment.reserved + payment.paid;
     }
+    let door = crate::admission::Terms::from_meta(
+        &crate::admission::terms::META_FIELDS.map(|f| meta.get(f).cloned()),
+    );
+    if !door.wide_open() || stats.admission.is_some() {
+        let admission = stats.admission.get_or_insert_default();
+        admission.waiting_room = door.room.as_ref().map(|r| crate::admission::RoomTerms {
+            rate_per_s: r.rate_per_s,
+            pass_ttl_ms: r.pass_ttl_ms,
+        });
+        admission.rate_limit = door.limit;
+        admission.sold_out_flag = door.flag;
+        if door.room.is_some() {
+            let tickets: Option<i64> = conn.get(keys.room_counter()).await?;
+            admission.tickets = tickets.unwrap_or(0);
+        }
+    }
     stats.stock_in = if meta.get("stock_in").map(String::as_str) == Some("postgres") {
         "postgres"
     } else {
@@ -201,7 +218,11 @@ impl Stats {
             }
             None => 0,
         };
-        self.undersold = self.remaining.max(0).min(self.lock_busy + conflict);
+        let flagged = self.admission.as_ref().map_or(0, |a| a.sold_out_flagged);
+        self.undersold = self
+            .remaining
+            .max(0)
+            .min(self.lock_busy + conflict + flagged);
     }
 
     /// A product whose stock is in PostgreSQL (`stock_in: postgres`): what is left and

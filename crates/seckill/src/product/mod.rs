@@ -10,6 +10,7 @@ pub use stats::{LockView, Reconciliation, Stats};
 use futures_util::future::try_join_all;
 use redis::AsyncCommands;
 
+use crate::admission::{self, Opening};
 use crate::database::Database;
 use crate::error::AppError;
 use crate::keys::{
@@ -44,6 +45,9 @@ pub struct Terms {
     /// keeps the sale's meta and audit counters, and no stock key, so no Redis variant
     /// sells it.
     pub in_database: bool,
+    /// The sale's front door: a waiting room, a per-buyer rate limit, the sold-out flag
+    /// (`crate::admission`); the default lets every request through to the stock.
+    pub door: Opening,
 }
 
 /// Whether a new sale's orders go to the orders' database.
@@ -89,6 +93,7 @@ pub async fn reset(
         pay_within_ms,
         trace,
         in_database,
+        door,
     } = terms;
     let keys = ProductKeys::new(product);
     // A new sale: idempotency keys claimed before it no longer answer for it, and its
@@ -161,10 +166,17 @@ pub async fn reset(
     }))
     .await?;
 
+    // The door's terms: every field, so that none of an earlier sale's stays; a fresh
+    // key, so that no ticket or pass of an earlier sale is good in this one.
+    let door_fields = door.meta_fields(admission::wall_clock_ms(), &room_key()?);
     let mut pipe = redis::pipe();
     pipe.atomic()
         // (The product's audit hash is its unsplit shard's, cleared with the shards.)
         .del(&keys.reserved)
+        .ignore()
+        .del(&[keys.room_counter(), keys.room_buyers()][..])
+        .ignore()
+        .hset_multiple(&keys.meta, &door_fields)
         .ignore()
         .hset_multiple(
             &keys.meta,
@@ -192,7 +204,20 @@ pub async fn reset(
             .collect();
         let _: i64 = store.conn().sadd(ORDER_STREAMS, &streams).await?;
     }
+    // Every instance forgets the sale's old terms and its sold-out flag.
+    admission::notify(store, product).await;
     Ok(new)
+}
+
+/// A waiting room's signing key: 32 bytes from the operating system's generator.
+fn room_key() -> Result<String, AppError> {
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|err| {
+        AppError::Internal(anyhow::anyhow!(
+            "the system's random generator failed: {err}"
+        ))
+    })?;
+    Ok(admission::terms::hex(&key))
 }
 
 /// [`reset`], and then the database's part of it: the product's lock row cleared (as the

@@ -38,8 +38,9 @@ pub struct Stats {
     /// Requests answered 429 because the lock stayed held for their whole wait.
     pub lock_busy: i64,
     /// Units left while buyers were turned away with nothing sold (429: `lock_busy`,
-    /// `optimistic`'s `conflict`): the fewer of the two. 0 once the stock is gone. The cost
-    /// of a lock that times out and of an optimistic lock that gives up.
+    /// `optimistic`'s `conflict`; 409 from a sold-out flag that outlived the sell-out): the
+    /// fewer of the two. 0 once the stock is gone. The cost of a lock that times out, of an
+    /// optimistic lock that gives up, and of a flag nobody cleared.
     pub undersold: i64,
     /// `/admin/close`: whether the sale is closed, and what came after.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,6 +93,9 @@ pub struct Stats {
     /// With `--orders-db`: Redis against the orders' database.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub orders_of_record: Option<Reconciliation>,
+    /// The sale's front door, when the reset set one (`crate::admission`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Admission>,
     /// Where the stock is, as the last reset put it: `redis`, or `postgres` (the `pg_*`
     /// stock variants; `remaining`, `sold` and the per-instance and per-variant counts
     /// are then the database's).
@@ -140,9 +144,50 @@ impl Stats {
                     "expired" => self.payment.get_or_insert_default().expired += count,
                     "keys_sold_twice" => self.idempotency.keys_sold_twice += count,
                     "replayed" => self.idempotency.replayed += count,
-                    _ => {}
+                    field => {
+                        if let Some(counter) = field.strip_prefix("admission/") {
+                            self.admission.get_or_insert_default().add(counter, count);
+                        }
+                    }
                 }
             }
+        }
+    }
+}
+
+/// A sale's front door: its terms as the reset set them, and what it turned away. The
+/// counts an instance keeps in memory (`sold_out_flagged`, `no_pass`, `pass_refused`,
+/// `passes`) reach the audit within `admission::FLUSH_EVERY`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Admission {
+    pub waiting_room: Option<crate::admission::RoomTerms>,
+    pub rate_limit: Option<crate::admission::LimitTerms>,
+    pub sold_out_flag: crate::admission::Flag,
+    /// Numbers handed out by the waiting room: one per buyer.
+    pub tickets: i64,
+    /// Passes handed out to buyers whose number came up.
+    pub passes: i64,
+    /// Deductions turned away 403 without a pass.
+    pub no_pass: i64,
+    /// Deductions turned away 403 with a pass that was forged, another buyer's, another
+    /// sale's, or expired.
+    pub pass_refused: i64,
+    /// Deductions turned away 429 past the buyer's rate.
+    pub rate_limited: i64,
+    /// Deductions answered 409 from an instance's sold-out flag, without Redis (not in
+    /// `sold_out`, which counts the stock's own answers).
+    pub sold_out_flagged: i64,
+}
+
+impl Admission {
+    fn add(&mut self, counter: &str, count: i64) {
+        match counter {
+            "passes" => self.passes += count,
+            "no_pass" => self.no_pass += count,
+            "pass_refused" => self.pass_refused += count,
+            "rate_limited" => self.rate_limited += count,
+            "sold_out_flagged" => self.sold_out_flagged += count,
+            _ => {}
         }
     }
 }

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
+use crate::admission::{Flag, LimitTerms, Opening, RoomTerms};
 use crate::error::AppError;
 use crate::keys::ProductId;
 use crate::lessons::{self, Lessons};
@@ -106,6 +107,16 @@ struct ResetRequest {
     /// limit and no payment window.
     #[serde(default)]
     stock_in: StockIn,
+    /// A waiting room in front of the stock: `{"rate_per_s": 100, "pass_ttl_ms": 5000}`.
+    #[serde(default)]
+    waiting_room: Option<RoomTerms>,
+    /// Each buyer's deductions per second: `{"per_s": 5, "burst": 5}`.
+    #[serde(default)]
+    rate_limit: Option<LimitTerms>,
+    /// `off` (the default), `on` (409 from memory once seen sold out, forgotten when a
+    /// unit may be back), or `sticky` (the demos' flag, kept until the next reset).
+    #[serde(default)]
+    sold_out_flag: Flag,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -157,6 +168,18 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
             "stock_in postgres sells one unsplit row: shards 1, per_user 0, pay_within_ms 0".into(),
         ));
     }
+    let door = Opening {
+        room: request.waiting_room,
+        limit: request.rate_limit,
+        flag: request.sold_out_flag,
+    }
+    .checked()
+    .map_err(AppError::BadRequest)?;
+    if in_database && door.room.is_some() {
+        return Err(AppError::BadRequest(
+            "a waiting room fronts a stock in Redis: stock_in postgres takes none".into(),
+        ));
+    }
     let terms = Terms {
         stock: request.stock,
         shards: request.shards,
@@ -164,6 +187,7 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
         pay_within_ms: request.pay_within_ms,
         trace: request.trace,
         in_database,
+        door,
     };
     let streaming = match (state.orders.is_some(), request.orders_of_record) {
         // The database sells and records the orders itself: nothing to stream.
@@ -194,6 +218,9 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
         "orders_of_record": in_database
             || (streaming != Streaming::Off && state.orders.is_some()),
         "stock_in": if in_database { "postgres" } else { "redis" },
+        "waiting_room": door.room,
+        "rate_limit": door.limit,
+        "sold_out_flag": door.flag,
         "shard_tags": layout.tags(),
     })))
 }

@@ -180,6 +180,32 @@ async fn run(
             }
         }
     }
+    // The front door (`crate::admission`): after the key's claim, so that a repeat gets
+    // its first answer whatever the door says now; a refusal gives the claim back.
+    let whole = !variant.spec().splits_stock && !matches!(variant.name(), "shares" | "multi");
+    let door = match state.admission.open_now(&deduction.product.product) {
+        Some(door) if deduction.knobs.pass.is_none() => door,
+        _ => {
+            let knobs = &deduction.knobs;
+            let gate = state.admission.gate(
+                &deduction.product,
+                knobs.user.as_ref(),
+                knobs.pass.as_deref(),
+                whole,
+            );
+            match Box::pin(gate).await {
+                Ok(door) => door,
+                Err(err) => {
+                    if let Some(claim) = &deduction.claim {
+                        let (keys, holder) = (&state.idempotency, &deduction.holder);
+                        Box::pin(idempotency::finish(keys, claim, holder, None, false)).await;
+                    }
+                    return Err(err);
+                }
+            }
+        }
+    };
+    let product_keys = deduction.product.clone();
     let (outcome, worked) = if variant.spec().must_finish {
         // Spawned, so that a client hanging up (or the request timeout) cannot cut a
         // deduction short between taking a lock and giving it back.
@@ -189,7 +215,11 @@ async fn run(
     } else {
         serve(&deduction).await
     };
-    Ok((product, Served::Now(outcome?, worked)))
+    let outcome = outcome?;
+    state
+        .admission
+        .saw(&product_keys.product, &door, &outcome, whole);
+    Ok((product, Served::Now(outcome, worked)))
 }
 
 /// Runs the deduction, and gives its idempotency key's claim the answer.

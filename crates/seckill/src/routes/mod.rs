@@ -6,6 +6,7 @@ mod health;
 pub mod openapi;
 mod orders;
 mod page;
+mod room;
 mod stock;
 
 use axum::Router;
@@ -22,6 +23,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(deduct::router())
         .merge(stock::router())
+        .merge(room::router())
         .merge(orders::router())
         .merge(health::router())
         .merge(page::router())

@@ -233,9 +233,10 @@ async fn admin_refuses_bad_bodies_and_strangers() {
 }
 
 /// With Redis away (and the ZooKeeper ensemble and PostgreSQL too), the process is
-/// healthy, not ready, and every variant answers 503 with `Retry-After` at once: those
-/// whose lock lives elsewhere (zookeeper, pg_unique, pg_advisory) say their lock store is
-/// away (they ask it first), the others that Redis is.
+/// healthy, not ready, and every variant answers 503 `redis_unavailable` with
+/// `Retry-After` at once: every deduction first reads its product's front door (its terms
+/// live in Redis's meta, `seckill::admission`), and a door it cannot read lets nobody in —
+/// a lock that lives elsewhere (zookeeper, pg_unique, pg_advisory) is not asked.
 #[tokio::test]
 async fn redis_away_is_503_with_retry_after() {
     let (app, _) = app(&[
@@ -262,12 +263,7 @@ async fn redis_away_is_503_with_retry_after() {
         let (status, retry_after, body) = send(&app, post(&uri)).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{variant}: {body}");
         assert!(retry_after, "{variant}: 503 without Retry-After");
-        let away = if ["zookeeper", "pg_unique", "pg_advisory"].contains(&variant.name()) {
-            "lock_store_unavailable"
-        } else {
-            "redis_unavailable"
-        };
-        assert_eq!(body["outcome"], away, "{variant}: {body}");
+        assert_eq!(body["outcome"], "redis_unavailable", "{variant}: {body}");
     }
 }
 

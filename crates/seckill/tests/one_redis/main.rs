@@ -5,6 +5,7 @@
 //! Every test starts its own servers on loopback ports of its own; heavy ones take their
 //! turn ([`seckill_testkit::heavy_turn`]), so two never measure each other on two cores.
 
+mod admission;
 mod buyers;
 mod close;
 mod cluster_script;
