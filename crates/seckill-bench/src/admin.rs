@@ -25,7 +25,7 @@ pub struct Service<'a> {
 }
 
 impl Service<'_> {
-    fn base(&self) -> &str {
+    pub fn base(&self) -> &str {
         self.args.url.trim_end_matches('/')
     }
 
@@ -92,18 +92,24 @@ impl Service<'_> {
             orders,
             in_database,
         } = terms;
+        self.reset_body(json!({
+            "product": product,
+            "stock": stock,
+            "shards": shards,
+            "per_user": per_user,
+            "orders_of_record": orders,
+            "stock_in": if in_database { "postgres" } else { "redis" },
+        }))
+        .await
+    }
+
+    /// `POST /admin/reset` with `body` as it is (the admission suite's front-door terms).
+    pub async fn reset_body(&self, body: Value) -> anyhow::Result<()> {
         let admin = self.args.admin_url.as_deref().unwrap_or(&self.args.url);
         let mut request = self
             .http
             .post(format!("{}/admin/reset", admin.trim_end_matches('/')))
-            .json(&json!({
-                "product": product,
-                "stock": stock,
-                "shards": shards,
-                "per_user": per_user,
-                "orders_of_record": orders,
-                "stock_in": if in_database { "postgres" } else { "redis" },
-            }));
+            .json(&body);
         if let Some(token) = &self.args.admin_token {
             request = request.bearer_auth(token);
         }

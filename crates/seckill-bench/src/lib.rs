@@ -16,9 +16,11 @@
 //!   [`partial`] — the partial suite's loads side by side, and the failures it makes.
 //! - [`run`] — the run itself; [`admin`] — resets, `/stats`, `/metrics`;
 //!   [`redis_usage`] — Redis's own counters per master.
+//! - [`admission`] — the front door's suite: buyers on their own schedules.
 //! - [`report`] — the rows; `table.rs` and `chart.rs` — the table and the SVG.
 
 pub mod admin;
+pub mod admission;
 pub mod args;
 mod chart;
 pub mod lock_store;

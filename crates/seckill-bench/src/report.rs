@@ -127,4 +127,7 @@ pub struct Report {
     /// Seed 003's conditions, probed (seed003 suite).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<crate::seed003::Conditions>,
+    /// The front door's figures (admission suite).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission: Option<crate::admission::Figures>,
 }

@@ -78,6 +78,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
     } else {
         Vec::new()
     };
+    let admission = if args.suite == Suite::Admission {
+        Some(crate::admission::run(&service, &mut info).await?)
+    } else {
+        None
+    };
     let mut ratios = ratios(&args, &rows, &peak_rss);
     ratios.extend(extra);
     println!("{}", table::render(&rows));
@@ -87,12 +92,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
     if args.suite == Suite::Seed003 {
         println!("{}", crate::seed003::render(&args, &rows, &conditions));
     }
+    if let Some(figures) = &admission {
+        println!("{}", crate::admission::render(figures));
+    }
     let report = Report {
         suite: args.suite,
         rows,
         ratios,
         peak_rss,
         conditions,
+        admission,
     };
     if let Some(path) = &args.json {
         let json = json!({ "settings": settings(&args), "report": report });

@@ -55,6 +55,10 @@ pub enum Suite {
     /// PostgreSQL row (pg_update, pg_for_update) beside lua; then the seed's four
     /// conditions probed (`crate::seed003`). `scripts/seed003.sh` starts what it needs.
     Seed003,
+    /// The sale's front door: fairness with and without a waiting room, overload held by
+    /// it, the sold-out flag's Redis commands, a bot against its rate limit
+    /// (`crate::admission`); not part of `performance`.
+    Admission,
     /// All of the performance suites, one after the other.
     Performance,
 }
@@ -108,6 +112,8 @@ pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
         Suite::Seed003 => seed003(args),
         // Its rows are loads side by side, run by `partial.rs`.
         Suite::Partial => Vec::new(),
+        // Buyers on their own schedules, run by `admission.rs`.
+        Suite::Admission => Vec::new(),
         // (`orders` is not in it: it needs the database.)
         Suite::Performance => [
             ceiling(args),

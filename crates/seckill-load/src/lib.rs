@@ -16,6 +16,8 @@
 //! # }
 //! ```
 
+pub mod arrivals;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

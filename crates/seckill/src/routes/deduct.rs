@@ -254,8 +254,11 @@ async fn count_in_flight(d: &Deduction) {
 }
 
 /// What a request asked, to tell a repeat of it from another request under the same
-/// key: the variant and every parameter, in name order.
+/// key: the variant and every parameter but `pass`, in name order.
 fn fingerprint(variant: Variant, mut params: Vec<(String, String)>) -> String {
+    // A waiting room's pass is who may ask, not what is asked: a repeat brings a fresh one
+    // when the first ran out.
+    params.retain(|(name, _)| name != "pass");
     params.sort();
     let mut request = variant.name().to_owned();
     for (name, value) in params {

@@ -137,7 +137,10 @@ impl Buyers {
     }
 }
 
-/// One click on a sale drawn by `rng`, sent until its answer says what became of it.
+/// One click on a sale drawn by `rng`, sent until its answer says what became of it. On a
+/// room sale the buyer first gets a pass (a ticket, then polls), and a fresh one whenever
+/// a send is refused for a pass that ran out (the same key: the pass is not part of what a
+/// key's request is).
 async fn click(http: &reqwest::Client, base: &str, rng: &mut fastrand::Rng) -> Click {
     let index = rng.usize(0..SALES.len());
     let sale = &SALES[index];
@@ -149,9 +152,27 @@ async fn click(http: &reqwest::Client, base: &str, rng: &mut fastrand::Rng) -> C
     let mut sends = Vec::new();
     let mut pause = Duration::from_millis(50);
     loop {
-        let sent = send(http, &url, key.as_deref()).await;
-        let again =
-            key.is_some() && matches!(sent.status, None | Some(408 | 423 | 502 | 503 | 504));
+        let pass = if sale.room {
+            match pass(http, base, sale.product, &user, started).await {
+                Some(pass) => format!("&pass={pass}"),
+                None => {
+                    sends.push(Sent {
+                        status: None,
+                        outcome: "no pass in time".into(),
+                        order: None,
+                        replayed: false,
+                    });
+                    break;
+                }
+            }
+        } else {
+            String::new()
+        };
+        let sent = send(http, &format!("{url}{pass}"), key.as_deref()).await;
+        let expired = sale.room && sent.outcome == "pass_refused";
+        let again = (key.is_some() || expired)
+            && matches!(sent.status, None | Some(403 | 408 | 423 | 502 | 503 | 504))
+            && (sent.status != Some(403) || expired);
         sends.push(sent);
         if !again || sends.len() >= MAX_SENDS || started.elapsed() >= RESEND_FOR {
             break;
@@ -164,6 +185,50 @@ async fn click(http: &reqwest::Client, base: &str, rng: &mut fastrand::Rng) -> C
         user,
         key,
         sends,
+    }
+}
+
+/// `user`'s pass for `product`'s waiting room: a ticket, then polls until let in, each
+/// asked again while unanswered; `None` past [`RESEND_FOR`] from `started`, or when the
+/// room says the product sold out.
+async fn pass(
+    http: &reqwest::Client,
+    base: &str,
+    product: &str,
+    user: &str,
+    started: Instant,
+) -> Option<String> {
+    let mut ticket: Option<String> = None;
+    while started.elapsed() < RESEND_FOR {
+        let (status, body) = match &ticket {
+            None => answer(http.post(format!("{base}/room/{product}/ticket?user={user}"))).await,
+            Some(t) => {
+                answer(http.get(format!("{base}/room/{product}?user={user}&ticket={t}"))).await
+            }
+        };
+        match (status, &ticket) {
+            (Some(200), None) => ticket = body["ticket"].as_str().map(str::to_owned),
+            (Some(200), Some(_)) if body["outcome"] == "admitted" => {
+                return body["pass"].as_str().map(str::to_owned);
+            }
+            (Some(200), Some(_)) => {
+                let after = body["poll_after_ms"].as_u64().unwrap_or(100).min(500);
+                tokio::time::sleep(Duration::from_millis(after)).await;
+            }
+            (Some(409), _) => return None,
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    None
+}
+
+async fn answer(request: reqwest::RequestBuilder) -> (Option<u16>, Value) {
+    match request.send().await {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            (Some(status), response.json().await.unwrap_or(Value::Null))
+        }
+        Err(_) => (None, Value::Null),
     }
 }
 

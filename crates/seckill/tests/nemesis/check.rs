@@ -10,7 +10,9 @@
 //! - a cart answered 200 sold its buyer a unit of every product in it;
 //! - PostgreSQL holds exactly the orders Redis holds;
 //! - no answer was a 500;
-//! - no sale checked against its watchdog lock ran more than a lease after it was sent.
+//! - no sale checked against its watchdog lock ran more than a lease after it was sent;
+//! - through a waiting room: no buyer let in was told "sold out" while units were left
+//!   (none are sold back, so a unit left at the end was left at every 409 before it).
 //!
 //! `naive` is held to what it promises: keys and orders, not the stock or the limit, which
 //! it gets wrong by design.
@@ -168,6 +170,19 @@ pub async fn check(world: &World, history: &History) -> Found {
                 "{}: order {order} ran {late} ms after it was sent, past its {LEASE_MS} ms lease",
                 sale.product
             ));
+        }
+        if sale.room && held.remaining > 0 {
+            let told = clicks
+                .iter()
+                .flat_map(|c| &c.sends)
+                .filter(|s| s.status == Some(409))
+                .count();
+            if told > 0 {
+                v.push(format!(
+                    "{}: {told} buyers let in were told sold out with {} units left",
+                    sale.product, held.remaining
+                ));
+            }
         }
         let unanswered = held
             .orders

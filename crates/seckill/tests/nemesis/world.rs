@@ -24,7 +24,13 @@ pub struct Sale {
     pub also: &'static [&'static str],
     /// Its commit checks, in the same script, that the holder still holds its lock.
     pub holder_checked: bool,
+    /// Buyers come through a waiting room ([`ROOM`]): a ticket, polls, the pass.
+    pub room: bool,
 }
+
+/// The room sale's waiting room: buyers let in faster than they come, with passes short
+/// enough that a paused Redis or instance outlives some of them.
+pub const ROOM: (u32, u64) = (200, 2_000);
 
 /// The watchdog locks' lease (`--lock-lease-ms`): one a paused Redis outlives, so that what
 /// a lock does when its lease runs out under a holder is part of what is checked.
@@ -44,6 +50,7 @@ const fn sale(product: &'static str, path: &'static str, shards: u32) -> Sale {
         exact: true,
         also: &[],
         holder_checked: false,
+        room: false,
     }
 }
 
@@ -81,6 +88,11 @@ pub static SALES: &[Sale] = &[
         also: &["313"],
         holder_checked: true,
         ..sale("312", "multi?products=312,313&work_ms=1", 1)
+    },
+    Sale {
+        holder_checked: true,
+        room: true,
+        ..sale("314", "watchdog?work_ms=1", 1)
     },
 ];
 
@@ -144,14 +156,16 @@ impl World {
     pub async fn reset(&self) {
         for sale in SALES {
             for product in std::iter::once(&sale.product).chain(sale.also) {
-                self.api
-                    .reset_with(json!({
-                        "product": product,
-                        "stock": sale.stock,
-                        "shards": sale.shards,
-                        "per_user": sale.per_user,
-                    }))
-                    .await;
+                let mut terms = json!({
+                    "product": product,
+                    "stock": sale.stock,
+                    "shards": sale.shards,
+                    "per_user": sale.per_user,
+                });
+                if sale.room {
+                    terms["waiting_room"] = json!({"rate_per_s": ROOM.0, "pass_ttl_ms": ROOM.1});
+                }
+                self.api.reset_with(terms).await;
             }
         }
     }

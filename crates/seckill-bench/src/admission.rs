@@ -1,0 +1,408 @@
+//! The front door, measured (`--suite admission`): what a waiting room, a per-buyer rate
+//! limit and the sold-out flag buy, each against the same load without them, in one run.
+//!
+//! 1. **Fairness** — 2,000 buyers arriving in a known order over 2 s for 200 units of
+//!    `watchdog`: the share of the units sold that went to the first 200 to arrive, buyers
+//!    going straight to the deduction (and clicking again while told the lock was busy),
+//!    then through a room letting 100 a second in.
+//! 2. **Sold out told** — in that room run: from the last unit sold to the last buyer
+//!    still waiting told so, against their poll interval + 100 ms.
+//! 3. **Overload held** — `watchdog` with 5 ms of work sells W units/s at 200 connections;
+//!    buyers arrive at 10 W a second for 3 s. Through a room letting W/2 a second in: the
+//!    stock side's request rate against the room's rate, and the admitted buyers' p99
+//!    against the same room at an offered load of W/2 (unloaded). Straight: what the same
+//!    arrivals are answered (503s, 429s) and their p99.
+//! 4. **The flag** — Redis commands per 409 after the sell-out, with `sold_out_flag: on`
+//!    and off (Redis's own `INFO` counters).
+//! 5. **A bot** — one buyer clicking 1,000 times a second for 3 s with a limit of 5 a
+//!    second: its tries through per second, and the p99 of 50 other buyers (4 clicks a
+//!    second each) with the bot against without it.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use seckill_load::arrivals::{Arrivals, ArrivalsReport, Door};
+use seckill_load::{Control, Load};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::admin::Service;
+use crate::redis_usage::{Masters, spent};
+
+/// The suite's product (its own, so the bench's `--product` is left as found).
+const PRODUCT: &str = "bench-admission";
+
+/// The fairness run: buyers, units, the spread of their arrivals, the room's rate.
+const BUYERS: usize = 2_000;
+const UNITS: i64 = 200;
+const ARRIVALS_OVER: Duration = Duration::from_secs(2);
+const ROOM_RATE: u32 = 100;
+/// How often a waiting buyer polls at most (the room may say sooner).
+const POLL_EVERY: Duration = Duration::from_millis(500);
+
+/// The overload runs: work in the lock, how much more is offered than `watchdog` sells,
+/// for how long.
+const WORK_MS: u64 = 5;
+const OVERLOAD: f64 = 10.0;
+const OFFERED_FOR: Duration = Duration::from_secs(3);
+
+/// The bot: its clicks a second, its limit, the others and their clicks a second.
+const BOT_CLICKS_PER_S: u64 = 1_000;
+const LIMIT_PER_S: u32 = 5;
+const OTHERS: usize = 50;
+const OTHER_CLICKS_PER_S: u64 = 4;
+
+/// Everything the suite measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    pub fairness: Fairness,
+    pub overload: Overload,
+    pub flag: Flag,
+    pub bot: Bot,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Fairness {
+    /// Share of the units sold that went to the first 200 arrivals.
+    pub straight: f64,
+    pub through_room: f64,
+    pub sold_straight: usize,
+    pub sold_through_room: usize,
+    /// From the last unit sold to the last buyer still waiting told, ms.
+    pub told_after_ms: f64,
+    /// Their poll interval + 100 ms: the target.
+    pub told_target_ms: f64,
+    /// Buyers still waiting at the last sale (told at a poll).
+    pub told: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Overload {
+    /// `watchdog`'s units/s at 200 connections with the work.
+    pub watchdog_units_per_s: f64,
+    pub offered_per_s: f64,
+    pub room_rate_per_s: f64,
+    /// Deduction requests a second reaching the stock through the room.
+    pub stock_side_per_s: f64,
+    pub admitted_p99_ms: f64,
+    pub unloaded_p99_ms: f64,
+    /// Without the room, the same arrivals: answers and p99.
+    pub straight_statuses: Value,
+    pub straight_p99_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Flag {
+    pub commands_per_409_on: Option<f64>,
+    pub commands_per_409_off: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Bot {
+    /// The bot's answers other than 429 a second.
+    pub through_per_s: f64,
+    pub others_p99_without_ms: f64,
+    pub others_p99_with_ms: f64,
+}
+
+/// Runs the suite.
+pub async fn run(service: &Service<'_>, masters: &mut Option<Masters>) -> anyhow::Result<Figures> {
+    let fairness = fairness(service).await?;
+    let overload = overload(service).await?;
+    let flag = flag(service, masters).await?;
+    let bot = bot(service).await?;
+    Ok(Figures {
+        fairness,
+        overload,
+        flag,
+        bot,
+    })
+}
+
+fn client(connections: usize) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .pool_max_idle_per_host(connections)
+        .timeout(Duration::from_secs(30))
+        .build()?)
+}
+
+async fn fairness(service: &Service<'_>) -> anyhow::Result<Fairness> {
+    let http = client(BUYERS)?;
+    let base = service.base();
+    let buyers = |door, prefix| {
+        Arrivals::new(base, PRODUCT, "watchdog")
+            .buyers(BUYERS, ARRIVALS_OVER)
+            .door(door)
+            .patience(Duration::from_secs(15))
+            .named(prefix)
+    };
+    service
+        .reset_body(json!({"product": PRODUCT, "stock": UNITS}))
+        .await?;
+    let straight = buyers(Door::Straight, "s").run(&http).await;
+    let room = json!({"rate_per_s": ROOM_RATE, "pass_ttl_ms": 5_000});
+    service
+        .reset_body(json!({"product": PRODUCT, "stock": UNITS, "waiting_room": room}))
+        .await?;
+    let door = Door::Room {
+        poll_every: POLL_EVERY,
+    };
+    let through = buyers(door, "r").run(&http).await;
+    let share = |report: &ArrivalsReport| {
+        report.bought_among_first(UNITS as usize) as f64 / report.bought().max(1) as f64
+    };
+    let last_sale = through.last_sale().unwrap_or_default();
+    let waiting: Vec<_> = through
+        .journeys
+        .iter()
+        .filter(|j| j.arrived < last_sale && j.bought.is_none())
+        .filter_map(|j| Some((j.told_sold_out?, j.polling_every.unwrap_or(POLL_EVERY))))
+        .collect();
+    let told_after = waiting
+        .iter()
+        .map(|(told, _)| told.saturating_sub(last_sale))
+        .max()
+        .unwrap_or_default();
+    let interval = waiting
+        .iter()
+        .map(|(_, every)| *every)
+        .max()
+        .unwrap_or(POLL_EVERY);
+    Ok(Fairness {
+        straight: share(&straight),
+        through_room: share(&through),
+        sold_straight: straight.bought(),
+        sold_through_room: through.bought(),
+        told_after_ms: ms(told_after),
+        told_target_ms: ms(interval) + 100.0,
+        told: waiting.len(),
+    })
+}
+
+async fn overload(service: &Service<'_>) -> anyhow::Result<Overload> {
+    let http = client(4_000)?;
+    let base = service.base();
+    let variant = format!("watchdog?work_ms={WORK_MS}");
+    service
+        .reset_body(json!({"product": PRODUCT, "stock": 1_000_000}))
+        .await?;
+    let url = format!("{base}/deduct_stock/{variant}&product={PRODUCT}");
+    let measured = Load::post(url)
+        .requests(2_000)
+        .concurrency(200)
+        .run(&http, &Control::default())
+        .await;
+    let units_per_s = measured.count(200) as f64 / measured.elapsed.as_secs_f64().max(1e-9);
+    let room_rate = (units_per_s / 2.0).floor().max(1.0);
+    let offered = units_per_s * OVERLOAD;
+    let arrivals = |per_s: f64, prefix: &str| {
+        let buyers = ((per_s * OFFERED_FOR.as_secs_f64()) as usize).clamp(1, 8_000);
+        Arrivals::new(base, PRODUCT, &variant)
+            .buyers(buyers, OFFERED_FOR)
+            .patience(Duration::from_secs(8))
+            .named(prefix)
+    };
+    let room = json!({"product": PRODUCT, "stock": 1_000_000,
+        "waiting_room": {"rate_per_s": room_rate as u32, "pass_ttl_ms": 5_000}});
+    let door = Door::Room {
+        poll_every: Duration::from_secs(1),
+    };
+    service.reset_body(room.clone()).await?;
+    let unloaded = arrivals(room_rate, "u").door(door).run(&http).await;
+    service.reset_body(room).await?;
+    let loaded = arrivals(offered, "l").door(door).run(&http).await;
+    // The room lets buyers in from the opening on; the first half second and the tail
+    // after the arrivals' patience are left out.
+    let window = (Duration::from_millis(500), Duration::from_millis(7_500));
+    service
+        .reset_body(json!({"product": PRODUCT, "stock": 1_000_000}))
+        .await?;
+    let straight = arrivals(offered, "x").once().run(&http).await;
+    let statuses: serde_json::Map<String, Value> = [200, 409, 429, 503, 504]
+        .iter()
+        .map(|s| (s.to_string(), json!(straight.count("deduct", *s))))
+        .filter(|(_, n)| n != &json!(0))
+        .collect();
+    Ok(Overload {
+        watchdog_units_per_s: units_per_s,
+        offered_per_s: offered,
+        room_rate_per_s: room_rate,
+        stock_side_per_s: loaded.deduction_rate(window.0, window.1),
+        admitted_p99_ms: loaded.deduction_ms(0.99),
+        unloaded_p99_ms: unloaded.deduction_ms(0.99),
+        straight_statuses: Value::Object(statuses),
+        straight_p99_ms: straight.deduction_ms(0.99),
+    })
+}
+
+async fn flag(service: &Service<'_>, masters: &mut Option<Masters>) -> anyhow::Result<Flag> {
+    let http = client(100)?;
+    let url = format!("{}/deduct_stock/lua?product={PRODUCT}", service.base());
+    let mut per_409 = Vec::new();
+    for flag in ["on", "off"] {
+        service
+            .reset_body(json!({"product": PRODUCT, "stock": 100, "sold_out_flag": flag}))
+            .await?;
+        let sell_out = Load::post(url.clone()).requests(200).concurrency(50);
+        sell_out.run(&http, &Control::default()).await;
+        // Every instance has seen it sold out (Nginx spreads the 100 answers after it).
+        let Some(masters) = masters.as_mut() else {
+            per_409.push(None);
+            continue;
+        };
+        let before = masters.read().await?;
+        let refused = Load::post(url.clone()).requests(4_000).concurrency(50);
+        let report = refused.run(&http, &Control::default()).await;
+        let after = masters.read().await?;
+        let commands: u64 = spent(&before, &after).iter().map(|(_, c, _)| c).sum();
+        per_409.push(Some(commands as f64 / report.count(409).max(1) as f64));
+    }
+    Ok(Flag {
+        commands_per_409_on: per_409[0],
+        commands_per_409_off: per_409[1],
+    })
+}
+
+async fn bot(service: &Service<'_>) -> anyhow::Result<Bot> {
+    let http = client(400)?;
+    let base = service.base().to_owned();
+    service
+        .reset_body(json!({"product": PRODUCT, "stock": 1_000_000,
+            "rate_limit": {"per_s": LIMIT_PER_S}}))
+        .await?;
+    let (without, _) = clicks(&http, &base, false).await;
+    let (with, through) = clicks(&http, &base, true).await;
+    Ok(Bot {
+        through_per_s: through as f64 / OFFERED_FOR.as_secs_f64(),
+        others_p99_without_ms: without,
+        others_p99_with_ms: with,
+    })
+}
+
+/// The others' clicks for [`OFFERED_FOR`] (and the bot's, with `bot`): the others' p99, ms,
+/// and the bot's answers other than 429.
+async fn clicks(http: &reqwest::Client, base: &str, bot: bool) -> (f64, usize) {
+    let started = Instant::now();
+    let until = started + OFFERED_FOR;
+    let mut others = Vec::new();
+    for i in 0..OTHERS {
+        let (http, url) = (
+            http.clone(),
+            format!("{base}/deduct_stock/lua?product={PRODUCT}&user=o{i}"),
+        );
+        let every = Duration::from_millis(1_000 / OTHER_CLICKS_PER_S);
+        let first = every.mul_f64(i as f64 / OTHERS as f64);
+        others.push(tokio::spawn(async move {
+            let mut took = Vec::new();
+            let mut next = started + first;
+            while next < until {
+                tokio::time::sleep_until(next).await;
+                let sent = Instant::now();
+                if http.post(&url).send().await.is_ok() {
+                    took.push(sent.elapsed());
+                }
+                next += every;
+            }
+            took
+        }));
+    }
+    let mut through = 0;
+    if bot {
+        let url = format!("{base}/deduct_stock/lua?product={PRODUCT}&user=bot");
+        let every = Duration::from_micros(1_000_000 / BOT_CLICKS_PER_S);
+        let mut clicks = Vec::new();
+        let mut next = started;
+        while next < until {
+            tokio::time::sleep_until(next).await;
+            let (http, url) = (http.clone(), url.clone());
+            clicks.push(tokio::spawn(async move {
+                http.post(&url).send().await.map(|r| r.status().as_u16())
+            }));
+            next += every;
+        }
+        for click in clicks {
+            if let Ok(Ok(status)) = click.await
+                && status != 429
+            {
+                through += 1;
+            }
+        }
+    }
+    let mut took: Vec<Duration> = Vec::new();
+    for other in others {
+        took.extend(other.await.unwrap_or_default());
+    }
+    took.sort();
+    let p99 = took
+        .get((took.len() * 99 / 100).min(took.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or_default();
+    (ms(p99), through)
+}
+
+fn ms(time: Duration) -> f64 {
+    time.as_secs_f64() * 1_000.0
+}
+
+/// The suite's findings as the docs' admission chapter shows them, each beside its target.
+pub fn render(figures: &Figures) -> String {
+    let Figures {
+        fairness: f,
+        overload: o,
+        flag,
+        bot,
+    } = figures;
+    let mut out = String::from("front door (admission):\n");
+    let _ = writeln!(
+        out,
+        "  fairness (units to the first {UNITS} of {BUYERS} arrivals): straight {:.2} ({} sold), \
+         through the room {:.2} ({} sold; target >= 0.95)",
+        f.straight, f.sold_straight, f.through_room, f.sold_through_room
+    );
+    let _ = writeln!(
+        out,
+        "  sold out told: {:.0} ms after the last sale to the last of {} waiting \
+         (target <= {:.0} ms: their poll interval + 100 ms)",
+        f.told_after_ms, f.told, f.told_target_ms
+    );
+    let _ = writeln!(
+        out,
+        "  overload: watchdog (work {WORK_MS} ms) sells {:.0} units/s; {:.0} buyers/s offered; \
+         room {:.0}/s: stock side {:.0} req/s ({:.2}x the room's rate, target <= 1.1x), \
+         admitted p99 {:.1} ms against {:.1} ms unloaded ({:.2}x, target <= 2x); straight: \
+         {} and p99 {:.1} ms",
+        o.watchdog_units_per_s,
+        o.offered_per_s,
+        o.room_rate_per_s,
+        o.stock_side_per_s,
+        o.stock_side_per_s / o.room_rate_per_s.max(1e-9),
+        o.admitted_p99_ms,
+        o.unloaded_p99_ms,
+        o.admitted_p99_ms / o.unloaded_p99_ms.max(1e-9),
+        o.straight_statuses,
+        o.straight_p99_ms
+    );
+    let per = |v: Option<f64>| {
+        v.map_or("not read (give --redis-url)".to_owned(), |v| {
+            format!("{v:.3}")
+        })
+    };
+    let _ = writeln!(
+        out,
+        "  Redis commands per 409 after the sell-out: flag on {}, off {} (target 0 with the flag)",
+        per(flag.commands_per_409_on),
+        per(flag.commands_per_409_off)
+    );
+    let _ = writeln!(
+        out,
+        "  bot at {BOT_CLICKS_PER_S} clicks/s, limit {LIMIT_PER_S}/s: {:.1} tries/s through \
+         (target <= {LIMIT_PER_S}); others' p99 {:.1} ms with it, {:.1} ms without ({:+.0} %, \
+         target within 10 %)",
+        bot.through_per_s,
+        bot.others_p99_with_ms,
+        bot.others_p99_without_ms,
+        (bot.others_p99_with_ms / bot.others_p99_without_ms.max(1e-9) - 1.0) * 100.0
+    );
+    out
+}
