@@ -6,7 +6,8 @@
 //!   (403), so units go in arrival order and the stock sees no more requests than the
 //!   room lets in;
 //! - **a per-buyer rate limit**: a token bucket per buyer in Redis
-//!   (`lua/admission/bucket.lua`); past it, 429 with `Retry-After`;
+//!   (`lua/admission/bucket.lua`); past it, 429 with `Retry-After`, and until the buyer's
+//!   next token the instance that said so answers their clicks from memory;
 //! - **the sold-out flag**: an instance that saw the product sold out answers 409 from
 //!   memory, without Redis, until a unit may be back.
 //!
@@ -19,7 +20,8 @@
 //! connects again. An instance may therefore apply a product's previous terms for a moment
 //! after a reset (on loopback, the notice's millisecond; at most `TERMS_MAX_AGE`).
 //!
-//! What an instance answers from memory (sold out from its flag, passes it refuses) it
+//! What an instance answers from memory (sold out from its flag, passes it refuses, a
+//! buyer held back until their next token) it
 //! counts in memory too, and adds to the product's audit every [`FLUSH_EVERY`]: `/stats`
 //! sees those counts up to that late, and Redis gets one command per product per flush,
 //! not one per answer.
@@ -86,6 +88,9 @@ struct Shared {
     notices: AtomicU64,
     /// `Flag::Sticky`: the sale each product was seen sold out in.
     sticky: Mutex<HashMap<ProductId, i64>>,
+    /// Buyers the bucket turned away, until their next token: their clicks before it are
+    /// turned away from memory (the bucket would refuse them too), without Redis.
+    held_back: Mutex<HashMap<(ProductId, String), Instant>>,
     pending: Mutex<HashMap<ProductId, Pending>>,
 }
 
@@ -135,6 +140,19 @@ fn turned_away(outcome: &'static str, status: StatusCode, message: String) -> Ap
     }
 }
 
+fn rate_limited(product: &ProductId, user: &str, limit: LimitTerms, wait_ms: u64) -> AppError {
+    AppError::TurnedAway {
+        outcome: "rate_limited",
+        status: StatusCode::TOO_MANY_REQUESTS,
+        message: format!(
+            "{user} asks faster than product {product} allows ({} a second): try again in \
+             {wait_ms} ms",
+            limit.per_s
+        ),
+        retry_after_s: Some(wait_ms.div_ceil(1_000)),
+    }
+}
+
 impl Admission {
     /// The instance's front door: its notice subscription on `subscriber` (what the lock
     /// subscription uses) and its counter flush. Needs a Tokio runtime.
@@ -144,6 +162,7 @@ impl Admission {
             doors: Mutex::default(),
             notices: AtomicU64::new(0),
             sticky: Mutex::default(),
+            held_back: Mutex::default(),
             pending: Mutex::default(),
         });
         tokio::spawn(listen(subscriber, Arc::downgrade(&shared)));
@@ -278,6 +297,15 @@ impl Admission {
             }
         }
         if let Some(limit) = terms.limit {
+            let held = (product.clone(), user.to_owned());
+            let until = lock(&self.shared.held_back).get(&held).copied();
+            if let Some(until) = until
+                && let Some(left) = until.checked_duration_since(Instant::now())
+            {
+                self.count(product, terms.epoch, counted::RATE_LIMITED);
+                let wait_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
+                return Err(rate_limited(product, user, limit, wait_ms));
+            }
             let bucket = keys.bucket(user);
             let wait_ms: u64 = BUCKET
                 .key(&bucket)
@@ -287,16 +315,16 @@ impl Admission {
                 .invoke_async(&mut self.shared.store.conn())
                 .await?;
             if wait_ms > 0 {
-                return Err(AppError::TurnedAway {
-                    outcome: "rate_limited",
-                    status: StatusCode::TOO_MANY_REQUESTS,
-                    message: format!(
-                        "{user} asks faster than product {product} allows ({} a second): \
-                         try again in {wait_ms} ms",
-                        limit.per_s
-                    ),
-                    retry_after_s: Some(wait_ms.div_ceil(1_000)),
-                });
+                let mut held_back = lock(&self.shared.held_back);
+                if held_back.len() >= MAX_PRODUCTS {
+                    let now = Instant::now();
+                    held_back.retain(|_, until| *until > now);
+                    if held_back.len() >= MAX_PRODUCTS {
+                        held_back.clear();
+                    }
+                }
+                held_back.insert(held, Instant::now() + Duration::from_millis(wait_ms));
+                return Err(rate_limited(product, user, limit, wait_ms));
             }
         }
         Ok(door)

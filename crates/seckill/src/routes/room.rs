@@ -52,8 +52,10 @@ struct Standing {
     pass_expires_at_ms: Option<i64>,
 }
 
-/// The longest a buyer is told to wait before asking again.
-const MAX_POLL_AFTER_MS: i64 = 1_000;
+/// The longest a buyer is told to wait before asking again: a buyer far back polls every
+/// 5 s, and is told to come back at its turn once that is nearer — the serving number is
+/// known ahead, so buyers come to the stock at the room's rate, not in bunches.
+const MAX_POLL_AFTER_MS: i64 = 5_000;
 /// The shortest.
 const MIN_POLL_AFTER_MS: i64 = 100;
 
