@@ -56,6 +56,11 @@ pub struct Opening {
 }
 
 impl Opening {
+    /// A door that lets every request through to the stock (the default).
+    pub const fn is_wide_open(&self) -> bool {
+        self.room.is_none() && self.limit.is_none() && matches!(self.flag, Flag::Off)
+    }
+
     /// The terms checked against their bounds (a clear message when one is out).
     pub fn checked(mut self) -> Result<Self, String> {
         if let Some(room) = self.room {

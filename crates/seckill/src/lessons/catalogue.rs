@@ -354,6 +354,7 @@ pub const LESSONS: &[Lesson] = &[
     stores::ORDERS,
     stores::PG_LOCKS,
     stores::SEED003,
+    super::door::WAITING_ROOM,
 ];
 
 pub fn find(name: &str) -> Option<&'static Lesson> {

@@ -5,6 +5,7 @@
 use seckill_load::Buyers;
 use serde::Serialize;
 
+use crate::admission::{Flag, Opening};
 use crate::variants::Variant;
 
 /// A lesson: a title, what to watch for and why it happens (in English and in Chinese, for
@@ -81,6 +82,14 @@ pub struct Phase {
     pub close_after_ms: Option<u64>,
     /// The sale's orders go to the orders' database.
     pub streamed: bool,
+    /// The sale's front door (a waiting room, the sold-out flag), as the reset sets it.
+    #[serde(skip)]
+    pub door: Opening,
+    /// How long a buyer has to pay, ms (0: a sale is final).
+    pub pay_within_ms: i64,
+    /// Buyers instead of a load: `requests` buyers arriving evenly over this many ms,
+    /// each on their own (through the room when the phase has one) until served.
+    pub arrivals_over_ms: Option<u64>,
     pub requests: usize,
     pub concurrency: usize,
 }
@@ -136,6 +145,13 @@ pub(super) const fn phase(
         buyers: None,
         close_after_ms: None,
         streamed: false,
+        door: Opening {
+            room: None,
+            limit: None,
+            flag: Flag::Off,
+        },
+        pay_within_ms: 0,
+        arrivals_over_ms: None,
         requests,
         concurrency,
     }

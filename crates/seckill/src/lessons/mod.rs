@@ -7,6 +7,7 @@
 //! with the same load generator (`seckill-load`).
 
 pub mod catalogue;
+mod door;
 mod lesson;
 mod stores;
 
@@ -65,6 +66,27 @@ pub struct PhaseResult {
     pub goodput: f64,
     pub p99_ms: f64,
     pub requests: usize,
+    /// A phase at the front door: what the buyers saw of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub door: Option<DoorResult>,
+}
+
+/// The front door's side of a phase (`lessons::door`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DoorResult {
+    /// Share of the units sold that went to the first arrivals (as many as the stock).
+    pub first_share: f64,
+    /// The most buyers waiting in the room at once.
+    pub queue: usize,
+    /// Buyers let in a second.
+    pub admitted_per_s: f64,
+    /// Buyers told the product was sold out.
+    pub told_sold_out: usize,
+    /// 409s answered from a sold-out flag.
+    pub flagged: i64,
+    /// Units left while buyers were turned away (`/stats`' `undersold`).
+    pub undersold: i64,
+    pub remaining: i64,
 }
 
 struct Running {
@@ -255,10 +277,10 @@ async fn run(
             stock: phase.stock,
             shards: phase.shards,
             per_user: phase.per_user,
+            pay_within_ms: phase.pay_within_ms,
             trace: true,
             in_database: phase.variant.spec().stock_in_database,
-            door: Default::default(),
-            ..product::Terms::default()
+            door: phase.door,
         };
         let streaming = if phase.streamed {
             product::Streaming::Streamed
@@ -287,6 +309,17 @@ async fn run(
             let sep = if path.contains('?') { '&' } else { '?' };
             format!("{base}/deduct_stock/{path}{sep}product={product}")
         };
+        if let Some(over_ms) = phase.arrivals_over_ms {
+            let result = door::arrivals(phase, product, state, http, base, over_ms).await?;
+            let mut status = status.lock().unwrap_or_else(|e| e.into_inner());
+            status.results.push(result.phase);
+            for (code, count) in result.statuses {
+                *status.statuses.entry(code).or_default() += count;
+            }
+            status.sent += result.requests as u64;
+            status.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            continue;
+        }
         if let Some(first) = phase.first_path() {
             http.post(url(&first))
                 .send()
@@ -316,6 +349,10 @@ async fn run(
             },
             None => None,
         };
+        if !phase.door.is_wide_open() {
+            // What the instances answered from memory reaches the audit within a flush.
+            tokio::time::sleep(crate::admission::FLUSH_EVERY + Duration::from_millis(100)).await;
+        }
         let stats = product::stats(&state.store, &state.lock_store, product)
             .await
             .map_err(|err| format!("stats: {err}"))?;
@@ -330,6 +367,13 @@ async fn run(
             goodput: stats.sold as f64 / result.elapsed.as_secs_f64().max(1e-3),
             p99_ms: result.percentile_ms(0.99),
             requests: result.answered(),
+            door: (!phase.door.is_wide_open()).then(|| DoorResult {
+                flagged: stats.admission.as_ref().map_or(0, |a| a.sold_out_flagged),
+                undersold: stats.undersold,
+                remaining: stats.remaining,
+                told_sold_out: result.count(409),
+                ..DoorResult::default()
+            }),
         };
         let mut status = status.lock().unwrap_or_else(|e| e.into_inner());
         status.results.push(phase_result);

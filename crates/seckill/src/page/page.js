@@ -257,7 +257,12 @@ function drawResults() {
     return `<tr data-lesson="${r.lesson}"><td>${lesson ? title(lesson).split(/[:：]/)[0] : r.lesson}</td><td>${r.phase}</td>` +
       `<td class="num" data-col="sold">${r.sold}</td><td${bad(r.oversold)} data-col="oversold">${r.oversold}</td>` +
       `<td${bad(r.lost_updates)} data-col="lost_updates">${r.lost_updates}</td><td${bad(r.lock_overlaps)} data-col="lock_overlaps">${r.lock_overlaps}</td>` +
-      `<td class="num" data-col="goodput">${num(r.goodput, 1)}</td><td class="num" data-col="p99_ms">${num(r.p99_ms, 1)}</td></tr>`;
+      `<td class="num" data-col="goodput">${num(r.goodput, 1)}</td><td class="num" data-col="p99_ms">${num(r.p99_ms, 1)}</td></tr>` +
+      (r.door ? `<tr class="door" data-lesson="${r.lesson}" data-first-share="${r.door.first_share}" ` +
+        `data-told="${r.door.told_sold_out}" data-undersold="${r.door.undersold}" data-flagged="${r.door.flagged}">` +
+        `<td></td><td colspan="7" class="muted">` +
+        t("door-line", num(r.door.first_share * 100), r.door.queue, num(r.door.admitted_per_s, 1),
+          r.door.told_sold_out, r.door.flagged, r.door.undersold, r.door.remaining) + `</td></tr>` : "");
   }).join("");
   $("no-runs").hidden = results.length > 0;
   drawMultiples();

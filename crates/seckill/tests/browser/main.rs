@@ -11,6 +11,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod door;
 mod page;
 
 use seckill_testkit::{

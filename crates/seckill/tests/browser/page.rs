@@ -10,7 +10,7 @@ use super::{Browser, behind_nginx, behind_nginx_with};
 
 /// Starts `lesson` from its button and waits until the page says it is done and has read
 /// the timeline since.
-async fn run_lesson(browser: &Browser, lesson: &str) {
+pub(crate) async fn run_lesson(browser: &Browser, lesson: &str) {
     browser
         .until(
             &format!("return !!document.querySelector('#lesson-{lesson}:not([disabled])')"),
@@ -53,10 +53,10 @@ async fn sections(browser: &Browser) -> Vec<Value> {
 
 /// The page's side by side table, row by row: `{lesson, sold, oversold, lost_updates,
 /// lock_overlaps}`.
-async fn table(browser: &Browser) -> Vec<Value> {
+pub(crate) async fn table(browser: &Browser) -> Vec<Value> {
     let rows = browser
         .run(
-            "return [...document.querySelectorAll('#results tbody tr')].map(tr => ({ lesson: tr.dataset.lesson, \
+            "return [...document.querySelectorAll('#results tbody tr:not(.door)')].map(tr => ({ lesson: tr.dataset.lesson, \
              sold: +tr.querySelector('[data-col=sold]').textContent, \
              oversold: +tr.querySelector('[data-col=oversold]').textContent, \
              lost_updates: +tr.querySelector('[data-col=lost_updates]').textContent, \
