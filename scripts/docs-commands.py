@@ -537,8 +537,9 @@ class Checker:
         for k in set(names):
             if names.count(k) > 1:
                 self.bad(where, f"{name}: parameter {k} given twice")
-            if knobs is not None and k not in knobs | {"product", "user"}:
-                self.bad(where, f"variant {name} takes no parameter {k} (it takes: product, user, {', '.join(sorted(knobs))})")
+            # Every variant takes these (crates/seckill/src/knobs/mod.rs, ALWAYS).
+            if knobs is not None and k not in knobs | {"product", "user", "pass"}:
+                self.bad(where, f"variant {name} takes no parameter {k} (it takes: product, user, pass, {', '.join(sorted(knobs))})")
 
     def jq(self, where, prev, args):
         """The top-level fields a jq filter reads are in the piped answer's schema."""
