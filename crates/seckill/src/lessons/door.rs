@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use seckill_load::arrivals::{Arrivals, Door};
+use serde::Serialize;
 
+use super::PhaseResult;
 use super::lesson::{Lesson, Needs, Phase, phase};
-use super::{DoorResult, PhaseResult};
 use crate::admission::{Flag, Opening, RoomTerms};
 use crate::keys::ProductId;
 use crate::product;
@@ -181,4 +182,22 @@ pub(super) async fn arrivals(
         statuses,
         requests,
     })
+}
+
+/// The front door's side of a phase (`lessons::door`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DoorResult {
+    /// Share of the units sold that went to the first arrivals (as many as the stock).
+    pub first_share: f64,
+    /// The most buyers waiting in the room at once.
+    pub queue: usize,
+    /// Buyers let in a second.
+    pub admitted_per_s: f64,
+    /// Buyers told the product was sold out.
+    pub told_sold_out: usize,
+    /// 409s answered from a sold-out flag.
+    pub flagged: i64,
+    /// Units left while buyers were turned away (`/stats`' `undersold`).
+    pub undersold: i64,
+    pub remaining: i64,
 }

@@ -12,6 +12,7 @@ mod lesson;
 mod stores;
 
 pub use catalogue::{LESSONS, find};
+pub use door::DoorResult;
 pub use lesson::{Lesson, Needs, Phase};
 
 use std::sync::{Arc, Mutex};
@@ -69,24 +70,6 @@ pub struct PhaseResult {
     /// A phase at the front door: what the buyers saw of it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub door: Option<DoorResult>,
-}
-
-/// The front door's side of a phase (`lessons::door`).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct DoorResult {
-    /// Share of the units sold that went to the first arrivals (as many as the stock).
-    pub first_share: f64,
-    /// The most buyers waiting in the room at once.
-    pub queue: usize,
-    /// Buyers let in a second.
-    pub admitted_per_s: f64,
-    /// Buyers told the product was sold out.
-    pub told_sold_out: usize,
-    /// 409s answered from a sold-out flag.
-    pub flagged: i64,
-    /// Units left while buyers were turned away (`/stats`' `undersold`).
-    pub undersold: i64,
-    pub remaining: i64,
 }
 
 struct Running {

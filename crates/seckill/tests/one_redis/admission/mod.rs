@@ -8,8 +8,10 @@ use serde_json::{Value, json};
 
 use crate::service;
 
+mod flag_and_limit;
+
 /// Two instances (expired reservations swept every 50 ms) and Nginx in front of them.
-fn two_behind_nginx() -> (Service, Nginx, Api) {
+pub(super) fn two_behind_nginx() -> (Service, Nginx, Api) {
     let cluster = service(2, &["--expiry-sweep-ms", "50"]);
     let nginx = Nginx::start(&cluster.instances);
     let api = Api::new(&nginx.url(""));
@@ -19,7 +21,7 @@ fn two_behind_nginx() -> (Service, Nginx, Api) {
 /// Time enough for a notice (a reset's, an expiry's) to reach every instance: on loopback
 /// it takes about a millisecond; an instance that misses one reads the terms again within
 /// a second (`admission::TERMS_MAX_AGE`).
-const NOTICE: Duration = Duration::from_millis(100);
+pub(super) const NOTICE: Duration = Duration::from_millis(100);
 
 fn room(rate_per_s: u32, pass_ttl_ms: u64) -> Value {
     json!({ "rate_per_s": rate_per_s, "pass_ttl_ms": pass_ttl_ms })
@@ -55,7 +57,11 @@ async fn pass_for(api: &Api, product: &str, user: &str) -> String {
 
 /// `/stats`' admission section once `check` holds of it (the instances add what they
 /// counted in memory every 200 ms), or the last one seen.
-async fn admission_when(api: &Api, product: &str, check: impl Fn(&Value) -> bool) -> Value {
+pub(super) async fn admission_when(
+    api: &Api,
+    product: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
         let stats = api.stats(product).await;
@@ -255,169 +261,6 @@ async fn sold_out_is_told_to_everyone_still_waiting() {
     let stats = api.stats("703").await;
     assert_eq!(int(&stats, "sold"), 2, "{stats}");
     assert_eq!(stats["admission"]["tickets"], 3, "{stats}");
-}
-
-/// Redis's `EVAL`/`EVALSHA` calls so far (every deduction of `lua` is one).
-async fn script_calls(cluster: &Service) -> i64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut cluster.redis.conn().await)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<i64>()
-                .ok()
-        })
-        .sum()
-}
-
-/// `sold_out_flag: on`: once an instance saw the product sold out, its 409s cost Redis
-/// nothing (counted in `/stats`); a reopen, a reset and an expired reservation giving its
-/// unit back each clear it. `sticky`, the demos' flag: the unit that came back is never
-/// sold — undersold.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sold_out_flag_answers_from_memory_until_a_unit_may_be_back() {
-    let (cluster, _nginx, _api) = two_behind_nginx();
-    let (one, two) = (cluster.api(0), cluster.api(1));
-    let sale = |flag: &str, pay_within_ms: u64| json!({"product": "704", "stock": 1, "pay_within_ms": pay_within_ms, "sold_out_flag": flag});
-    one.reset_with(sale("on", 0)).await;
-    let (status, bought) = one.deduct("704", "lua?user=a").await;
-    assert_eq!(status, 200, "{bought}");
-    for api in [&one, &two] {
-        let (status, body) = api.deduct("704", "lua?user=b").await;
-        assert_eq!(
-            status, 409,
-            "the stock says so, and the flag is set: {body}"
-        );
-    }
-    let before = script_calls(&cluster).await;
-    for _ in 0..100 {
-        let (status, body) = one.deduct("704", "lua?user=b").await;
-        assert_eq!(
-            (status, &body["outcome"]),
-            (409, &json!("sold_out")),
-            "{body}"
-        );
-    }
-    // Besides the flush of the counts (one call per 200 ms), nothing.
-    let calls = script_calls(&cluster).await - before;
-    assert!(
-        calls < 10,
-        "100 answers from the flag took {calls} script calls"
-    );
-    let stats = admission_when(&one, "704", |a| a["sold_out_flagged"] == 100).await;
-    assert_eq!(stats["admission"]["sold_out_flagged"], 100, "{stats}");
-    assert_eq!(int(&stats, "sold_out"), 2, "the stock's own 409s: {stats}");
-
-    // A reopen: the next deduction asks the stock again.
-    let (status, _) = one
-        .post_json("/admin/reopen", &json!({"product": "704"}))
-        .await;
-    assert_eq!(status, 200);
-    tokio::time::sleep(NOTICE).await;
-    let asked = script_calls(&cluster).await;
-    let (status, _) = one.deduct("704", "lua?user=b").await;
-    assert_eq!(status, 409);
-    assert!(
-        script_calls(&cluster).await > asked,
-        "a reopen clears the flag"
-    );
-
-    // A reset: a new sale sells.
-    one.reset_with(sale("on", 300)).await;
-    tokio::time::sleep(NOTICE).await;
-    let (status, body) = one.deduct("704", "lua?user=a").await;
-    assert_eq!(status, 200, "{body}");
-    for api in [&one, &two] {
-        let (status, _) = api.deduct("704", "lua?user=b").await;
-        assert_eq!(status, 409);
-    }
-    // The reservation expires unpaid: its unit is back, and both flags are forgotten.
-    let back = wait_for(&one, "704", |s| int(s, "remaining") == 1).await;
-    assert_eq!(int(&back, "remaining"), 1, "{back}");
-    tokio::time::sleep(NOTICE).await;
-    let (status, body) = two.deduct("704", "lua?user=c").await;
-    assert_eq!(status, 200, "the unit that came back sells: {body}");
-
-    // Sticky: the unit that comes back stays unsold while buyers are turned away.
-    one.reset_with(sale("sticky", 300)).await;
-    tokio::time::sleep(NOTICE).await;
-    let (status, _) = one.deduct("704", "lua?user=a").await;
-    assert_eq!(status, 200);
-    let (status, _) = one.deduct("704", "lua?user=b").await;
-    assert_eq!(status, 409);
-    wait_for(&one, "704", |s| int(s, "remaining") == 1).await;
-    tokio::time::sleep(NOTICE).await;
-    for _ in 0..5 {
-        let (status, body) = one.deduct("704", "lua?user=b").await;
-        assert_eq!(
-            status, 409,
-            "the sticky flag outlives the unit's return: {body}"
-        );
-    }
-    let stats = wait_for(&one, "704", |s| int(s, "undersold") >= 1).await;
-    assert_eq!(int(&stats, "remaining"), 1, "{stats}");
-    assert_eq!(int(&stats, "undersold"), 1, "{stats}");
-}
-
-/// `/stats` of `product` once `check` holds (within 3 s), or the last one seen.
-async fn wait_for(api: &Api, product: &str, check: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        let stats = api.stats(product).await;
-        if check(&stats) || Instant::now() > deadline {
-            return stats;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// `rate_limit: {per_s: 5}`: a buyer clicking fast gets 5 tries through, then 429 with
-/// `Retry-After`, counted in `/stats`; another buyer is not held back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_buyer_past_their_rate_is_told_when_to_come_back() {
-    let (_cluster, _nginx, api) = two_behind_nginx();
-    api.reset_with(json!({"product": "705", "stock": 1000, "rate_limit": {"per_s": 5}}))
-        .await;
-    let mut through = 0;
-    let mut retry_after = Vec::new();
-    for _ in 0..20 {
-        let response = api
-            .http()
-            .post(api.url("/deduct_stock/lua?product=705&user=bot"))
-            .send()
-            .await
-            .unwrap();
-        match response.status().as_u16() {
-            200 => through += 1,
-            429 => retry_after.push(
-                response.headers()["retry-after"]
-                    .to_str()
-                    .unwrap()
-                    .parse::<u64>()
-                    .unwrap(),
-            ),
-            other => panic!("status {other}"),
-        }
-    }
-    // The bucket refills at 5 a second while the 20 clicks go.
-    assert!((5..=7).contains(&through), "{through} of 20 got through");
-    assert!(retry_after.iter().all(|&s| s == 1), "{retry_after:?}");
-    let (status, body) = api.deduct("705", "lua?user=someone").await;
-    assert_eq!(status, 200, "another buyer: {body}");
-    let (status, body) = api.deduct("705", "lua").await;
-    assert_eq!(status, 400, "a rate per buyer needs the buyer: {body}");
-    // Refused by the bucket in Redis, or (until the next token) from the memory of the
-    // instance that heard it: counted either way.
-    let refused = json!(retry_after.len());
-    let stats = admission_when(&api, "705", |a| a["rate_limited"] == refused).await;
-    assert_eq!(stats["admission"]["rate_limited"], refused, "{stats}");
 }
 
 /// Bounds and ids at the front door: every out-of-bounds term is a 400 that changes

@@ -27,7 +27,8 @@ use seckill_load::arrivals::{Arrivals, ArrivalsReport, Door};
 use seckill_load::{Control, Load};
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::time::Instant;
+
+mod bot;
 
 use crate::admin::Service;
 use crate::redis_usage::{Masters, spent};
@@ -127,7 +128,7 @@ pub async fn run(service: &Service<'_>, masters: &mut Option<Masters>) -> anyhow
     let fairness = fairness(service).await?;
     let overload = overload(service).await?;
     let flag = flag(service, masters).await?;
-    let bot = bot(service).await?;
+    let bot = bot::bot(service).await?;
     Ok(Figures {
         fairness,
         overload,
@@ -136,7 +137,7 @@ pub async fn run(service: &Service<'_>, masters: &mut Option<Masters>) -> anyhow
     })
 }
 
-fn client(connections: usize) -> anyhow::Result<reqwest::Client> {
+pub(crate) fn client(connections: usize) -> anyhow::Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
         .pool_max_idle_per_host(connections)
         .timeout(Duration::from_secs(30))
@@ -311,104 +312,12 @@ async fn flag(service: &Service<'_>, masters: &mut Option<Masters>) -> anyhow::R
     })
 }
 
-async fn bot(service: &Service<'_>) -> anyhow::Result<Bot> {
-    let http = client(400)?;
-    let base = service.base().to_owned();
-    service
-        .reset_body(json!({"product": PRODUCT, "stock": 1_000_000,
-            "rate_limit": {"per_s": LIMIT_PER_S}}))
-        .await?;
-    let (mut without, mut with, mut through) = (vec![], vec![], vec![]);
-    for _ in 0..ROUNDS {
-        without.push(clicks(&http, &base, false).await.0);
-        let (p99, bot) = clicks(&http, &base, true).await;
-        with.push(p99);
-        through = bot;
-    }
-    let (without, with) = (median(without), median(with));
-    let steady = through
-        .iter()
-        .filter(|at| **at >= Duration::from_secs(1))
-        .count();
-    Ok(Bot {
-        through_per_s: steady as f64 / (OFFERED_FOR.as_secs_f64() - 1.0),
-        through: through.len(),
-        others_p99_without_ms: without,
-        others_p99_with_ms: with,
-    })
-}
-
-/// The others' clicks for [`OFFERED_FOR`] (and the bot's, with `bot`): the others' p99, ms,
-/// and when the bot's clicks answered other than 429 were sent.
-async fn clicks(http: &reqwest::Client, base: &str, bot: bool) -> (f64, Vec<Duration>) {
-    let started = Instant::now();
-    let until = started + OFFERED_FOR;
-    let mut others = Vec::new();
-    for i in 0..OTHERS {
-        let (http, url) = (
-            http.clone(),
-            format!("{base}/deduct_stock/lua?product={PRODUCT}&user=o{i}"),
-        );
-        let every = Duration::from_millis(1_000 / OTHER_CLICKS_PER_S);
-        let first = every.mul_f64(i as f64 / OTHERS as f64);
-        others.push(tokio::spawn(async move {
-            let mut took = Vec::new();
-            let mut next = started + first;
-            while next < until {
-                tokio::time::sleep_until(next).await;
-                let sent = Instant::now();
-                if http.post(&url).send().await.is_ok() {
-                    took.push(sent.elapsed());
-                }
-                next += every;
-            }
-            took
-        }));
-    }
-    let mut through = Vec::new();
-    if bot {
-        let url = format!("{base}/deduct_stock/lua?product={PRODUCT}&user=bot");
-        let every = Duration::from_micros(1_000_000 / BOT_CLICKS_PER_S);
-        let mut clicks = Vec::new();
-        let mut next = started;
-        while next < until {
-            tokio::time::sleep_until(next).await;
-            let (http, url) = (http.clone(), url.clone());
-            let at = next - started;
-            clicks.push(tokio::spawn(async move {
-                (
-                    at,
-                    http.post(&url).send().await.map(|r| r.status().as_u16()),
-                )
-            }));
-            next += every;
-        }
-        for click in clicks {
-            if let Ok((at, Ok(status))) = click.await
-                && status != 429
-            {
-                through.push(at);
-            }
-        }
-    }
-    let mut took: Vec<Duration> = Vec::new();
-    for other in others {
-        took.extend(other.await.unwrap_or_default());
-    }
-    took.sort();
-    let p99 = took
-        .get((took.len() * 99 / 100).min(took.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or_default();
-    (ms(p99), through)
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
-fn ms(time: Duration) -> f64 {
+pub(crate) fn ms(time: Duration) -> f64 {
     time.as_secs_f64() * 1_000.0
 }
 
