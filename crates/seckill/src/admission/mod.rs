@@ -205,6 +205,12 @@ impl Admission {
         Ok(door)
     }
 
+    /// Forgets what this instance keeps of `product`'s door, at once: the instance that
+    /// reset or reopened a sale does not wait for its own notice.
+    pub fn forget(&self, product: &ProductId) {
+        self.shared.forget(Some(product));
+    }
+
     /// The product's door, if this instance keeps it fresh and it lets everyone through:
     /// a deduction then goes on without an await (the common case, on the hot path).
     pub fn open_now(&self, product: &ProductId) -> Option<Arc<Door>> {
@@ -341,7 +347,11 @@ impl Admission {
             Flag::Off => {}
             Flag::On => door.sold_out.store(true, Ordering::Relaxed),
             Flag::Sticky => {
-                lock(&self.shared.sticky).insert(product.clone(), door.terms.epoch);
+                let mut sticky = lock(&self.shared.sticky);
+                if sticky.len() >= MAX_PRODUCTS && !sticky.contains_key(product) {
+                    sticky.clear();
+                }
+                sticky.insert(product.clone(), door.terms.epoch);
             }
         }
     }

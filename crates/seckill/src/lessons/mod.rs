@@ -286,6 +286,7 @@ async fn run(
             crate::close::reopen(state, reset)
                 .await
                 .map_err(|err| format!("reopen: {err}"))?;
+            state.admission.forget(reset);
         }
         let url = |path: &str| {
             let path = fill_cart(path, product, second.as_ref());

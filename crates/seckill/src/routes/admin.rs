@@ -206,6 +206,7 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
         streaming,
     )
     .await?;
+    state.admission.forget(&product);
     tracing::info!(%product, ?terms, "stock reset");
     Ok(Json(json!({
         "outcome": "reset",
@@ -287,6 +288,7 @@ async fn reopen(State(state): State<AppState>, body: Bytes) -> Result<Json<Value
     let request: UnlockRequest = json_body(&body, r#"{"product": "101"}"#)?;
     let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
     crate::close::reopen(&state, &product).await?;
+    state.admission.forget(&product);
     Ok(Json(
         json!({ "outcome": "reopened", "product": product.as_str() }),
     ))

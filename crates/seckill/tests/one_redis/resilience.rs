@@ -143,7 +143,9 @@ async fn redis_dies_under_load_then_comes_back() {
 
 /// An instance is killed (SIGKILL) under load: Nginx moves on, nothing is oversold, and the
 /// orders in Redis are the 200s the clients got, plus at most the requests in flight at the
-/// kill (which got a 502, their answer lost with the instance).
+/// kill (which got a 502, their answer lost with the instance). A 503 is a holder that lost
+/// its lock (CI once saw one: the parallel suite stalled a survivor past its lease), each
+/// one counted as `lock_lost`.
 async fn instance_killed_under_load(variant: &str) {
     let _turn = heavy_turn().await;
     let mut cluster = service(2, &["--lock-lease-ms", "1000"]);
@@ -162,9 +164,11 @@ async fn instance_killed_under_load(variant: &str) {
     eprintln!("{variant}: {:?}", report.statuses);
     assert_eq!(report.transport_errors, 0, "{report:?}");
     assert_eq!(report.unnamed_sales, 0, "{report:?}");
+    // A 503 is allowed only as the watchdog's lock_lost (counted below): a surviving
+    // holder stalled past its 1 s lease on a loaded machine sells nothing and says so.
     for status in report.statuses.keys() {
         assert!(
-            [200, 409, 429, 502].contains(status),
+            [200, 409, 429, 502, 503].contains(status),
             "{variant}: {status} in {:?}",
             report.statuses
         );
@@ -178,6 +182,12 @@ async fn instance_killed_under_load(variant: &str) {
 
     let stats = cluster.api(0).stats("101").await;
     assert_eq!(int(&stats, "oversold"), 0, "{stats}");
+    assert_eq!(
+        int(&stats, "lock_lost"),
+        report.count(503) as i64,
+        "every 503 a holder that lost its lock, nothing else: {:?} {stats}",
+        report.statuses
+    );
     let recorded: BTreeSet<String> = recorded_orders(&cluster.redis, "101")
         .await
         .into_keys()
