@@ -251,9 +251,12 @@ impl Arrivals {
                 // The pass ran out before the buyer used it: back to the room.
                 Some((403, body)) if find(&body, b"pass_refused").is_some() => pass = None,
                 _ if self.once => break,
-                // The lock stayed held, the optimistic tries conflicted: click again.
+                // The lock stayed held, the optimistic tries conflicted, a rate said wait:
+                // nothing was sold, click again.
                 Some((429, _)) => {}
-                _ => pause(Duration::from_millis(100)).await,
+                // Anything else (a 503, a 504 `unknown`, no answer) may or may not have
+                // sold: the buyer does not click blindly again, and stops.
+                _ => break,
             }
         }
         seen

@@ -87,20 +87,18 @@ struct Shared {
     doors: Mutex<HashMap<ProductId, Arc<Door>>>,
     /// Bumped by every notice: terms read before it are not kept.
     notices: AtomicU64,
-    /// `Flag::Sticky`: the sale each product was seen sold out in.
-    sticky: Mutex<HashMap<ProductId, i64>>,
+    /// `Flag::Sticky`: the sale each product was seen sold out in ([`Terms::sale`]).
+    sticky: Mutex<HashMap<ProductId, (i64, i64)>>,
     /// Buyers the bucket turned away, until their next token: their clicks before it are
     /// turned away from memory (the bucket would refuse them too), without Redis.
     held_back: Mutex<HashMap<(ProductId, String), Instant>>,
-    pending: Mutex<HashMap<ProductId, Pending>>,
+    /// What this instance counted of each product's sale (by its epoch) and has not added
+    /// to the audit yet: two sales' counts side by side around a reset, never mixed.
+    pending: Mutex<HashMap<(ProductId, i64), Counts>>,
 }
 
-/// What an instance counted of one product's sale and has not added to its audit yet.
-#[derive(Default)]
-struct Pending {
-    epoch: i64,
-    counts: BTreeMap<&'static str, i64>,
-}
+/// Counts by audit field.
+type Counts = BTreeMap<&'static str, i64>;
 
 /// A product's front door, as this instance knows it.
 pub struct Door {
@@ -224,7 +222,7 @@ impl Admission {
         match door.terms.flag {
             Flag::Off => false,
             Flag::On => door.sold_out.load(Ordering::Relaxed),
-            Flag::Sticky => lock(&self.shared.sticky).get(product) == Some(&door.terms.epoch),
+            Flag::Sticky => lock(&self.shared.sticky).get(product) == Some(&door.terms.sale()),
         }
     }
 
@@ -351,7 +349,7 @@ impl Admission {
                 if sticky.len() >= MAX_PRODUCTS && !sticky.contains_key(product) {
                     sticky.clear();
                 }
-                sticky.insert(product.clone(), door.terms.epoch);
+                sticky.insert(product.clone(), door.terms.sale());
             }
         }
     }
@@ -381,15 +379,8 @@ impl Admission {
 
     fn count(&self, product: &ProductId, epoch: i64, field: &'static str) {
         let mut pending = lock(&self.shared.pending);
-        let entry = pending.entry(product.clone()).or_default();
-        if entry.epoch != epoch {
-            // Counts of an earlier sale: its audit is gone.
-            *entry = Pending {
-                epoch,
-                counts: BTreeMap::new(),
-            };
-        }
-        *entry.counts.entry(field).or_default() += 1;
+        let counts = pending.entry((product.clone(), epoch)).or_default();
+        *counts.entry(field).or_default() += 1;
     }
 
     /// Adds what was counted in memory to the audits now (tests, and `/stats` callers that

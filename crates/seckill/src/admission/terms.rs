@@ -147,6 +147,8 @@ pub const META_FIELDS: [&str; 9] = [
 pub struct Terms {
     /// The sale (0: the product was never reset).
     pub epoch: i64,
+    /// When the sale opened (its reset), on the wall clock, ms.
+    pub opened_at_ms: i64,
     pub room: Option<Room>,
     pub limit: Option<LimitTerms>,
     pub flag: Flag,
@@ -187,6 +189,7 @@ impl Terms {
         let burst = u32::try_from(number("limit_burst").unwrap_or(0)).unwrap_or(0);
         Self {
             epoch,
+            opened_at_ms: number("opened_at_ms").unwrap_or(0),
             room,
             limit: (per_s > 0).then_some(LimitTerms {
                 per_s,
@@ -197,6 +200,13 @@ impl Terms {
                 .map_or(Flag::Off, |f| Flag::of_name(f)),
             in_database: fields.get("stock_in") == Some(&"postgres"),
         }
+    }
+
+    /// Which sale these terms are of: its epoch and its opening. A reset raises the epoch
+    /// first and writes the door last (after the stock): terms read in between carry the
+    /// new epoch with the old opening, and a sold-out seen through them is not this sale's.
+    pub fn sale(&self) -> (i64, i64) {
+        (self.epoch, self.opened_at_ms)
     }
 
     /// Whether a deduction passes this door without a check.

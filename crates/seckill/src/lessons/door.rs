@@ -50,15 +50,15 @@ pub(super) const WAITING_ROOM: Lesson = Lesson {
             room letting 10 in a second, each buyer takes a number, waits its turn and buys \
             with a signed pass: the units go to the first 10, and everyone still waiting is \
             told it sold out at their next poll. Then the sold-out flag: reservations expire \
-            unpaid and their units come back; with the flag on, every instance forgets it \
-            and sells them again; with the demos' sticky flag, the units stay unsold while \
-            buyers are told 409 (undersold).",
+            unpaid and their units come back, and 20 latecomers ask; with the flag on, \
+            every instance forgot it and sells them the units; with the demos' sticky flag, \
+            the units stay unsold while the latecomers are told 409 (undersold).",
     watch_zh: "100 个买家在一秒内按已知顺序到达，抢 watchdog 的 10 件库存（锁内 20 毫秒业务）。 \
                直接冲库存时，谁的重试先抢到锁谁就赢：最先到的 10 个人只拿到一部分。经过每秒放行 10 人 \
                的排队等候室，每个买家先取号、等到号再凭签名通行证购买：库存都归最先到的 10 人，其余 \
-               还在排队的人在下一次轮询时得知已售罄。然后是售罄标记：预占的订单超时未付，库存回来了； \
-               标记为 on 时，每个实例都会忘掉它，库存再次卖出；用演示项目常见的 sticky（不清除）标记， \
-               回来的库存一直卖不出去，买家却得到 409（少卖）。",
+               还在排队的人在下一次轮询时得知已售罄。然后是售罄标记：预占的订单超时未付，库存回来了， \
+               又来了 20 个迟到的买家；标记为 on 时，每个实例都已忘掉它，把库存卖给他们；用演示项目 \
+               常见的 sticky（不清除）标记，回来的库存一直卖不出去，迟到的买家却得到 409（少卖）。",
     phases: &[
         Phase {
             arrivals_over_ms: Some(1_000),

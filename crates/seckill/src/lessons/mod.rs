@@ -324,7 +324,27 @@ async fn run(
                 crate::close::close(&state, &product, Duration::from_secs(10)).await
             })
         });
-        let result = load.run(http, control).await;
+        let mut result = load.run(http, control).await;
+        if phase.pay_within_ms > 0 && !phase.door.is_wide_open() && !control.is_stopped() {
+            // Latecomers, once the last reservations expired and gave their units back:
+            // a flag that was cleared sells to them, one that was not turns them away.
+            let expired = Duration::from_millis(phase.pay_within_ms.unsigned_abs() + 500);
+            tokio::time::sleep(expired).await;
+            let late = Load::post(url(&phase.path()))
+                .requests(usize::try_from(phase.stock).unwrap_or(0))
+                .concurrency(5)
+                .keeping_orders();
+            let late = late.run(http, control).await;
+            // They pay at once: their units do not come back before the audit is read.
+            for order in &late.orders {
+                if let Err(err) = crate::payment::pay(&state.store, product, order).await {
+                    tracing::warn!(%product, order, error = %err, "a latecomer's payment failed");
+                }
+            }
+            for (code, count) in late.statuses {
+                *result.statuses.entry(code).or_default() += count;
+            }
+        }
         let closed = match closing {
             Some(closing) => match closing.await {
                 Ok(Ok(_)) => None,

@@ -54,15 +54,24 @@ async fn waiting_room_lesson_shows_the_room_and_the_sticky_flag_in_chinese() {
         .await;
     let doors: Vec<Value> = doors.as_array().cloned().unwrap_or_default();
     assert_eq!(doors.len(), 4, "{doors:?}");
+    // Numbers go in the order the requests reach the room: buyers 10 ms apart may swap
+    // on a loaded machine, and with 10 units one swap is a tenth (CI once read 0.9).
     let share = |i: usize| doors[i]["first_share"].as_f64().unwrap_or(-1.0);
-    assert!(share(1) >= 0.95, "the room keeps arrival order: {doors:?}");
+    assert!(
+        share(1) >= 0.8 && share(1) >= share(0),
+        "the room keeps arrival order: {doors:?}"
+    );
     assert!(
         doors[1]["told"].as_i64() >= Some(80),
         "the rest told sold out: {doors:?}"
     );
+    assert_eq!(
+        doors[2]["undersold"], 0,
+        "flag on: the latecomers bought the units that came back: {doors:?}"
+    );
     assert!(
         doors[3]["flagged"].as_i64() > Some(0) && doors[3]["undersold"] == 20,
-        "the sticky flag turned buyers away with 20 units left: {doors:?}"
+        "the sticky flag turned the latecomers away with 20 units left: {doors:?}"
     );
     assert!(
         doors[3]["text"]

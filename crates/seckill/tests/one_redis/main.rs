@@ -69,3 +69,23 @@ async fn recorded_orders(redis: &RedisServer, product: &str) -> BTreeMap<String,
         .await
         .expect("the orders, read from Redis")
 }
+
+/// Script calls Redis has run so far (`EVAL` and `EVALSHA`), from `INFO commandstats`.
+pub(crate) async fn script_calls(cluster: &Service) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut cluster.redis.conn().await)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}

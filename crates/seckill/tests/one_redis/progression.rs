@@ -153,26 +153,6 @@ async fn lua_sells_exactly_the_stock() {
     assert_sells_exactly("lua", 300).await;
 }
 
-/// Script calls Redis has run so far (`EVAL` and `EVALSHA`), from `INFO commandstats`.
-async fn script_calls(cluster: &Service) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut cluster.redis.conn().await)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 /// lua sends the deductions that arrive together in one script call (`batch=off`: one call
 /// each). Either way every 200 is its own unit, with its own `remaining`, and the rest 409.
 #[tokio::test]
@@ -181,9 +161,9 @@ async fn lua_shares_script_calls_and_still_sells_each_unit_once() {
         let cluster = service(2, &[]);
         let apis = cluster.apis();
         apis[0].reset("101", 50, 1).await;
-        let before = script_calls(&cluster).await;
+        let before = crate::script_calls(&cluster).await;
         let answers = join_all((0..300).map(|i| apis[i % 2].deduct("101", path))).await;
-        let calls = script_calls(&cluster).await - before;
+        let calls = crate::script_calls(&cluster).await - before;
 
         let sold: Vec<&Value> = answers
             .iter()

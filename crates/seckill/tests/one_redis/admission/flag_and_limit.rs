@@ -3,30 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use seckill_testkit::{Api, Service, int};
+use seckill_testkit::{Api, int};
 use serde_json::{Value, json};
 
 use super::{NOTICE, admission_when, two_behind_nginx};
-
-/// Redis's `EVAL`/`EVALSHA` calls so far (every deduction of `lua` is one).
-async fn script_calls(cluster: &Service) -> i64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut cluster.redis.conn().await)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<i64>()
-                .ok()
-        })
-        .sum()
-}
 
 /// `sold_out_flag: on`: once an instance saw the product sold out, its 409s cost Redis
 /// nothing (counted in `/stats`); a reopen, a reset and an expired reservation giving its
@@ -47,7 +27,7 @@ async fn the_sold_out_flag_answers_from_memory_until_a_unit_may_be_back() {
             "the stock says so, and the flag is set: {body}"
         );
     }
-    let before = script_calls(&cluster).await;
+    let before = crate::script_calls(&cluster).await;
     for _ in 0..100 {
         let (status, body) = one.deduct("704", "lua?user=b").await;
         assert_eq!(
@@ -57,7 +37,7 @@ async fn the_sold_out_flag_answers_from_memory_until_a_unit_may_be_back() {
         );
     }
     // Besides the flush of the counts (one call per 200 ms), nothing.
-    let calls = script_calls(&cluster).await - before;
+    let calls = crate::script_calls(&cluster).await - before;
     assert!(
         calls < 10,
         "100 answers from the flag took {calls} script calls"
@@ -72,11 +52,11 @@ async fn the_sold_out_flag_answers_from_memory_until_a_unit_may_be_back() {
         .await;
     assert_eq!(status, 200);
     tokio::time::sleep(NOTICE).await;
-    let asked = script_calls(&cluster).await;
+    let asked = crate::script_calls(&cluster).await;
     let (status, _) = one.deduct("704", "lua?user=b").await;
     assert_eq!(status, 409);
     assert!(
-        script_calls(&cluster).await > asked,
+        crate::script_calls(&cluster).await > asked,
         "a reopen clears the flag"
     );
 
