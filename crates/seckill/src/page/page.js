@@ -183,6 +183,8 @@ function admin(path, options = {}) {
 async function startLesson(name) {
   current = name;
   runId = null;
+  // Until this lesson's first status: a "done" left by the last one is not this one's.
+  $("lesson-status").dataset.state = "starting";
   drawLessons();
   resetHistory();
   Timeline.clear();

@@ -68,6 +68,8 @@ async fn take_ticket(
 ) -> Result<Json<Standing>, AppError> {
     let (keys, user, rest) = request(&product, query.as_deref(), &headers, &body)?;
     if let Some((name, _)) = rest.first() {
+        // Cut short: the name is the client's.
+        let name: String = name.chars().take(40).collect();
         return Err(AppError::BadRequest(format!(
             "a ticket takes user only, not {name:?}"
         )));
