@@ -183,3 +183,25 @@ pub struct BenchArgs {
     #[arg(long)]
     pub chart: Option<PathBuf>,
 }
+
+impl BenchArgs {
+    /// The flags a run's JSON records beside its results.
+    pub fn settings(&self) -> serde_json::Value {
+        serde_json::json!({
+            "suite": self.suite,
+            "url": self.url,
+            "redis_mode": self.redis.redis_mode,
+            "requests": self.requests,
+            "concurrency": self.concurrency,
+            "stock": self.stock,
+            "shards": self.shards,
+            "work_ms": self.work_ms,
+            "wait_ms": self.wait_ms,
+            "lessons": self.lessons,
+            "users": self.users,
+            "clicks": self.clicks,
+            "per_user": self.per_user,
+            "keys": self.keys,
+        })
+    }
+}

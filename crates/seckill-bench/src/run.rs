@@ -104,7 +104,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
         admission,
     };
     if let Some(path) = &args.json {
-        let json = json!({ "settings": settings(&args), "report": report });
+        let json = json!({ "settings": args.settings(), "report": report });
         std::fs::write(path, serde_json::to_string_pretty(&json)?)
             .with_context(|| format!("writing {}", path.display()))?;
         println!("results: {}", path.display());
@@ -124,25 +124,6 @@ fn not_measured(args: &BenchArgs, why: &str) -> String {
          instances' --redis-url (scripts/cluster.sh redis-flags prints the local cluster's)",
         args.redis.redis_url
     )
-}
-
-fn settings(args: &BenchArgs) -> Value {
-    json!({
-        "suite": args.suite,
-        "url": args.url,
-        "redis_mode": args.redis.redis_mode,
-        "requests": args.requests,
-        "concurrency": args.concurrency,
-        "stock": args.stock,
-        "shards": args.shards,
-        "work_ms": args.work_ms,
-        "wait_ms": args.wait_ms,
-        "lessons": args.lessons,
-        "users": args.users,
-        "clicks": args.clicks,
-        "per_user": args.per_user,
-        "keys": args.keys,
-    })
 }
 
 pub(crate) async fn run_one(

@@ -152,31 +152,30 @@ pub(super) async fn arrivals(
         *statuses.entry(*status).or_default() += count;
     }
     let requests = statuses.values().sum();
-    let row = PhaseResult {
-        lesson: WAITING_ROOM.name,
-        phase: phase.label,
-        variant: phase.variant.name(),
-        sold: stats.sold,
-        oversold: stats.oversold,
-        lost_updates: stats.lost_updates,
-        lock_overlaps: stats.lock_overlaps,
-        goodput: stats.sold as f64 / report.elapsed.as_secs_f64().max(1e-3),
-        p99_ms: report.deduction_ms(0.99),
-        requests,
-        door: Some(DoorResult {
-            first_share: report.bought_among_first(first) as f64 / report.bought().max(1) as f64,
-            queue: if phase.door.room.is_some() { queue } else { 0 },
-            admitted_per_s: admitted.len() as f64 / span,
-            told_sold_out: report
-                .journeys
-                .iter()
-                .filter(|j| j.told_sold_out.is_some())
-                .count(),
-            flagged: 0,
-            undersold: stats.undersold,
-            remaining: stats.remaining,
-        }),
+    let door = DoorResult {
+        first_share: report.bought_among_first(first) as f64 / report.bought().max(1) as f64,
+        queue: if phase.door.room.is_some() { queue } else { 0 },
+        admitted_per_s: admitted.len() as f64 / span,
+        told_sold_out: report
+            .journeys
+            .iter()
+            .filter(|j| j.told_sold_out.is_some())
+            .count(),
+        flagged: 0,
+        undersold: stats.undersold,
+        remaining: stats.remaining,
     };
+    let (elapsed, p99_ms) = (report.elapsed, report.deduction_ms(0.99));
+    let door = Some(door);
+    let row = PhaseResult::of(
+        WAITING_ROOM.name,
+        phase,
+        &stats,
+        elapsed,
+        p99_ms,
+        requests,
+        door,
+    );
     Ok(Arrived {
         phase: row,
         statuses,

@@ -72,6 +72,34 @@ pub struct PhaseResult {
     pub door: Option<DoorResult>,
 }
 
+impl PhaseResult {
+    /// A phase's row: `/stats` at its end, and its load's figures (`elapsed`, p99 in ms,
+    /// requests answered).
+    fn of(
+        lesson: &'static str,
+        phase: &Phase,
+        stats: &product::Stats,
+        elapsed: Duration,
+        p99_ms: f64,
+        requests: usize,
+        door: Option<DoorResult>,
+    ) -> Self {
+        Self {
+            lesson,
+            phase: phase.label,
+            variant: phase.variant.name(),
+            sold: stats.sold,
+            oversold: stats.oversold,
+            lost_updates: stats.lost_updates,
+            lock_overlaps: stats.lock_overlaps,
+            goodput: stats.sold as f64 / elapsed.as_secs_f64().max(1e-3),
+            p99_ms,
+            requests,
+            door,
+        }
+    }
+}
+
 struct Running {
     status: Arc<Mutex<Status>>,
     control: Control,
@@ -360,25 +388,23 @@ async fn run(
         let stats = product::stats(&state.store, &state.lock_store, product)
             .await
             .map_err(|err| format!("stats: {err}"))?;
-        let phase_result = PhaseResult {
-            lesson: lesson.name,
-            phase: phase.label,
-            variant: phase.variant.name(),
-            sold: stats.sold,
-            oversold: stats.oversold,
-            lost_updates: stats.lost_updates,
-            lock_overlaps: stats.lock_overlaps,
-            goodput: stats.sold as f64 / result.elapsed.as_secs_f64().max(1e-3),
-            p99_ms: result.percentile_ms(0.99),
-            requests: result.answered(),
-            door: (!phase.door.is_wide_open()).then(|| DoorResult {
-                flagged: stats.admission.as_ref().map_or(0, |a| a.sold_out_flagged),
-                undersold: stats.undersold,
-                remaining: stats.remaining,
-                told_sold_out: result.count(409),
-                ..DoorResult::default()
-            }),
-        };
+        let door = (!phase.door.is_wide_open()).then(|| DoorResult {
+            flagged: stats.admission.as_ref().map_or(0, |a| a.sold_out_flagged),
+            undersold: stats.undersold,
+            remaining: stats.remaining,
+            told_sold_out: result.count(409),
+            ..DoorResult::default()
+        });
+        let (p99_ms, requests) = (result.percentile_ms(0.99), result.answered());
+        let phase_result = PhaseResult::of(
+            lesson.name,
+            phase,
+            &stats,
+            result.elapsed,
+            p99_ms,
+            requests,
+            door,
+        );
         let mut status = status.lock().unwrap_or_else(|e| e.into_inner());
         status.results.push(phase_result);
         for (code, count) in result.statuses {
@@ -400,65 +426,4 @@ async fn run(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::catalogue::{LONG_WORK_MS, SHORT_TTL_MS};
-    use super::*;
-
-    #[test]
-    fn every_lesson_is_bounded_and_found_by_name() {
-        for lesson in LESSONS {
-            assert_eq!(find(lesson.name).map(|l| l.name), Some(lesson.name));
-            assert!(!lesson.watch_zh.is_empty() && !lesson.title_zh.is_empty());
-            for phase in lesson.phases {
-                assert!(
-                    phase.requests <= 2_000 && phase.concurrency <= 100,
-                    "{}",
-                    lesson.name
-                );
-                assert_eq!(phase.shards > 1, phase.variant.spec().splits_stock);
-            }
-        }
-        assert!(find("nope").is_none());
-        let work = format!("work_ms={LONG_WORK_MS}&ttl_ms={SHORT_TTL_MS}");
-        assert!(find("token").unwrap().phases[0].knobs.starts_with(&work));
-        let lease = format!("work_ms={LONG_WORK_MS}&lease_ms={SHORT_TTL_MS}&renew=on");
-        assert!(
-            find("watchdog").unwrap().phases[0]
-                .knobs
-                .starts_with(&lease)
-        );
-    }
-
-    /// Every request a lesson sends is one an instance with the default bounds accepts.
-    #[test]
-    fn every_phase_asks_for_knobs_within_the_default_bounds() {
-        use clap::Parser;
-
-        #[derive(Parser)]
-        struct LimitsOnly {
-            #[command(flatten)]
-            limits: crate::config::Limits,
-        }
-        let limits = LimitsOnly::parse_from(["x"]).limits;
-        for lesson in LESSONS {
-            for phase in lesson.phases {
-                let knobs = [Some(phase.knobs), phase.alternate, phase.first];
-                for knobs in knobs.into_iter().flatten() {
-                    let knobs = knobs
-                        .replace("{cart_reversed}", "101-b,101")
-                        .replace("{cart}", "101,101-b");
-                    let params: Vec<(String, String)> = serde_urlencoded::from_str(&knobs).unwrap();
-                    let faults = matches!(lesson.needs, Needs::Faults | Needs::OrdersDbAndFaults);
-                    let (name, takes) = (phase.variant.name(), phase.variant.spec().knobs);
-                    let parsed = crate::knobs::Knobs::parse(name, takes, &params, &limits, faults);
-                    assert!(
-                        parsed.is_ok(),
-                        "{} {knobs}: {:?}",
-                        lesson.name,
-                        parsed.err()
-                    );
-                }
-            }
-        }
-    }
-}
+mod tests;
