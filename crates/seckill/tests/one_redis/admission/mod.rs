@@ -184,12 +184,14 @@ async fn the_room_lets_buyers_in_in_arrival_order_at_its_rate() {
     let admitted = futures_util::future::join_all(tickets.iter().map(|(user, ticket)| {
         let api = api.clone();
         async move {
+            let mut waited = false;
             loop {
                 let (status, standing) = poll(&api, "702", user, ticket).await;
                 assert_eq!(status, 200, "{standing}");
                 if standing["outcome"] == "admitted" {
-                    return started.elapsed();
+                    return (started.elapsed(), waited);
                 }
+                waited = true;
                 // Closer than the room says, to see the moment of admission.
                 let wait = standing["wait_ms"].as_u64().unwrap().min(20);
                 tokio::time::sleep(Duration::from_millis(wait.max(5))).await;
@@ -197,28 +199,39 @@ async fn the_room_lets_buyers_in_in_arrival_order_at_its_rate() {
         }
     }))
     .await;
+    // Numbers whose turn came while the tickets were still being taken (a slow machine takes
+    // over 100 ms for 20) are let in at their first poll: only those that waited are timed.
+    let base = admitted
+        .iter()
+        .position(|(_, waited)| *waited)
+        .expect("some buyers wait at 10 a second");
+    let admitted: Vec<Duration> = admitted[base..].iter().map(|(at, _)| *at).collect();
     let first = admitted[0];
     for (n, at) in admitted.iter().enumerate() {
         let earliest = Duration::from_millis(n as u64 * 1_000 / u64::from(rate));
         assert!(
             *at + Duration::from_millis(60) >= first + earliest,
-            "number {} let in {:?} after number 1, before its turn ({earliest:?})",
-            n + 1,
-            *at - first
+            "number {} let in {:?} after number {}, before its turn ({earliest:?})",
+            base + n + 1,
+            *at - first,
+            base + 1
         );
         if n > 0 {
             assert!(
                 *at + Duration::from_millis(60) >= admitted[n - 1],
                 "number {} let in before number {}",
-                n + 1,
-                n
+                base + n + 1,
+                base + n
             );
         }
     }
-    let span = admitted[19] - first;
+    let last = admitted.len() - 1;
+    let span = admitted[last] - first;
+    let due = Duration::from_millis(last as u64 * 1_000 / u64::from(rate));
     assert!(
-        span <= Duration::from_millis(1_900 + 500),
-        "20 buyers at 10 a second took {span:?}"
+        span <= due + Duration::from_millis(500),
+        "{} buyers at 10 a second took {span:?}",
+        last + 1
     );
 }
 
