@@ -10,6 +10,7 @@
 --             holder died, or is far past the time its request may take
 --   reserved  a split product with a per-user limit: the holder whose reservation
 --             (lua/reserve.lua) this claim's request holds, '' or none for none
+--   took_from the holder this claim was taken over from, if it was
 --   status, outcome, order, shard, remaining, instance: the answer, once done
 -- A sale under the key records its answer here in the script that takes the unit
 -- (lib/critical.lua's keyed_sale) where it can: on the whole product, whose stock shares
@@ -48,7 +49,13 @@ if c[1] and c[3] == epoch then
     return { 'done', c[7], c[8], c[9] or '', c[10] or '', c[11] or '', c[12] or '' }
   end
   if c[5] == ARGV[2] then
-    -- This very request, asking again (its first answer was lost): still its own.
+    -- This very request, asking again (its first answer was lost): still its own, and
+    -- when that first answer took the claim over, it is told so again: it must still
+    -- fence and give back what the old holder held.
+    local from = redis.call('HGET', KEYS[1], 'took_from')
+    if from then
+      return { 'claimed', c[4], from, c[6] or '' }
+    end
     return { 'claimed', c[4] }
   end
   local left = tonumber(c[4]) - now
@@ -68,6 +75,7 @@ if took then
   if took[2] ~= '' then
     redis.call('HSET', KEYS[1], 'reserved', took[2])
   end
+  redis.call('HSET', KEYS[1], 'took_from', took[1])
   return { 'claimed', deadline, took[1], took[2] }
 end
 return { 'claimed', deadline }

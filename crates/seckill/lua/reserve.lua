@@ -16,7 +16,8 @@
 --          'take'; any key of the slot when the request has no key)
 -- ARGV[1]  'take' (reserve one unit), 'give' (give the holder's reservation back) or
 --          'return' (an expired order's unit back to its buyer: KEYS[3] is then the
---          order's mark, which lets it happen once)
+--          order's mark, which lets it happen once; it has no expiry until the caller
+--          struck the order from its shard's `owed` and gave the mark one)
 -- ARGV[2]  with 'take' and 'return': the buyer, or ''
 -- ARGV[3]  with 'take': the holder id
 -- ARGV[4]  with 'take': how long the record is kept, ms
@@ -45,7 +46,10 @@ if ARGV[1] == 'give' then
   return 1
 end
 if ARGV[1] == 'return' then
-  if not redis.call('SET', KEYS[3], epoch, 'NX', 'PX', 600000) then
+  -- The mark stands until the shard's note of the debt is struck (the caller then gives
+  -- it 10 minutes): were it to expire while the note stands, the next sweep would give
+  -- the unit back again.
+  if not redis.call('SET', KEYS[3], epoch, 'NX') then
     return 0
   end
   if tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0') > 0 then

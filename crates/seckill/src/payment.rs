@@ -20,9 +20,10 @@
 //! One step is not atomic: a split product's per-user reservations live on the product's
 //! slot, apart from the shards, so an expired order's buyer gets that reservation back in a
 //! second call. The expiry notes what it owes in the shard (`owed`), in the same step; the
-//! give-back happens once per order (`lua/reserve.lua`'s `return`), and only then is the
-//! note struck: an answer lost, or an instance that dies between the two, leaves the note
-//! for the next sweep of any instance, never a buyer one unit short or one over.
+//! give-back happens once per order (`lua/reserve.lua`'s `return`, whose mark stands until
+//! the note is struck), and only then is the note struck: an answer lost, or an instance
+//! that dies between the two, leaves the note for the next sweep of any instance, never a
+//! buyer one unit short or one over — however long the strike keeps failing.
 
 use std::time::Duration;
 
@@ -99,8 +100,15 @@ async fn give_back(
         .invoke_async(&mut conn)
         .await?;
     let _: i64 = conn.hdel(&shard.owed, order).await?;
+    // Struck: the once-per-order mark may go in a while (a sweep that read the note before
+    // the strike may still be giving it back; it finds the mark).
+    let mark = scripts::expired_mark(keys, order);
+    let _: bool = conn.pexpire(&mark, MARK_KEPT_MS).await?;
     Ok(())
 }
+
+/// How long the once-per-order mark of a unit given back stays after its debt is struck.
+const MARK_KEPT_MS: i64 = 600_000;
 
 /// Expires the reservations whose time to pay ran out, on every instance.
 pub struct Sweeper {

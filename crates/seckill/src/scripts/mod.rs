@@ -22,7 +22,7 @@ mod replies;
 mod shares;
 
 pub use lost::{idem_fence, resolve};
-pub use payment::{expire, give_back, pay, reserve, return_expired};
+pub use payment::{expire, expired_mark, give_back, pay, reserve, return_expired};
 pub(crate) use shares::{share_claim, share_sell};
 
 pub(crate) use replies::PayReply;

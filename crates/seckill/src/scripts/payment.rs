@@ -52,7 +52,7 @@ pub fn return_expired(
     buyer: &str,
 ) -> ScriptInvocation<'static> {
     let mut script = RESERVE.prepare_invoke();
-    let mark = product.reservation(&format!("expired:{order}"));
+    let mark = expired_mark(product, order);
     script
         .key(&product.meta)
         .key(&product.reserved)
@@ -61,6 +61,12 @@ pub fn return_expired(
         .arg("return")
         .arg(buyer);
     script
+}
+
+/// The mark that expired order `order`'s unit went back to its buyer
+/// ([`return_expired`]): kept until the shard's note of the debt is struck.
+pub fn expired_mark(product: &ProductKeys, order: &str) -> String {
+    product.reservation(&format!("expired:{order}"))
 }
 
 /// The keys `pay.lua` and `expire.lua` both take, for `shard`.

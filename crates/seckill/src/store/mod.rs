@@ -8,7 +8,9 @@
 //!   reconnects by itself.
 //! - `cluster`: redis-rs's async cluster client, from a list of initial nodes; it follows
 //!   slot moves and failovers by itself. Every script keeps its keys in one hash tag, so
-//!   each call lands on one slot; what spans shards goes as one call per shard.
+//!   each call lands on one slot; what spans shards goes as one call per shard. A command
+//!   is sent again only when it cannot have run ([`ClusterConn`]): a lost answer stays an
+//!   unknown outcome, whatever a later try would have met.
 //! - `sentinel`: a master found through Redis Sentinel ([`SentinelConn`]); on a connection
 //!   error or a `READONLY` answer the connection is dropped and the sentinels are asked
 //!   again, so an instance follows a failover by itself.
@@ -17,11 +19,13 @@
 //! (setnx, token, watchdog and segmented locks), which is the stock store unless
 //! `--lock-redis-url` names another, as real deployments keep locks and data apart.
 
+mod cluster;
 mod confirm;
 mod pools;
 mod sentinel;
 mod topology;
 
+pub use cluster::{ClusterConn, never_ran};
 pub use confirm::{Confirmations, Confirmed};
 pub use pools::{Checkout, MasterPool, MasterPools, drop_broken};
 pub use sentinel::SentinelConn;
@@ -34,7 +38,6 @@ use std::time::Duration;
 use anyhow::{Context, bail, ensure};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterConfig};
-use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
 
 /// How the stock store is deployed.
@@ -80,7 +83,7 @@ impl StoreConfig {
 #[derive(Clone)]
 pub enum RedisConn {
     Single(ConnectionManager),
-    Cluster(ClusterConnection),
+    Cluster(ClusterConn),
     Sentinel(SentinelConn),
 }
 
@@ -220,13 +223,10 @@ impl Store {
                 let mut builder = ClusterClient::builder(urls.iter().copied())
                     .connection_timeout(config.timeout)
                     .response_timeout(config.timeout)
-                    // Enough tries to follow a MOVED after a failover (the first try may
-                    // hit the dead master, the next a node that redirects), few enough
-                    // that a request fails fast while no master serves its slot: the
-                    // failover takes seconds, and the client answers 503 meanwhile.
-                    .retries(3)
-                    .min_retry_wait(20)
-                    .max_retry_wait(200);
+                    // No retries of the client's own: it would send a command again after
+                    // its answer was lost, and report the last try's error. ClusterConn
+                    // sends again only what cannot have run.
+                    .retries(0);
                 if let Some(ca) = &config.tls_ca {
                     builder = builder.certs(redis::TlsCertificates {
                         client_tls: None,
@@ -239,7 +239,9 @@ impl Store {
                 let cluster_config = ClusterConfig::new()
                     .set_connection_timeout(config.timeout)
                     .set_response_timeout(config.timeout);
-                RedisConn::Cluster(client.get_pending_async_connection_with_config(cluster_config))
+                RedisConn::Cluster(ClusterConn::new(
+                    client.get_pending_async_connection_with_config(cluster_config),
+                ))
             }
             RedisMode::Sentinel => unreachable!("handled above"),
         };

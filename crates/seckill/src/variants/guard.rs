@@ -41,13 +41,30 @@ pub(super) async fn guarded(d: &Deduction, rw: bool) -> Result<Outcome, AppError
     let Some(read) = read.acquire(wait).await? else {
         return Ok(Outcome::LockBusy);
     };
-    let outcome = if_open(d).await;
-    match read.release().await {
-        Ok(true) => {}
-        Ok(false) => tracing::warn!(holder = %d.holder, "read lock gone at release"),
-        Err(err) => tracing::warn!(error = %err, "read lock release failed; it expires"),
+    // A lost answer is looked up under the read lock: until it is known, the sale may
+    // still run.
+    let outcome = match if_open(d).await {
+        Err(err) if err.answer_may_be_lost() => d.learn(Err(err)).await,
+        outcome => outcome,
+    };
+    if matches!(outcome, Ok(Outcome::Unknown { .. })) {
+        // The sale's answer was lost and it may still run: a close must wait for it, so the
+        // read lock (renewed meanwhile) is held until the sale is looked up.
+        let holder = d.holder.clone();
+        d.after_settled(Box::new(move || Box::pin(release(read, holder))));
+    } else {
+        release(read, d.holder.clone()).await;
     }
     outcome
+}
+
+/// Gives `holder`'s read lock back; one that fails expires with its lease.
+async fn release<L: Lock>(read: seckill_lock::Guard<L>, holder: String) {
+    match read.release().await {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(holder, "read lock gone at release"),
+        Err(err) => tracing::warn!(error = %err, "read lock release failed; it expires"),
+    }
 }
 
 async fn if_open(d: &Deduction) -> Result<Outcome, AppError> {

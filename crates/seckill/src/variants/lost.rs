@@ -220,7 +220,8 @@ impl Settle {
                 if self.reserved
                     && let Err(err) = give_back(&self.app, &self.product, &self.holder).await
                 {
-                    tracing::warn!(error = %err, "a reservation no sale used was not given back");
+                    tracing::warn!(error = %err, "a reservation no sale used was not given back: trying again");
+                    give_back_later(self.app.clone(), self.product.clone(), self.holder.clone());
                 }
                 if let Some(claim) = &self.claim {
                     idempotency::finish(&self.app.idempotency, claim, &self.holder, None, false)
@@ -250,6 +251,43 @@ impl Settle {
             then().await;
         }
     }
+}
+
+/// [`give_back`] in a task of its own, tried again until Redis answers (for up to
+/// [`SETTLE_FOR`]): after a give-back that failed, as [`Settle`] does for a lost sale. Only
+/// a reservation known unused is given this way; should every try fail, the buyer may buy
+/// one unit fewer, never one more.
+pub(crate) fn give_back_later(
+    app: Arc<Context>,
+    product: Arc<crate::keys::ProductKeys>,
+    holder: String,
+) {
+    tokio::spawn(async move {
+        let started = tokio::time::Instant::now();
+        let mut pause = Duration::from_millis(100);
+        loop {
+            tokio::time::sleep(pause).await;
+            match give_back(&app, &product, &holder).await {
+                Ok(()) => {
+                    tracing::info!(holder, "a reservation no sale used, given back late");
+                    return;
+                }
+                Err(err) if started.elapsed() < SETTLE_FOR => {
+                    tracing::debug!(error = %err, holder, "giving a reservation back again");
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(err) => {
+                    tracing::warn!(
+                        error = %err,
+                        holder,
+                        "a reservation could not be given back in {SETTLE_FOR:?}: the buyer \
+                         may buy one unit fewer"
+                    );
+                    return;
+                }
+            }
+        }
+    });
 }
 
 /// `holder`'s reservation of `product`'s unit back to its buyer, if nobody gave it back

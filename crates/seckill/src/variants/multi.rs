@@ -202,15 +202,26 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
             }
             // A line whose answer was lost is looked up before the cart goes on: the
             // cart's answer stays its first line's.
-            Err(err) => match d.learn(Err(err.into())).await? {
-                Outcome::Deducted { remaining, .. } => Reply::Units(remaining),
+            Err(err) => match d.learn(Err(err.into())).await {
+                Ok(Outcome::Deducted { remaining, .. }) => Reply::Units(remaining),
                 // Sold, and not yet on enough replicas: sold all the same.
-                Outcome::Unconfirmed { .. } => Reply::Units(0),
-                Outcome::Unknown { order, shard } => {
+                Ok(Outcome::Unconfirmed { .. }) => Reply::Units(0),
+                Ok(Outcome::Unknown { order, shard }) => {
                     let (order, shard) = first.map_or((order, shard), |(o, _, s)| (o, s));
                     return Ok(Outcome::Unknown { order, shard });
                 }
-                other => return Ok(other),
+                Ok(other) => return Ok(other),
+                // Voided: the line never sold and never will (the look-up left its
+                // critical section). The lines after it are left unsold; those before
+                // stay sold under the key, and a repeat completes the cart.
+                Err(err) => {
+                    stopped_after(d, cart, shard, line, &err).await;
+                    // Best effort: the error is the cart's answer either way.
+                    if let Err(left) = leave(d, &shards[line + 1..]).await {
+                        tracing::warn!(error = %left, "a cart's later lines were not left");
+                    }
+                    return Err(err);
+                }
             },
         };
         // Sold under this key by an earlier try of this cart, whose answer was lost: that
@@ -232,14 +243,7 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
         let remaining = match reply {
             Reply::Units(remaining) => remaining,
             Reply::Refused(why) => {
-                if line > 0 {
-                    let _: i64 = d.redis().hincr(&shard.audit, "multi_half_sold", 1).await?;
-                    tracing::warn!(
-                        cart = ?cart.iter().map(|p| p.product.to_string()).collect::<Vec<_>>(),
-                        ?why,
-                        "a cart's line was refused after others were sold"
-                    );
-                }
+                stopped_after(d, cart, shard, line, &why).await;
                 leave(d, &shards[line + 1..]).await?;
                 return match why {
                     Refusal::Gone => Err(AppError::UnknownProduct(cart[line].product.to_string())),
@@ -255,6 +259,29 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
         order,
         shard,
     })
+}
+
+/// A cart's line `line` sold nothing (`why`): when lines before it sold, the cart is half
+/// sold, counted in that line's audit (`multi_half_sold`).
+async fn stopped_after(
+    d: &Deduction,
+    cart: &[ProductKeys],
+    shard: &ShardKeys,
+    line: usize,
+    why: &impl std::fmt::Debug,
+) {
+    if line == 0 {
+        return;
+    }
+    tracing::warn!(
+        cart = ?cart.iter().map(|p| p.product.to_string()).collect::<Vec<_>>(),
+        ?why,
+        "a cart's line sold nothing after others were sold"
+    );
+    let counted: Result<i64, _> = d.redis().hincr(&shard.audit, "multi_half_sold", 1).await;
+    if let Err(err) = counted {
+        tracing::warn!(error = %err, "a half-sold cart was not counted in the audit");
+    }
 }
 
 /// Leaves the critical sections of `shards` without selling.

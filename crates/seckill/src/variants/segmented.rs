@@ -91,8 +91,9 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         tracing::warn!(
             error = %err,
             user = d.user(),
-            "a reservation no sale used was not given back: the buyer may buy one unit fewer"
+            "a reservation no sale used was not given back: trying again until Redis answers"
         );
+        lost::give_back_later(d.app.clone(), d.product.clone(), d.holder.clone());
     }
     outcome
 }

@@ -1,0 +1,184 @@
+//! A Redis Cluster connection that sends a command again only when it cannot have run.
+//!
+//! redis-rs's cluster client retries by itself: after a dropped connection it reconnects
+//! and sends the command again, and when that try meets a refused connection, `LOADING`,
+//! `CLUSTERDOWN` or `TRYAGAIN`, it returns *that* error. The caller then sees "refused"
+//! for a command whose first send may have run — a sale whose answer was lost, told as
+//! "nothing happened" — and a script that did run may run twice. So the client here is
+//! built with no retries of its own ([`Store::connect`](super::Store::connect)), and this
+//! wrapper sends again only after an answer that says the command never ran (a redirect,
+//! a node loading or refusing writes, no connection to be had). Any other error ends the
+//! command there, as it came: a timeout or a dropped connection stays an unknown outcome
+//! for the caller to look up (`AppError::answer_may_be_lost`).
+
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::cluster_async::ClusterConnection;
+use redis::{
+    Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
+};
+
+/// Sends in all: enough to follow a `MOVED` after a failover (the first send may reach the
+/// dead master, the next a node that redirects), few enough that a request fails fast
+/// while no master serves its slot.
+const SENDS: u32 = 4;
+
+/// The pause before the second send; it doubles up to [`LONGEST_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(20);
+const LONGEST_PAUSE: Duration = Duration::from_millis(200);
+
+/// A cluster connection; clones share the client's connections to the nodes.
+#[derive(Clone)]
+pub struct ClusterConn {
+    conn: ClusterConnection,
+}
+
+impl ClusterConn {
+    /// Over a client built with `retries(0)`: this does the retrying.
+    pub fn new(conn: ClusterConnection) -> Self {
+        Self { conn }
+    }
+}
+
+/// Whether a command that ended in `err` cannot have run: the connection was refused or
+/// there was none, or a node answered that it did not take the command (it is not the
+/// slot's master, or is loading, or the cluster is down). Any other error — a timeout, a
+/// connection dropped once the command may have been written — leaves the outcome unknown.
+pub fn never_ran(err: &RedisError) -> bool {
+    err.is_connection_refusal()
+        || matches!(
+            err.kind(),
+            ErrorKind::ClusterConnectionNotFound
+                | ErrorKind::Server(
+                    ServerErrorKind::Moved
+                        | ServerErrorKind::Ask
+                        | ServerErrorKind::TryAgain
+                        | ServerErrorKind::ClusterDown
+                        | ServerErrorKind::MasterDown
+                        | ServerErrorKind::BusyLoading
+                        | ServerErrorKind::ReadOnly
+                )
+        )
+}
+
+/// How many times a command was sent, and the pause before the next send.
+struct Sends {
+    sent: u32,
+    pause: Duration,
+}
+
+impl Sends {
+    fn first() -> Self {
+        Self {
+            sent: 1,
+            pause: FIRST_PAUSE,
+        }
+    }
+
+    /// Whether a command that ended in `result` is sent again: only after an error after
+    /// which it cannot have run, and at most [`SENDS`] times in all. Pauses before it is.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped during the pause, nothing more is sent.
+    async fn again<T>(&mut self, result: &RedisResult<T>) -> bool {
+        let Err(err) = result else { return false };
+        if self.sent >= SENDS || !never_ran(err) {
+            return false;
+        }
+        tracing::debug!(error = %err, sent = self.sent, "a cluster command that did not run, sent again");
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(LONGEST_PAUSE);
+        self.sent += 1;
+        true
+    }
+}
+
+impl ConnectionLike for ClusterConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let mut sends = Sends::first();
+            loop {
+                let result = self.conn.req_packed_command(cmd).await;
+                if !sends.again(&result).await {
+                    return result;
+                }
+            }
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let mut sends = Sends::first();
+            loop {
+                let result = self.conn.req_packed_commands(pipeline, offset, count).await;
+                if !sends.again(&result).await {
+                    return result;
+                }
+            }
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use redis::{ErrorKind, RedisError};
+
+    use super::never_ran;
+
+    fn io(kind: io::ErrorKind) -> RedisError {
+        RedisError::from(io::Error::new(kind, "test"))
+    }
+
+    /// What is sent again: a refused connection, none to be had, a node's "not here, not
+    /// now" — never a timeout or a connection dropped once the command may have been
+    /// written, whose command may have run.
+    #[test]
+    fn only_what_cannot_have_run_is_sent_again() {
+        assert!(never_ran(&io(io::ErrorKind::ConnectionRefused)));
+        assert!(never_ran(&RedisError::from((
+            ErrorKind::ClusterConnectionNotFound,
+            "no connection"
+        ))));
+        for reply in [
+            "-MOVED 3999 127.0.0.1:6381\r\n",
+            "-ASK 3999 127.0.0.1:6381\r\n",
+            "-TRYAGAIN later\r\n",
+            "-CLUSTERDOWN The cluster is down\r\n",
+            "-LOADING Redis is loading\r\n",
+            "-READONLY You can't write against a read only replica.\r\n",
+            "-MASTERDOWN Link with MASTER is down\r\n",
+        ] {
+            let err = redis::parse_redis_value(reply.as_bytes())
+                .and_then(|v| v.extract_error())
+                .expect_err("an error reply");
+            assert!(never_ran(&err), "{reply:?} is sent again");
+        }
+
+        for kind in [
+            io::ErrorKind::TimedOut,
+            io::ErrorKind::ConnectionReset,
+            io::ErrorKind::BrokenPipe,
+            io::ErrorKind::UnexpectedEof,
+        ] {
+            assert!(!never_ran(&io(kind)), "{kind:?} may have run");
+        }
+        assert!(!never_ran(&RedisError::from((ErrorKind::Io, "connection dropped"))));
+        let script_error = redis::parse_redis_value(b"-ERR user_script:1: boom\r\n")
+            .and_then(|v| v.extract_error())
+            .expect_err("an error reply");
+        assert!(!never_ran(&script_error), "a script's own error ends it");
+    }
+}
