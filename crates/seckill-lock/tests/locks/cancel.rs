@@ -1,11 +1,20 @@
 //! Cancellation, against a real Redis (three for Redlock) and a real ZooKeeper: every
-//! `acquire` and `release` cut short at many points (a `timeout` around it, swept over
-//! sub-millisecond steps), and after each cut nothing outlives it — no key, no queue entry, no ZooKeeper node, no
-//! waiter asleep past its wait — the lock is free, and two holders were never inside at
-//! once.
+//! `acquire` and `release` cut short at each of its await points, and after each cut
+//! nothing outlives it — no key, no queue entry, no ZooKeeper node, no waiter asleep past
+//! its wait — the lock is free, and two holders were never inside at once.
+//!
+//! The cut points are counted in the future's own polls ([`Cut`]), not in time: the sweep
+//! reaches every point of an acquire — before its command is sent, with it on its way,
+//! with its answer arrived and not read — on a machine of any speed, and stops once the
+//! acquire finishes uncut. (A `timeout` cannot aim below tokio's millisecond, and how many
+//! of its cut points land before the answer depends on how fast the machine answers.) The
+//! only clocks here bound a hang, and put a waiter's cut while it sleeps.
 
+use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -17,14 +26,52 @@ use seckill_lock::{
 use seckill_testkit::{RedisServer, ZooKeeperEnsemble};
 use tokio::sync::oneshot;
 
-/// The cut points: every 37 µs from 0 to about 3 ms — inside the connection's write, the
-/// server's answer, the reply's read, the sleep between tries.
-fn cuts() -> impl Iterator<Item = Duration> {
-    (0..80).map(|n| Duration::from_micros(n * 37))
+/// Where a future is cut short (dropped), counted in its own polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// Never: it runs to its end.
+    Never,
+    /// `At(2j)`: dropped when it is about to be polled for the (j + 1)-th time — woken,
+    /// what it waited for arrived, not yet read (`At(0)`: never polled at all).
+    /// `At(2j + 1)`: dropped as soon as its (j + 1)-th poll returns pending — its command
+    /// on its way, or it asleep.
+    At(u32),
+    /// A release only: the guard dropped, not released (it releases in the background).
+    Dropped,
+}
+
+/// The most cut points a sweep tries before it calls the acquire hung: an acquire of a
+/// free lock is answered within a few polls.
+const MOST_POINTS: u32 = 400;
+
+/// `future`, cut at `cut`: `None` when it was cut before it finished.
+async fn cut<F: Future>(cut: Cut, future: F) -> Option<F::Output> {
+    let Cut::At(point) = cut else {
+        return Some(future.await);
+    };
+    let mut future = pin!(future);
+    let mut polls = 0;
+    std::future::poll_fn(|cx| {
+        if point == 2 * polls {
+            return Poll::Ready(None);
+        }
+        polls += 1;
+        match future.as_mut().poll(cx) {
+            Poll::Ready(output) => Poll::Ready(Some(output)),
+            Poll::Pending if point == 2 * polls - 1 => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// How long a background clean-up may take to land, at most.
 const SETTLE: Duration = Duration::from_secs(3);
+
+/// How long a cut waiter is given to reach its next cut point before it counts as asleep
+/// (waiting for the holder) and is cut there. Not a verdict: a cut that lands early lands
+/// at an earlier point, and must leave nothing behind all the same.
+const ASLEEP: Duration = Duration::from_millis(200);
 
 async fn key_count(conn: &mut ConnectionManager) -> u64 {
     redis::cmd("DBSIZE").query_async(conn).await.unwrap()
@@ -60,8 +107,8 @@ trait Handle: Send {
 /// One round of a handle.
 struct Plan {
     wait: Duration,
-    cut: Duration,
-    release_cut: Duration,
+    cut: Cut,
+    release_cut: Cut,
     /// Counts who is inside, and overlaps.
     section: Option<Arc<Section>>,
     /// Says when it holds the lock, and holds it until told.
@@ -69,7 +116,7 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(wait: Duration, cut: Duration, release_cut: Duration) -> Self {
+    fn new(wait: Duration, cut: Cut, release_cut: Cut) -> Self {
         Self {
             wait,
             cut,
@@ -77,6 +124,11 @@ impl Plan {
             section: None,
             hold: None,
         }
+    }
+
+    /// Acquired and released, neither cut.
+    fn uncut(wait: Duration) -> Self {
+        Self::new(wait, Cut::Never, Cut::Never)
     }
 }
 
@@ -87,26 +139,27 @@ struct Section {
     entered: AtomicUsize,
 }
 
-/// What a cut acquire came to.
+/// What a round came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Taken {
-    /// Cut before it answered.
+    /// The acquire cut before it answered.
     Cut,
     /// The wait ran out.
     Busy,
-    /// Held, then released (or the release cut, or the guard dropped).
+    /// Held, then released (or the guard dropped).
     Held,
+    /// Held, and the release cut before it finished.
+    ReleaseCut,
 }
 
 impl<L: Lock> Handle for L {
     fn round(self: Box<Self>, plan: Plan) -> BoxFuture<'static, Taken> {
         Box::pin(async move {
-            let acquire = tokio::time::timeout(plan.cut, (*self).acquire(plan.wait));
-            let guard: Guard<L> = match acquire.await {
-                Err(_) => return Taken::Cut,
-                Ok(Ok(None)) => return Taken::Busy,
-                Ok(Ok(Some(guard))) => guard,
-                Ok(Err(err)) => panic!("the store is up: {err}"),
+            let guard: Guard<L> = match cut(plan.cut, (*self).acquire(plan.wait)).await {
+                None => return Taken::Cut,
+                Some(Ok(None)) => return Taken::Busy,
+                Some(Ok(Some(guard))) => guard,
+                Some(Err(err)) => panic!("the store is up: {err}"),
             };
             if let Some(section) = &plan.section {
                 if section.inside.fetch_add(1, Ordering::SeqCst) > 0 {
@@ -120,16 +173,55 @@ impl<L: Lock> Handle for L {
                 let _ = held.send(());
                 let _ = release.await;
             }
-            // Released with its own cut: a cut release finishes in the background; a zero
-            // cut drops the guard, which releases in the background too.
-            if plan.release_cut.is_zero() {
+            // Released with its own cut: a cut release finishes in the background; a
+            // dropped guard releases in the background too.
+            if plan.release_cut == Cut::Dropped {
                 drop(guard);
-            } else {
-                let _ = tokio::time::timeout(plan.release_cut, guard.release()).await;
+                return Taken::Held;
             }
-            Taken::Held
+            match cut(plan.release_cut, guard.release()).await {
+                Some(_) => Taken::Held,
+                None => Taken::ReleaseCut,
+            }
         })
     }
+}
+
+/// Sweeps the cut points of a free lock's acquire, then of its release (the acquire
+/// uncut), then the guard dropped: `round` runs one round cut as told, and checks what it
+/// leaves. Each sweep goes on until a round finishes uncut; one that never does within
+/// [`MOST_POINTS`] is a hang. Returns how many acquires were cut.
+async fn sweep_free(what: &str, mut round: impl AsyncFnMut(Cut, Cut) -> Taken) -> u32 {
+    let (mut cut_acquires, mut cut_releases) = (0, 0);
+    for point in 0.. {
+        assert!(
+            point < MOST_POINTS,
+            "{what}: an acquire of a free lock still not answered after {point} cut points"
+        );
+        match round(Cut::At(point), Cut::Never).await {
+            Taken::Cut => cut_acquires += 1,
+            Taken::Held => break,
+            other => panic!("{what}, acquire cut at {point}, release uncut: {other:?}"),
+        }
+    }
+    for point in 0.. {
+        assert!(
+            point < MOST_POINTS,
+            "{what}: a release still not finished after {point} cut points"
+        );
+        match round(Cut::Never, Cut::At(point)).await {
+            Taken::ReleaseCut => cut_releases += 1,
+            Taken::Held => break,
+            other => panic!("{what}, release cut at {point}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        round(Cut::Never, Cut::Dropped).await,
+        Taken::Held,
+        "{what}, guard dropped"
+    );
+    eprintln!("{what}: {cut_acquires} acquires and {cut_releases} releases cut");
+    cut_acquires
 }
 
 /// The lock kinds on one Redis, each at key `name`.
@@ -195,49 +287,105 @@ async fn redis_with_locks() -> (
 ) {
     let redis = RedisServer::start();
     let client = redis::Client::open(redis.url()).unwrap();
-    let conn = ConnectionManager::new(client.clone()).await.unwrap();
+    let mut conn = ConnectionManager::new(client.clone()).await.unwrap();
     let locks = WatchdogLocks::start(
         client,
         conn.clone(),
         Duration::from_secs(30),
         Namespace::new("test"),
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The subscription started (Redis names a client with a pattern), so that no release
+    // message is missed: a waiter that missed one would wait out the 30 s lease.
+    subscribed(&mut conn).await;
     (redis, conn, locks)
 }
 
-/// A free lock, its acquire cut at each point (and, once held, its release at the same
-/// point): after each cut the lock settles free — no key left, not even a fair queue —
-/// and the next holder takes it at once.
+/// Waits until Redis has a client subscribed to a pattern (bounded: a hang).
+async fn subscribed(conn: &mut ConnectionManager) {
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(conn)
+            .await
+            .unwrap();
+        if clients
+            .split_whitespace()
+            .any(|field| field.starts_with("psub=") && field != "psub=0")
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the watchdog locks never subscribed: {clients}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A free lock, its acquire cut at each of its points, then its release at each of its
+/// (and the guard dropped): after each cut the lock settles free — no key left, not even
+/// a fair queue — and the next holder takes it at once. The sweep reaches both sides of
+/// the answer: acquires cut before it, and one that finished.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_acquire_or_release_of_a_free_lock_leaves_nothing_behind() {
-    let (_redis, mut conn, locks) = redis_with_locks().await;
+    let (_redis, conn, locks) = redis_with_locks().await;
     for (kind, make) in redis_kinds(&conn, &locks) {
-        let mut seen = [0; 3];
-        for (n, cut) in cuts().enumerate() {
+        let mut conn = conn.clone();
+        let mut round = async |cut, release_cut| {
             let taken = make("free")
-                .round(Plan::new(Duration::from_secs(1), cut, cut))
+                .round(Plan::new(Duration::from_secs(1), cut, release_cut))
                 .await;
-            seen[taken as usize] += 1;
-            let what = format!("{kind}, cut at {cut:?}, {taken:?}");
+            let what =
+                format!("{kind}, acquire cut {cut:?}, release cut {release_cut:?}, {taken:?}");
             settles_empty(&mut conn, &what).await;
-            let next = make("free").round(Plan::new(Duration::ZERO, Duration::MAX, Duration::MAX));
+            let next = make("free").round(Plan::uncut(Duration::ZERO));
             assert_eq!(
                 next.await,
                 Taken::Held,
-                "{what}: the next holder did not get in ({n})"
+                "{what}: the next holder did not get in"
             );
             settles_empty(&mut conn, &what).await;
+            taken
+        };
+        // Five sweeps: a cut just after a poll races the connection's driver, which may or
+        // may not have sent the command yet.
+        for _ in 0..5 {
+            let cut_acquires = sweep_free(kind, &mut round).await;
+            assert!(
+                cut_acquires > 1,
+                "{kind}: the sweep cut no acquire once polled ({cut_acquires} cut)"
+            );
         }
-        // The sweep reached both sides of the answer: some acquires cut, some held.
+    }
+}
+
+/// A waiter's acquire on a held lock, `make`d anew each time, cut at each of its points
+/// until one finds it asleep (waiting for the holder): `round` gets the cut point, and
+/// returns whether the waiter was cut there rather than found asleep. The sweep's points.
+async fn sweep_waiting(what: &str, mut round: impl AsyncFnMut(Cut) -> bool) -> u32 {
+    for point in 0.. {
         assert!(
-            seen[Taken::Cut as usize] > 0,
-            "{kind}: no cut landed before the answer"
+            point < MOST_POINTS,
+            "{what}: a waiter never fell asleep in {point} cut points"
         );
-        assert!(
-            seen[Taken::Held as usize] > 0,
-            "{kind}: no acquire answered within 3 ms"
-        );
+        if !round(Cut::At(point)).await {
+            eprintln!("{what}: cut at {point} points, then asleep");
+            return point + 1;
+        }
+    }
+    unreachable!("the loop returns or fails")
+}
+
+/// A cut waiter's round: cut at `cut`, or, if it has not got there within [`ASLEEP`],
+/// where it sleeps. True when it was cut at `cut`. It must not get the held lock.
+async fn cut_waiter(what: &str, waiter: BoxFuture<'static, Taken>) -> bool {
+    match tokio::time::timeout(ASLEEP, waiter).await {
+        Ok(taken) => {
+            assert_eq!(taken, Taken::Cut, "{what}: the waiter got a held lock");
+            true
+        }
+        Err(_) => false,
     }
 }
 
@@ -247,48 +395,50 @@ async fn a_cut_acquire_or_release_of_a_free_lock_leaves_nothing_behind() {
 /// meanwhile gets the lock as soon as it is free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_cut_while_it_waits_leaves_no_trace_in_the_queue() {
-    let (_redis, mut conn, locks) = redis_with_locks().await;
+    let (_redis, conn, locks) = redis_with_locks().await;
     for (kind, make) in redis_kinds(&conn, &locks) {
         if kind == "rw read" {
             // Readers do not wait for readers.
             continue;
         }
-        for cut in cuts().step_by(4) {
-            let what = format!("{kind}, waiter cut at {cut:?}");
+        let mut conn = conn.clone();
+        let points = sweep_waiting(kind, async |cut| {
+            let what = format!("{kind}, waiter cut {cut:?}");
             let (held, holds) = oneshot::channel();
             let (release, released) = oneshot::channel();
-            let mut plan = Plan::new(Duration::ZERO, Duration::MAX, Duration::ZERO);
+            let mut plan = Plan::new(Duration::ZERO, Cut::Never, Cut::Dropped);
             plan.hold = Some((held, released));
             let holder = tokio::spawn(make("busy").round(plan));
             holds
                 .await
                 .unwrap_or_else(|_| panic!("{what}: the holder did not get the free lock"));
-            let cut_waiter =
-                make("busy").round(Plan::new(Duration::from_secs(5), cut, Duration::MAX));
-            assert_eq!(
-                cut_waiter.await,
-                Taken::Cut,
-                "{what}: the waiter got a held lock"
-            );
-            // A second waiter, with a real wait, comes in behind it.
-            let next = make("busy").round(Plan::new(
-                Duration::from_secs(5),
-                Duration::MAX,
-                Duration::MAX,
-            ));
-            let next = tokio::spawn(next);
+            let waiter = make("busy").round(Plan::new(Duration::from_secs(5), cut, Cut::Never));
+            let at_its_point = cut_waiter(&what, waiter).await;
+            // A second waiter comes in behind it, with a wait shorter than a fair queue's
+            // patience (5 s) for a waiter that is no more: were the cut one's entry left,
+            // this one would wait behind it until its own wait ran out, and give up.
+            let next = tokio::spawn(make("busy").round(Plan::uncut(Duration::from_secs(4))));
             tokio::time::sleep(Duration::from_millis(5)).await;
             let _ = release.send(());
             assert_eq!(holder.await.unwrap(), Taken::Held);
-            // The next waiter gets in within its wait (the cut one's queue entry gone),
-            // not after a fair queue's patience (5 s) for a waiter that is no more.
-            let got = tokio::time::timeout(Duration::from_secs(4), next)
+            // It gets the lock within its wait: held, not busy. (The bound says a hang.)
+            let got = tokio::time::timeout(Duration::from_secs(30), next)
                 .await
-                .unwrap_or_else(|_| panic!("{what}: the next waiter waited on the cut one"))
+                .unwrap_or_else(|_| panic!("{what}: the next waiter hung"))
                 .unwrap();
-            assert_eq!(got, Taken::Held, "{what}");
+            assert_eq!(
+                got,
+                Taken::Held,
+                "{what}: the next waiter waited on the cut one"
+            );
             settles_empty(&mut conn, &what).await;
-        }
+            at_its_point
+        })
+        .await;
+        assert!(
+            points > 2,
+            "{kind}: the waiter slept before its first try: {points}"
+        );
     }
 }
 
@@ -311,13 +461,16 @@ async fn cut_acquires_and_releases_never_let_two_holders_in() {
             contenders.push(tokio::spawn(async move {
                 for (round, handle) in handles.into_iter().enumerate() {
                     // One acquire in eight is not cut, so that holders are inside while the
-                    // others' cuts land even on a machine too busy to take the lock in 3 ms.
+                    // others' cuts land.
                     let cut = if round % 8 == 7 {
-                        Duration::MAX
+                        Cut::Never
                     } else {
-                        Duration::from_micros(fastrand::u64(0..3_000))
+                        Cut::At(fastrand::u32(0..16))
                     };
-                    let release_cut = Duration::from_micros(fastrand::u64(0..1_000));
+                    let release_cut = match fastrand::u32(0..9) {
+                        8 => Cut::Dropped,
+                        point => Cut::At(point),
+                    };
                     let mut plan = Plan::new(Duration::from_millis(50), cut, release_cut);
                     plan.section = Some(section.clone());
                     handle.round(plan).await;
@@ -376,58 +529,54 @@ async fn a_cut_zookeeper_acquire_deletes_its_node() {
     };
     // Warm the session, so the cuts land in the create and the list, not the connect.
     let warm = zk.lock(dir, &holders.next());
-    Box::new(warm)
-        .round(Plan::new(Duration::ZERO, Duration::MAX, Duration::MAX))
-        .await;
-    let mut seen = [0; 3];
-    for cut in (0..60).map(|n| Duration::from_micros(n * 100)) {
-        let what = format!("free, cut at {cut:?}");
+    Box::new(warm).round(Plan::uncut(Duration::ZERO)).await;
+    let cut_acquires = sweep_free("zookeeper", async |cut, release_cut| {
+        let what = format!("free, acquire cut {cut:?}, release cut {release_cut:?}");
         let taken = Box::new(zk.lock(dir, &holders.next()))
-            .round(Plan::new(Duration::from_secs(1), cut, cut))
+            .round(Plan::new(Duration::from_secs(1), cut, release_cut))
             .await;
-        seen[taken as usize] += 1;
         settles_empty(what.clone()).await;
-        let next = Box::new(zk.lock(dir, &holders.next())).round(Plan::new(
-            Duration::ZERO,
-            Duration::MAX,
-            Duration::MAX,
-        ));
+        let next = Box::new(zk.lock(dir, &holders.next())).round(Plan::uncut(Duration::ZERO));
         assert_eq!(
             next.await,
             Taken::Held,
             "{what}: the next holder did not get in"
         );
         settles_empty(what).await;
-    }
+        taken
+    })
+    .await;
     assert!(
-        seen[Taken::Cut as usize] > 0,
-        "no cut landed before the answer"
-    );
-    assert!(
-        seen[Taken::Held as usize] > 0,
-        "no acquire answered within 6 ms"
+        cut_acquires > 1,
+        "the sweep cut no acquire once polled ({cut_acquires} cut)"
     );
 
     // Behind a holder: the cut waiter's node goes, so the next one is first once the
     // holder leaves.
-    for cut in (0..20).map(|n| Duration::from_micros(n * 300)) {
-        let what = format!("waiting, cut at {cut:?}");
+    let points = sweep_waiting("zookeeper", async |cut| {
+        let what = format!("waiting, cut {cut:?}");
         let (held, holds) = oneshot::channel();
         let (release, released) = oneshot::channel();
-        let mut plan = Plan::new(Duration::ZERO, Duration::MAX, Duration::MAX);
+        let mut plan = Plan::uncut(Duration::ZERO);
         plan.hold = Some((held, released));
         let holder = tokio::spawn(Box::new(zk.lock(dir, &holders.next())).round(plan));
         holds.await.unwrap();
-        let cut_waiter = Box::new(zk.lock(dir, &holders.next())).round(Plan::new(
+        let waiter = Box::new(zk.lock(dir, &holders.next())).round(Plan::new(
             Duration::from_secs(5),
             cut,
-            Duration::MAX,
+            Cut::Never,
         ));
-        assert_eq!(cut_waiter.await, Taken::Cut, "{what}");
+        let at_its_point = cut_waiter(&what, waiter).await;
         let _ = release.send(());
         assert_eq!(holder.await.unwrap(), Taken::Held);
         settles_empty(what).await;
-    }
+        at_its_point
+    })
+    .await;
+    assert!(
+        points > 2,
+        "the waiter slept before its first try: {points}"
+    );
 }
 
 /// Redlock over three real servers: an acquire cut at each point — while it asks the
@@ -445,18 +594,16 @@ async fn a_cut_redlock_acquire_leaves_nothing_on_any_server() {
     }
     let holders = HolderIds::new();
     let ttl = Duration::from_secs(30);
-    let mut seen = [0; 3];
-    for cut in cuts() {
-        let what = format!("redlock, cut at {cut:?}");
+    let cut_acquires = sweep_free("redlock", async |cut, release_cut| {
+        let what = format!("redlock, acquire cut {cut:?}, release cut {release_cut:?}");
         let taken = Box::new(redlock.lock("{redlock}", ttl, true, &holders.next()))
-            .round(Plan::new(Duration::from_secs(1), cut, cut))
+            .round(Plan::new(Duration::from_secs(1), cut, release_cut))
             .await;
-        seen[taken as usize] += 1;
         for conn in &mut conns {
             settles_empty(conn, &what).await;
         }
         let next = Box::new(redlock.lock("{redlock}", ttl, true, &holders.next()))
-            .round(Plan::new(Duration::ZERO, Duration::MAX, Duration::MAX));
+            .round(Plan::uncut(Duration::ZERO));
         assert_eq!(
             next.await,
             Taken::Held,
@@ -465,14 +612,12 @@ async fn a_cut_redlock_acquire_leaves_nothing_on_any_server() {
         for conn in &mut conns {
             settles_empty(conn, &what).await;
         }
-    }
+        taken
+    })
+    .await;
     assert!(
-        seen[Taken::Cut as usize] > 0,
-        "no cut landed before the answer"
-    );
-    assert!(
-        seen[Taken::Held as usize] > 0,
-        "no acquire answered within 3 ms"
+        cut_acquires > 1,
+        "the sweep cut no acquire once polled ({cut_acquires} cut)"
     );
 }
 
@@ -490,8 +635,13 @@ async fn a_cut_blind_setnx_acquire_leaves_the_holders_lock_alone() {
         .await
         .unwrap()
         .expect("the lock is free");
-    for cut in cuts() {
-        let _ = tokio::time::timeout(cut, lock("cut").acquire(Duration::from_millis(50))).await;
+    // Cut at each point of a waiter's spin (its tries and its sleeps between them).
+    for point in 0..40 {
+        let _ = cut(
+            Cut::At(point),
+            lock("cut").acquire(Duration::from_millis(50)),
+        )
+        .await;
     }
     // Every cut acquire's clean-up has landed by now.
     tokio::time::sleep(Duration::from_millis(300)).await;
