@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::world::{SALES, World};
+use crate::world::{Sale, World};
 
 /// Buyers clicking at once.
 const BUYERS: usize = 48;
@@ -31,7 +31,7 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(6);
 /// One click: a buyer asking for one unit of a sale's product, and every answer it got.
 #[derive(Debug)]
 pub struct Click {
-    /// Its index in [`SALES`].
+    /// Its index in the world's sales.
     pub sale: usize,
     pub user: String,
     pub key: Option<String>,
@@ -56,6 +56,21 @@ impl Click {
             .filter(|s| s.status == Some(200))
             .filter_map(|s| s.order.as_deref())
     }
+}
+
+/// What each send was told: `503 redis_unavailable, 200 deducted <order>, none no answer`.
+pub fn told(sends: &[Sent]) -> String {
+    sends
+        .iter()
+        .map(|s| {
+            let status = s.status.map_or("none".to_owned(), |s| s.to_string());
+            match &s.order {
+                Some(order) => format!("{status} {} {order}", s.outcome),
+                None => format!("{status} {}", s.outcome),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Every click, once the buyers stopped.
@@ -102,25 +117,30 @@ pub struct Buyers {
 /// [`BUYERS`] buyers clicking through `world`'s Nginx for `load`, their choices drawn from
 /// `seed`.
 pub fn start(world: &World, seed: u64, load: Duration) -> Buyers {
-    let http = reqwest::Client::builder()
-        .timeout(SEND_TIMEOUT)
-        .pool_max_idle_per_host(BUYERS)
-        .build()
-        .expect("an HTTP client");
+    let http = http();
     let until = Instant::now() + load;
     let mut running = JoinSet::new();
     for buyer in 0..BUYERS {
-        let (http, base) = (http.clone(), world.api.url(""));
+        let (http, base, sales) = (http.clone(), world.api.url(""), world.sales);
         let mut rng = fastrand::Rng::with_seed(seed ^ ((buyer as u64 + 1) << 32));
         running.spawn(async move {
             let mut clicks = Vec::new();
             while Instant::now() < until {
-                clicks.push(click(&http, &base, &mut rng).await);
+                clicks.push(click(&http, &base, sales, &mut rng).await);
             }
             clicks
         });
     }
     Buyers { running }
+}
+
+/// A client as the buyers' app: [`SEND_TIMEOUT`] on every send.
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(SEND_TIMEOUT)
+        .pool_max_idle_per_host(BUYERS)
+        .build()
+        .expect("an HTTP client")
 }
 
 impl Buyers {
@@ -137,23 +157,46 @@ impl Buyers {
     }
 }
 
-/// One click on a sale drawn by `rng`, sent until its answer says what became of it. On a
-/// room sale the buyer first gets a pass (a ticket, then polls), and a fresh one whenever
-/// a send is refused for a pass that ran out (the same key: the pass is not part of what a
-/// key's request is).
-async fn click(http: &reqwest::Client, base: &str, rng: &mut fastrand::Rng) -> Click {
-    let index = rng.usize(0..SALES.len());
-    let sale = &SALES[index];
+/// One click on a sale drawn by `rng` from `sales`, sent until its answer says what
+/// became of it.
+async fn click(
+    http: &reqwest::Client,
+    base: &str,
+    sales: &[Sale],
+    rng: &mut fastrand::Rng,
+) -> Click {
+    let index = rng.usize(0..sales.len());
+    let sale = &sales[index];
     let user = format!("u{}", rng.u32(0..sale.users));
     let key =
         (rng.u32(0..100) < KEYED_PERCENT).then(|| uuid::Uuid::from_u128(rng.u128(..)).to_string());
+    let sends = ask(http, base, sale, &user, key.as_deref()).await;
+    Click {
+        sale: index,
+        user,
+        key,
+        sends,
+    }
+}
+
+/// `user` asking for a unit of `sale` (under `key`, if any) until the answer says what
+/// became of it: every send and its answer. On a room sale the buyer first gets a pass (a
+/// ticket, then polls), and a fresh one whenever a send is refused for a pass that ran
+/// out (the same key: the pass is not part of what a key's request is).
+pub async fn ask(
+    http: &reqwest::Client,
+    base: &str,
+    sale: &Sale,
+    user: &str,
+    key: Option<&str>,
+) -> Vec<Sent> {
     let url = format!("{base}{}&user={user}", deduct_path(sale.product, sale.path));
     let started = Instant::now();
     let mut sends = Vec::new();
     let mut pause = Duration::from_millis(50);
     loop {
         let pass = if sale.room {
-            match pass(http, base, sale.product, &user, started).await {
+            match pass(http, base, sale.product, user, started).await {
                 Some(pass) => format!("&pass={pass}"),
                 None => {
                     sends.push(Sent {
@@ -168,7 +211,7 @@ async fn click(http: &reqwest::Client, base: &str, rng: &mut fastrand::Rng) -> C
         } else {
             String::new()
         };
-        let sent = send(http, &format!("{url}{pass}"), key.as_deref()).await;
+        let sent = send(http, &format!("{url}{pass}"), key).await;
         let expired = sale.room && sent.outcome == "pass_refused";
         let again = (key.is_some() || expired)
             && matches!(sent.status, None | Some(403 | 408 | 423 | 502 | 503 | 504))
@@ -180,12 +223,7 @@ async fn click(http: &reqwest::Client, base: &str, rng: &mut fastrand::Rng) -> C
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_secs(1));
     }
-    Click {
-        sale: index,
-        user,
-        key,
-        sends,
-    }
+    sends
 }
 
 /// `user`'s pass for `product`'s waiting room: a ticket, then polls until let in, each

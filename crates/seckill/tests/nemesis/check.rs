@@ -9,6 +9,8 @@
 //! - sold + remaining = initial: every unit that left the stock is an order;
 //! - a cart answered 200 sold its buyer a unit of every product in it;
 //! - PostgreSQL holds exactly the orders Redis holds;
+//! - a buyer whose order exists gets it for the key that bought it: every key that sold,
+//!   asked again after the run, is answered 200 with its order ([`again`]);
 //! - no answer was a 500;
 //! - no sale checked against its watchdog lock ran more than a lease after it was sent;
 //! - through a waiting room: no buyer let in was told "sold out" while units were left
@@ -23,8 +25,9 @@ use std::fmt::Write;
 use redis::AsyncCommands;
 use seckill::keys::{Layout, ProductId, ProductKeys};
 
-use crate::buyers::History;
-use crate::world::{LEASE_MS, SALES, Sale, World};
+use crate::again;
+use crate::buyers::{History, told};
+use crate::world::{LEASE_MS, Sale, World};
 
 /// What a clock read on the instance and one read in Redis may differ by, ms (one machine).
 const LATE_SLACK_MS: i64 = 300;
@@ -64,7 +67,8 @@ pub async fn check(world: &World, history: &History) -> Found {
         lines: Vec::new(),
     };
     let v = &mut found.violations;
-    for (index, sale) in SALES.iter().enumerate() {
+    let mut sold_keys = Vec::new();
+    for (index, sale) in world.sales.iter().enumerate() {
         let products: Vec<&str> = std::iter::once(sale.product)
             .chain(sale.also.iter().copied())
             .collect();
@@ -76,6 +80,7 @@ pub async fn check(world: &World, history: &History) -> Found {
             redis.insert(*product, (held, db));
         }
         let (held, db) = &redis[sale.product];
+        sold_keys.push((index, held.keys.clone()));
         let clicks: Vec<_> = history.clicks.iter().filter(|c| c.sale == index).collect();
         let mut answered = BTreeSet::new();
         for click in &clicks {
@@ -90,10 +95,11 @@ pub async fn check(world: &World, history: &History) -> Found {
             let orders: BTreeSet<&str> = click.orders().collect();
             if orders.len() > 1 {
                 v.push(format!(
-                    "{}: key {:?} answered {} orders: {orders:?}",
+                    "{}: key {:?} answered {} orders: {orders:?}; told: {}",
                     sale.product,
                     click.key,
-                    orders.len()
+                    orders.len(),
+                    told(&click.sends)
                 ));
             }
             if !orders.is_empty() {
@@ -137,19 +143,41 @@ pub async fn check(world: &World, history: &History) -> Found {
             {
                 if sold.len() > 1 {
                     v.push(format!(
-                        "{}: key {key} ({}) sold in {} shards: orders {sold:?}; answered {orders:?}",
+                        "{}: key {key} ({}) sold in {} shards: orders {sold:?}; told: {}",
                         sale.product,
                         click.user,
-                        sold.len()
+                        sold.len(),
+                        told(&click.sends)
                     ));
                 } else if let Some(order) = orders.first()
                     && sold[0] != *order
                 {
                     v.push(format!(
-                        "{}: key {key} ({}) answered order {order}, but sold {}",
-                        sale.product, click.user, sold[0]
+                        "{}: key {key} ({}) answered order {order}, but sold {}; told: {}",
+                        sale.product,
+                        click.user,
+                        sold[0],
+                        told(&click.sends)
                     ));
                 }
+            }
+        }
+        // What a buyer over the limit was told, click by click: the evidence of how.
+        let mut units: BTreeMap<&str, i64> = BTreeMap::new();
+        for buyer in held.orders.values() {
+            *units.entry(buyer.as_str()).or_default() += 1;
+        }
+        for (buyer, _) in units
+            .iter()
+            .filter(|&(_, &n)| sale.exact && n > sale.per_user)
+        {
+            for click in clicks.iter().filter(|c| c.user == *buyer) {
+                found.lines.push(format!(
+                    "{} {buyer}, over the limit: the click under {:?} was told {}",
+                    sale.product,
+                    click.key,
+                    told(&click.sends)
+                ));
             }
         }
         // A sale that ran in Redis more than a lease after it was sent: a commit checked
@@ -206,6 +234,14 @@ pub async fn check(world: &World, history: &History) -> Found {
             latest.map_or(0, |(late, _)| late),
         ));
     }
+    // Last: asking again sends requests, which must not move what was read above.
+    let (asked, mut unanswered) =
+        again::sold_keys_answer_their_order(world, history, &sold_keys).await;
+    found.lines.push(format!(
+        "asked again after the run: {asked} keys that sold, {} not answered their order",
+        unanswered.len()
+    ));
+    found.violations.append(&mut unanswered);
     found
 }
 
@@ -280,7 +316,7 @@ fn check_stores(
 /// Every order Redis holds for `product`: order id -> buyer ('' for none).
 pub async fn redis_orders(world: &World, product: &str) -> BTreeMap<String, String> {
     let id = ProductId::parse(product).expect("a product id");
-    let mut conn = world.redis.conn().await;
+    let mut conn = world.stock.conn().await;
     seckill::product::recorded_orders(&mut conn, &id)
         .await
         .expect("the orders, from Redis")
@@ -297,7 +333,7 @@ pub async fn redis_orders(world: &World, product: &str) -> BTreeMap<String, Stri
 async fn in_redis(world: &World, product: &str) -> InRedis {
     let id = ProductId::parse(product).expect("a product id");
     let keys = ProductKeys::new(&id);
-    let mut conn = world.redis.conn().await;
+    let mut conn = world.stock.conn().await;
     let (shards, tags): (Option<u32>, Option<String>) = redis::cmd("HMGET")
         .arg(&keys.meta)
         .arg("shards")
@@ -343,7 +379,7 @@ pub struct DbOrder {
 pub async fn database_orders(world: &World, product: &str) -> BTreeMap<String, DbOrder> {
     let keys = ProductKeys::new(&ProductId::parse(product).expect("a product id"));
     let epoch: Option<i64> = world
-        .redis
+        .stock
         .conn()
         .await
         .hget(&keys.meta, "epoch")

@@ -3,19 +3,29 @@
 use std::fmt;
 use std::time::Duration;
 
+use seckill_testkit::RedisServer;
 use tokio::task::block_in_place as blocking;
 use tokio::time::Instant;
 
-use crate::world::World;
+use crate::world::{Stock, Topology, World};
 
-/// One fault, and how long it lasts.
+/// How long a Cluster may take to promote a replica and take its old master back as a
+/// replica of it.
+const FAILOVER_WITHIN: Duration = Duration::from_secs(20);
+
+/// One fault, and how long it lasts. A Redis fault's number picks, on a Cluster, one of
+/// the masters serving slots when it strikes (0 on one Redis).
 #[derive(Debug, Clone, Copy)]
 pub enum Fault {
     /// Redis frozen (SIGSTOP): connections stay open, nothing is answered, and what was
     /// sent before runs when it goes on (SIGCONT). A lost answer, not an undone command.
-    PauseRedis(Duration),
+    PauseRedis(usize, Duration),
     /// Redis killed (SIGKILL) and started again on its AOF after a while.
-    KillRedis(Duration),
+    KillRedis(usize, Duration),
+    /// A Cluster's master killed and left dead until its replica has taken over; then
+    /// started again, as a replica of its replacement. (Its duration is the schedule's
+    /// guess at how long that takes.)
+    FailOver(usize),
     /// An instance killed (SIGKILL) mid-request and started again on its address.
     KillInstance(usize, Duration),
     /// An instance frozen (SIGSTOP): a paused holder, as a long GC pause makes one.
@@ -27,8 +37,9 @@ pub enum Fault {
 impl Fault {
     fn lasts(self) -> Duration {
         match self {
-            Self::PauseRedis(d)
-            | Self::KillRedis(d)
+            Self::FailOver(_) => Duration::from_secs(5),
+            Self::PauseRedis(_, d)
+            | Self::KillRedis(_, d)
             | Self::KillInstance(_, d)
             | Self::PauseInstance(_, d)
             | Self::StopPostgres(d) => d,
@@ -44,19 +55,40 @@ pub struct Schedule {
 
 impl Schedule {
     /// Faults from 2 s into `load` until 3 s before its end, 1–3 s apart, drawn from `seed`.
-    pub fn draw(seed: u64, load: Duration) -> Self {
+    /// On one Redis the draw is what it always was: a seed draws the same faults again.
+    pub fn draw(seed: u64, load: Duration, topology: Topology) -> Self {
         let mut rng = fastrand::Rng::with_seed(seed);
         let ms =
             |rng: &mut fastrand::Rng, from: u64, to: u64| Duration::from_millis(rng.u64(from..=to));
+        // Out of 100 draws, up to which each kind of fault is drawn: on a Cluster, more of
+        // them strike a master (a kill is where a lost answer meets the client's retries).
+        let (masters, replicas, longest_pause, upto) = match topology {
+            Topology::OneRedis => (1, 0, 3_500, [30, 45, 65, 80]),
+            Topology::Cluster { replicas } => (3, replicas, 3_000, [25, 55, 70, 85]),
+        };
+        let master = |rng: &mut fastrand::Rng| {
+            if masters > 1 {
+                rng.usize(0..masters)
+            } else {
+                0
+            }
+        };
         let mut faults = Vec::new();
         let mut at = Duration::from_secs(2);
         while at + Duration::from_secs(3) < load {
-            let fault = match rng.u32(0..100) {
-                0..30 => Fault::PauseRedis(ms(&mut rng, 1_000, 3_500)),
-                30..45 => Fault::KillRedis(ms(&mut rng, 300, 1_500)),
-                45..65 => Fault::KillInstance(rng.usize(0..2), ms(&mut rng, 500, 2_500)),
-                65..80 => Fault::PauseInstance(rng.usize(0..2), ms(&mut rng, 1_000, 3_000)),
-                _ => Fault::StopPostgres(ms(&mut rng, 1_000, 4_000)),
+            let draw = rng.u32(0..100);
+            let fault = if draw < upto[0] {
+                Fault::PauseRedis(master(&mut rng), ms(&mut rng, 1_000, longest_pause))
+            } else if draw < upto[1] && replicas > 0 {
+                Fault::FailOver(master(&mut rng))
+            } else if draw < upto[1] {
+                Fault::KillRedis(master(&mut rng), ms(&mut rng, 300, 1_500))
+            } else if draw < upto[2] {
+                Fault::KillInstance(rng.usize(0..2), ms(&mut rng, 500, 2_500))
+            } else if draw < upto[3] {
+                Fault::PauseInstance(rng.usize(0..2), ms(&mut rng, 1_000, 3_000))
+            } else {
+                Fault::StopPostgres(ms(&mut rng, 1_000, 4_000))
             };
             faults.push((at, fault));
             at += fault.lasts() + ms(&mut rng, 1_000, 3_000);
@@ -92,15 +124,33 @@ impl fmt::Display for Schedule {
 async fn apply(world: &mut World, fault: Fault) {
     let lasts = fault.lasts();
     match fault {
-        Fault::PauseRedis(_) => {
-            world.redis.signal("STOP");
+        Fault::PauseRedis(n, _) => {
+            let redis = blocking(|| redis_node(&mut world.stock, n));
+            eprintln!("         (:{})", redis.port);
+            redis.signal("STOP");
             tokio::time::sleep(lasts).await;
-            world.redis.signal("CONT");
+            redis.signal("CONT");
         }
-        Fault::KillRedis(_) => {
-            blocking(|| world.redis.kill());
+        Fault::KillRedis(n, _) => {
+            let redis = blocking(|| redis_node(&mut world.stock, n));
+            eprintln!("         (:{})", redis.port);
+            blocking(|| redis.kill());
             tokio::time::sleep(lasts).await;
-            blocking(|| world.redis.restart());
+            blocking(|| redis.restart());
+        }
+        Fault::FailOver(n) => {
+            let Stock::Cluster(cluster) = &mut world.stock else {
+                unreachable!("a failover is drawn for a Cluster with replicas only")
+            };
+            blocking(|| {
+                let masters = cluster.master_ports();
+                let port = masters[n % masters.len()];
+                eprintln!("         (:{port})");
+                cluster.kill(port);
+                cluster.wait_for_failover(FAILOVER_WITHIN);
+                cluster.restart(port);
+                cluster.wait_replica_synced(port, FAILOVER_WITHIN);
+            });
         }
         Fault::KillInstance(i, _) => {
             blocking(|| world.instances[i].kill());
@@ -116,6 +166,22 @@ async fn apply(world: &mut World, fault: Fault) {
             blocking(|| world.postgres.stop());
             tokio::time::sleep(lasts).await;
             blocking(|| world.postgres.restart());
+        }
+    }
+}
+
+/// The one Redis, or the Cluster's `n`th master (by port) of those serving slots now.
+fn redis_node(stock: &mut Stock, n: usize) -> &mut RedisServer {
+    match stock {
+        Stock::One(redis) => redis,
+        Stock::Cluster(cluster) => {
+            let masters = cluster.master_ports();
+            let port = masters[n % masters.len()];
+            cluster
+                .nodes
+                .iter_mut()
+                .find(|node| node.port == port)
+                .expect("the master's node")
         }
     }
 }

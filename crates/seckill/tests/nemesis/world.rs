@@ -1,8 +1,15 @@
 //! The servers the nemesis runs against, and the sales it runs: one product per variant.
+//! The stock lives on one durable Redis (beside Redlock's servers and ZooKeeper: every
+//! variant) or on a Redis Cluster of durable masters (the variants a Cluster serves).
 
 use std::time::{Duration, Instant};
 
-use seckill_testkit::{Api, Instance, Nginx, Postgres, RedisServer, ZooKeeperEnsemble};
+use redis::aio::ConnectionLike;
+use redis::cluster_async::ClusterConnection;
+use seckill::keys::{ProductId, ProductKeys};
+use seckill_testkit::{
+    Api, Instance, Nginx, Postgres, RedisCluster, RedisServer, ZooKeeperEnsemble, redis_cli,
+};
 use serde_json::json;
 
 use crate::SECKILL;
@@ -57,7 +64,7 @@ const fn sale(product: &'static str, path: &'static str, shards: u32) -> Sale {
 /// Every variant, one product each: the lock variants with a little work inside the lock,
 /// `token` and one `segmented` fenced (a token's TTL may run out under a paused Redis; the
 /// fence is what keeps it exact then), the other `segmented` on the hand-off path.
-pub static SALES: &[Sale] = &[
+pub static ONE_REDIS: &[Sale] = &[
     Sale {
         exact: false,
         ..sale("301", "naive?work_ms=1", 1)
@@ -96,65 +103,179 @@ pub static SALES: &[Sale] = &[
     },
 ];
 
-/// Redis (stock and locks, durable), three Redlock servers, a one-server ZooKeeper,
-/// PostgreSQL, two instances with orders of record, and Nginx in front of them.
+/// What a Redis Cluster serves: `lua` (a limit of 2 and of 1), `watchdog`, `segmented` over
+/// 4 shards spread on the masters (fenced and not) and on the reset's one shard, and a
+/// cart whose three products live on the three masters ([`World::start`] checks it).
+pub static CLUSTER: &[Sale] = &[
+    Sale {
+        per_user: 2,
+        ..sale("401", "lua", 1)
+    },
+    sale("402", "lua", 1),
+    Sale {
+        holder_checked: true,
+        ..sale("403", "watchdog?work_ms=1", 1)
+    },
+    Sale {
+        holder_checked: true,
+        ..sale("404", "segmented?work_ms=1&fence=on", 4)
+    },
+    Sale {
+        holder_checked: true,
+        ..sale("405", "segmented?work_ms=1", 4)
+    },
+    Sale {
+        holder_checked: true,
+        ..sale("406", "segmented?work_ms=1", 1)
+    },
+    Sale {
+        also: &["408", "411"],
+        holder_checked: true,
+        ..sale("407", "multi?products=407,408,411&work_ms=1", 1)
+    },
+];
+
+/// What holds the stock.
+#[derive(Debug, Clone, Copy)]
+pub enum Topology {
+    /// One durable Redis, beside three Redlock servers and a ZooKeeper: every variant.
+    OneRedis,
+    /// Three durable masters with `replicas` replicas each; with replicas, a sale is
+    /// answered once one replica has it (`--redis-wait-replicas 1`).
+    Cluster { replicas: usize },
+}
+
+/// Where the stock lives.
+pub enum Stock {
+    One(RedisServer),
+    Cluster(RedisCluster),
+}
+
+impl Stock {
+    /// A connection to look at what the service left there.
+    pub async fn conn(&self) -> Conn {
+        match self {
+            Self::One(redis) => Conn::One(redis.conn().await),
+            Self::Cluster(cluster) => Conn::Cluster(cluster.conn().await),
+        }
+    }
+}
+
+/// A connection to the one Redis, or a client of the whole Cluster.
+#[derive(Clone)]
+pub enum Conn {
+    One(redis::aio::MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Self::One(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Self::One(c) => c.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::One(c) => c.get_db(),
+            Self::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// The stock's store, the stores only the one-Redis world's variants need (Redlock's
+/// servers, ZooKeeper), PostgreSQL, two instances with orders of record, and Nginx in
+/// front of them.
 pub struct World {
-    pub redis: RedisServer,
+    pub stock: Stock,
     _redlock: Vec<RedisServer>,
-    _zookeeper: ZooKeeperEnsemble,
+    _zookeeper: Option<ZooKeeperEnsemble>,
     pub postgres: Postgres,
     pub instances: Vec<Instance>,
     _nginx: Nginx,
     /// Through Nginx.
     pub api: Api,
+    /// What is sold: [`ONE_REDIS`] or [`CLUSTER`].
+    pub sales: &'static [Sale],
 }
 
 impl World {
-    pub fn start() -> Self {
-        let redis = RedisServer::start();
-        let redlock: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-        let zookeeper = ZooKeeperEnsemble::start(1);
+    pub fn start(topology: Topology) -> Self {
         let postgres = Postgres::start();
-        let (orders, zk) = (postgres.url(), zookeeper.hosts());
         let lease = LEASE_MS.to_string();
-        let redlock_urls = redlock
-            .iter()
-            .map(RedisServer::url)
-            .collect::<Vec<_>>()
-            .join(",");
-        let args = [
+        let mut args: Vec<String> = [
             "--orders-db",
-            &orders,
+            &postgres.url(),
             "--orders-claim-ms",
             "1000",
-            "--redlock-urls",
-            &redlock_urls,
-            "--zookeeper-urls",
-            &zk,
             "--lock-lease-ms",
             &lease,
             "--share-lease-ms",
             "2000",
-        ];
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let (stock, redlock, zookeeper, sales) = match topology {
+            Topology::OneRedis => {
+                let redlock: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+                let zookeeper = ZooKeeperEnsemble::start(1);
+                let urls: Vec<String> = redlock.iter().map(RedisServer::url).collect();
+                args.extend(["--redlock-urls".into(), urls.join(",")]);
+                args.extend(["--zookeeper-urls".into(), zookeeper.hosts()]);
+                let stock = Stock::One(RedisServer::start());
+                (stock, redlock, Some(zookeeper), ONE_REDIS)
+            }
+            Topology::Cluster { replicas } => {
+                let cluster = RedisCluster::start(3, replicas);
+                args.extend(["--redis-mode", "cluster"].map(str::to_owned));
+                if replicas > 0 {
+                    args.extend(["--redis-wait-replicas", "1"].map(str::to_owned));
+                }
+                assert_carts_span_masters(&cluster, CLUSTER);
+                (Stock::Cluster(cluster), Vec::new(), None, CLUSTER)
+            }
+        };
+        let url = match &stock {
+            Stock::One(redis) => redis.url(),
+            Stock::Cluster(cluster) => cluster.urls(),
+        };
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let instances: Vec<Instance> = (0..2)
-            .map(|_| Instance::start(SECKILL, &redis.url(), &args))
+            .map(|_| Instance::start(SECKILL, &url, &args))
             .collect();
         let nginx = Nginx::start(&instances);
         let api = Api::new(&nginx.url(""));
         Self {
-            redis,
+            stock,
             _redlock: redlock,
             _zookeeper: zookeeper,
             postgres,
             instances,
             _nginx: nginx,
             api,
+            sales,
         }
     }
 
     /// Every sale's products reset with its stock, shards and limit.
     pub async fn reset(&self) {
-        for sale in SALES {
+        for sale in self.sales {
             for product in std::iter::once(&sale.product).chain(sale.also) {
                 let mut terms = json!({
                     "product": product,
@@ -170,13 +291,17 @@ impl World {
         }
     }
 
-    /// Once every fault is over: waits until every order in Redis has reached PostgreSQL
-    /// (the consumers drain the streams; a dead consumer's entries are claimed), up to 60 s.
+    /// Once every fault is over: waits until a Cluster serves every slot again, then until
+    /// every order in Redis has reached PostgreSQL (the consumers drain the streams; a dead
+    /// consumer's entries are claimed), up to 60 s.
     pub async fn settle(&self) {
+        if let Stock::Cluster(cluster) = &self.stock {
+            tokio::task::block_in_place(|| cluster.wait_for_failover(Duration::from_secs(30)));
+        }
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let mut behind = Vec::new();
-            for sale in SALES {
+            for sale in self.sales {
                 for product in std::iter::once(&sale.product).chain(sale.also) {
                     let in_redis = crate::check::redis_orders(self, product).await.len();
                     let in_db = crate::check::database_orders(self, product).await.len();
@@ -196,5 +321,29 @@ impl World {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
+    }
+}
+
+/// A cart is across masters only when its products' slots are served by different
+/// masters: asked of the Cluster, not assumed from the ids.
+fn assert_carts_span_masters(cluster: &RedisCluster, sales: &[Sale]) {
+    let port = cluster.nodes[0].port;
+    for sale in sales.iter().filter(|s| !s.also.is_empty()) {
+        let masters: std::collections::BTreeSet<u16> = std::iter::once(&sale.product)
+            .chain(sale.also)
+            .map(|product| {
+                let id = ProductId::parse(product).expect("a product id");
+                let key = ProductKeys::new(&id).meta;
+                let slot = redis_cli(port, &["cluster", "keyslot", &key]);
+                let slot = slot.trim().parse().expect("a slot");
+                cluster.master_port_of_slot(slot).expect("a master")
+            })
+            .collect();
+        assert_eq!(
+            masters.len(),
+            1 + sale.also.len(),
+            "{}: the cart's products on different masters",
+            sale.product
+        );
     }
 }
