@@ -5,11 +5,15 @@
 //! On one Redis every product's sales are confirmed by the same replica, so product 102
 //! here is answered `503 unconfirmed` at once like 101, not queued behind 101's `WAIT`s;
 //! `topology redis_cluster` has a product on a master whose replica is fine, sold with 200s.
+//!
+//! No clock decides these tests: what each request was answered, and who was answered
+//! while a sale was seen blocked in `WAIT` (which the stopped replica cannot end). How
+//! many answers a second each load got is `seckill-bench --suite partial`'s figure.
 
 use std::time::Duration;
 
 use seckill_testkit::api::deduct_path;
-use seckill_testkit::partial::{Phase, until_confirmed};
+use seckill_testkit::partial::{PATIENT_WAIT, Phase, until_confirmed, while_a_sale_waits};
 use seckill_testkit::{Api, Load, Method, RedisServer, assert_exact, heavy_turn, int};
 
 use crate::instance;
@@ -35,10 +39,13 @@ async fn phase(api: &Api) -> Phase {
     Phase::run(api, confirmed.concurrency(20), "102", "101", PHASE).await
 }
 
-/// With the replica frozen, `/readyz`, `/stats` and product 102 are answered as with it
-/// healthy and 101 is answered `503 unconfirmed`, each within the `WAIT` timeout, at least
-/// half as many per second ([`Phase::assert_partial`]); every one of those sales is on the
-/// master, recorded and audited; after SIGCONT the 200s come back by themselves.
+/// With the replica frozen, under load: `/readyz` and `/stats` are answered 200 every
+/// time, 101 and 102 200 or `503 unconfirmed` ([`Phase::assert_isolated`]); every one of
+/// those sales is on the master, recorded and audited. Who waits for whom: while a sale of
+/// 101 is seen blocked in `WAIT` (an instance whose `WAIT` outlasts the test, one
+/// confirmation connection), `/readyz` and `/stats` are answered 200 and 102 `503
+/// unconfirmed` — before that sale, which is confirmed with 200 once the replica is let go
+/// ([`while_a_sale_waits`]). After SIGCONT the 200s come back by themselves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_replica_slows_only_the_sales_it_must_confirm() {
     let _turn = heavy_turn().await;
@@ -54,6 +61,7 @@ async fn a_stalled_replica_slows_only_the_sales_it_must_confirm() {
             &timeout,
         ],
     );
+    let patient = crate::instance(&master.url(), &PATIENT_WAIT);
     let api = instance.api();
     replica.wait_synced(Duration::from_secs(10)).await;
     api.reset("101", STOCK, 1).await;
@@ -64,7 +72,9 @@ async fn a_stalled_replica_slows_only_the_sales_it_must_confirm() {
     replica.signal("STOP");
     let stalled = phase(&api).await;
     let after = api.stats("101").await;
+    let waiting = while_a_sale_waits(&patient.api(), &master.url(), "101", "102").await;
     replica.signal("CONT");
+    let (status, body) = waiting.sale.await.unwrap();
     let back = until_confirmed(&api, "101", Duration::from_secs(5)).await;
     eprintln!("confirmed sales again {back:?} after SIGCONT");
 
@@ -73,7 +83,7 @@ async fn a_stalled_replica_slows_only_the_sales_it_must_confirm() {
         "with the replica healthy, sales are confirmed: {:?}",
         healthy.confirmed.statuses
     );
-    stalled.assert_partial(&healthy, WAIT_TIMEOUT);
+    stalled.assert_isolated();
     // Every unconfirmed sale is on the master, recorded and audited.
     let confirmed = &stalled.confirmed;
     let sold = int(&after, "sold") - int(&before, "sold");
@@ -85,52 +95,49 @@ async fn a_stalled_replica_slows_only_the_sales_it_must_confirm() {
     );
     assert_eq!(unconfirmed as usize, confirmed.count(503), "{after}");
     assert_exact(&after, STOCK, "with the replica stalled");
+
+    assert_eq!(waiting.readyz.0, 200, "{}", waiting.readyz.1);
+    assert_eq!(waiting.stats.0, 200, "{}", waiting.stats.1);
+    assert_eq!(
+        (waiting.other.0, &waiting.other.1["outcome"]),
+        (503, &serde_json::json!("unconfirmed")),
+        "102 is told at once that its confirmation cannot be had: {}",
+        waiting.other.1
+    );
+    assert_eq!(
+        status, 200,
+        "the waiting sale, confirmed once the replica was let go: {body}"
+    );
 }
 
 /// With one confirmation connection (`--confirm-connections 1`) and the replica frozen, a
 /// sale that arrives while another's `WAIT` holds the connection is answered `503
-/// unconfirmed` at once, before the first one's `WAIT` is over: an exhausted pool says
-/// so, it does not queue.
+/// unconfirmed` at once: an exhausted pool says so, it does not queue. Without a clock: the
+/// first sale is seen blocked in `WAIT` (which the stopped replica cannot end, and whose
+/// timeout outlasts the test), the second is sent then and answered while the first still
+/// waits; the first is confirmed once the replica is let go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sale_finding_every_confirmation_connection_in_use_is_answered_at_once() {
     let master = RedisServer::start();
     let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
-    let instance = instance(
-        &master.url(),
-        &[
-            "--redis-wait-replicas",
-            "1",
-            // Long enough that the second sale surely arrives during the first's WAIT.
-            "--redis-wait-timeout-ms",
-            "800",
-            "--confirm-connections",
-            "1",
-        ],
-    );
+    let instance = instance(&master.url(), &PATIENT_WAIT);
     let api = instance.api();
     replica.wait_synced(Duration::from_secs(10)).await;
     for product in ["101", "102"] {
         api.reset(product, 10, 1).await;
     }
     replica.signal("STOP");
-    let (first_api, second_api) = (api.clone(), api.clone());
-    let first = tokio::spawn(async move {
-        let answer = first_api.deduct("101", "lua?batch=off").await;
-        (answer, tokio::time::Instant::now())
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let second = second_api.deduct("102", "lua?batch=off").await;
-    let second_done = tokio::time::Instant::now();
-    let (first, first_done) = first.await.unwrap();
+    let waiting = while_a_sale_waits(&api, &master.url(), "101", "102").await;
     replica.signal("CONT");
+    let first = waiting.sale.await.unwrap();
+    let second = waiting.other;
 
-    assert_eq!(first.0, 503, "{}", first.1);
-    assert_eq!(first.1["outcome"], "unconfirmed", "{}", first.1);
     assert_eq!(second.0, 503, "{}", second.1);
     assert_eq!(second.1["outcome"], "unconfirmed", "{}", second.1);
-    assert!(
-        second_done < first_done,
-        "the second sale was answered before the first one's WAIT ended, not after it"
+    assert_eq!(
+        first.0, 200,
+        "the first sale, confirmed once the replica was let go: {}",
+        first.1
     );
     let stats = api.stats("102").await;
     assert_eq!(
