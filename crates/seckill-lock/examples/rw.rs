@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use redis::AsyncCommands;
 use seckill_lock::{HolderIds, Lock, RwKeys, RwLock, Side};
 
 #[tokio::main]
@@ -30,7 +31,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .expect("readers share");
     let writer = side(Side::Write);
     let writing = tokio::spawn(writer.acquire(Duration::from_secs(5)));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Until the writer is in line: its intent is in Redis.
+    let mut watch = conn.clone();
+    while !watch.exists::<_, bool>(&keys.intent).await? {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     // A writer waits in line: a new reader waits behind it.
     assert!(
         side(Side::Read)

@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 
 /// Where a future is cut short (dropped), counted in its own polls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cut {
+pub(crate) enum Cut {
     /// Never: it runs to its end.
     Never,
     /// `At(2j)`: dropped when it is about to be polled for the (j + 1)-th time — woken,
@@ -45,7 +45,7 @@ enum Cut {
 const MOST_POINTS: u32 = 400;
 
 /// `future`, cut at `cut`: `None` when it was cut before it finished.
-async fn cut<F: Future>(cut: Cut, future: F) -> Option<F::Output> {
+pub(crate) async fn cut<F: Future>(cut: Cut, future: F) -> Option<F::Output> {
     let Cut::At(point) = cut else {
         return Some(future.await);
     };

@@ -8,11 +8,14 @@ use redis::aio::ConnectionManager;
 use seckill_lock::{HolderIds, Lock, MultiLock, Namespace, WatchdogLock, WatchdogLocks};
 use seckill_testkit::RedisServer;
 
+use crate::{script_calls, subscribed, subscribers, tried};
+
 async fn instance(redis: &RedisServer) -> WatchdogLocks<ConnectionManager> {
     let client = redis::Client::open(redis.url()).unwrap();
     let conn = ConnectionManager::new(client.clone()).await.unwrap();
+    let before = subscribers(redis).await;
     let locks = WatchdogLocks::start(client, conn, Duration::from_secs(30), Namespace::new("t"));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    subscribed(redis, before).await;
     locks
 }
 
@@ -38,8 +41,10 @@ async fn a_fenced_lock_issues_growing_tokens_across_holders_hand_offs_and_expiry
     // Handed over: the waiter's token comes after the holder's.
     let first = free(fenced()).await;
     tokens.push(first.fencing_token().unwrap());
+    let since = script_calls(&redis).await;
     let waiting = tokio::spawn(fenced().acquire(Duration::from_secs(5)));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The waiter has tried, found it held, and sleeps: the release hands it over.
+    tried(&redis, since, 1).await;
     assert!(first.release().await.unwrap());
     let second = waiting.await.unwrap().unwrap().expect("handed over");
     tokens.push(second.fencing_token().unwrap());
@@ -123,13 +128,20 @@ async fn a_multilock_takes_all_of_its_locks_or_none() {
 }
 
 /// Carts over the same products in opposite orders, many at once: sorted, none deadlocks
-/// (every one gets its locks within its wait); taken in the order given, they do.
+/// (every one gets its locks, however long the others take: a wait that only bounds a
+/// hang); taken in the order given, they do (two carts each holding what the other waits
+/// for give up when their 1.5 s wait runs out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sorted_multilocks_never_deadlock_and_given_orders_do() {
     let redis = RedisServer::start();
     let locks = instance(&redis).await;
     let holders = Arc::new(HolderIds::new());
     let carts = |sorted: bool| {
+        let wait = if sorted {
+            Duration::from_secs(60)
+        } else {
+            Duration::from_millis(1500)
+        };
         (0..20)
             .map(|n| {
                 let holder = holders.next();
@@ -149,7 +161,7 @@ async fn sorted_multilocks_never_deadlock_and_given_orders_do() {
                     MultiLock::in_order_given(handles)
                 };
                 tokio::spawn(async move {
-                    match cart.acquire(Duration::from_millis(1500)).await.unwrap() {
+                    match cart.acquire(wait).await.unwrap() {
                         Some(guard) => {
                             tokio::time::sleep(Duration::from_millis(20)).await;
                             guard.release().await.unwrap();

@@ -12,6 +12,9 @@ use seckill_lock::watchdog::DEFAULT_LEASE;
 use seckill_lock::{HolderIds, Lock, Namespace};
 use seckill_testkit::RedisServer;
 
+use crate::cancel::{Cut, cut};
+use crate::{script_calls, subscribed, subscribers, tried};
+
 /// As long as it takes.
 const FOREVER: Duration = Duration::MAX;
 
@@ -22,10 +25,12 @@ type WatchdogLock = seckill_lock::WatchdogLock<ConnectionManager>;
 async fn instance(redis: &RedisServer, lease: Duration) -> WatchdogLocks {
     let client = redis::Client::open(redis.url()).unwrap();
     let conn = ConnectionManager::new(client.clone()).await.unwrap();
+    let before = subscribers(redis).await;
     let locks = WatchdogLocks::start(client, conn, lease, Namespace::new("test"));
-    // Let the subscription start, so the first unlock message is not missed (a missed one
-    // would only be caught by the TTL retry, which these tests tell apart from a wake-up).
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The subscription started (Redis names it), so the first unlock message is not missed
+    // (a missed one would only be caught by the TTL retry, which these tests tell apart
+    // from a wake-up).
+    subscribed(redis, before).await;
     locks
 }
 
@@ -127,11 +132,13 @@ async fn waiter_acquires_when_holder_releases() {
     let mut a = handle(&locks, "handoff", &holders);
     a.take(FOREVER).await.unwrap();
     let mut b = handle(&locks, "handoff", &holders);
+    let since = script_calls(&redis).await;
     let waiting = tokio::spawn(async move {
         let got = b.take(Duration::from_secs(10)).await.unwrap();
         (got, b)
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // B has tried, found the lock held, and waits.
+    tried(&redis, since, 1).await;
     assert!(!waiting.is_finished(), "B got in while A held the lock");
     assert!(a.give_back().await.unwrap());
     let (got, mut b) = waiting.await.unwrap();
@@ -153,6 +160,7 @@ async fn three_way_handoff() {
     let mut a = handle(&locks, "three", &holders);
     a.take(FOREVER).await.unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let since = script_calls(&redis).await;
     let waiters: Vec<_> = ["B", "C"]
         .into_iter()
         .map(|name| {
@@ -169,7 +177,8 @@ async fn three_way_handoff() {
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Both have tried and wait.
+    tried(&redis, since, 2).await;
     assert!(
         order.lock().unwrap().is_empty(),
         "someone got in while A held the lock"
@@ -275,25 +284,22 @@ async fn hundred_concurrent_with_long_wait_and_tiny_lease_all_acquire() {
     );
 }
 
-/// The watchdog keeps the lock well past its lease while the holder works.
+/// The watchdog keeps the lock well past its lease while the holder works: once it has
+/// renewed the lease four times (a third of a lease apart: longer than the lease), the lock
+/// is still held, in Redis and as the holder knows it.
 #[tokio::test]
 async fn renewal_keeps_lock_alive_past_its_lease() {
     let redis = RedisServer::start();
-    let locks = instance(&redis, Duration::from_millis(300)).await;
+    let locks = instance(&redis, Duration::from_millis(1_000)).await;
     let holders = HolderIds::new();
     let mut a = handle(&locks, "renew", &holders);
     a.take(FOREVER).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    renewed(&locks, 0, 4).await;
     assert!(
         a.is_held().await.unwrap(),
         "the lock expired under a live holder"
     );
     assert!(!a.is_lost());
-    assert!(
-        locks.counters().renewals() >= 3,
-        "renewed {} times",
-        locks.counters().renewals()
-    );
     let mut b = handle(&locks, "renew", &holders);
     assert!(!b.take(Duration::ZERO).await.unwrap());
     assert!(a.give_back().await.unwrap());
@@ -367,7 +373,15 @@ async fn watchdog_reports_a_lost_lock() {
     let mut a = handle(&locks, "lost", &holders);
     a.take(FOREVER).await.unwrap();
     let _: () = redis.conn().await.del("test:lost:lock").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Its next tick finds it gone (the bound says a hang).
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while locks.counters().lost() == 0 {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "no tick found the lock gone"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert!(a.is_lost(), "the holder was not told");
     assert_eq!(locks.counters().lost(), 1);
     assert!(
@@ -416,24 +430,38 @@ async fn unlock_wakes_one_waiter_per_instance() {
     let mut holder = handle(&one, "wake", &holders);
     holder.take(FOREVER).await.unwrap();
     let acquired = Arc::new(AtomicUsize::new(0));
+    // The first waiter in holds the lock until told, so that the first hand-off can be
+    // looked at alone.
+    let (go, gone) = tokio::sync::watch::channel(false);
+    let since = script_calls(&redis).await;
     let mut waiters = Vec::new();
     for locks in [&one, &two] {
         for _ in 0..3 {
             let mut lock = handle(locks, "wake", &holders);
-            let acquired = acquired.clone();
+            let (acquired, mut gone) = (acquired.clone(), gone.clone());
             waiters.push(tokio::spawn(async move {
                 if lock.take(Duration::from_secs(20)).await.unwrap() {
                     acquired.fetch_add(1, Ordering::SeqCst);
-                    // Hold it, so that the first hand-off can be looked at alone.
-                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    gone.wait_for(|go| *go).await.unwrap();
                     lock.give_back().await.unwrap();
                 }
             }));
         }
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // All six have tried and wait.
+    tried(&redis, since, 6).await;
+    let since = script_calls(&redis).await;
     holder.give_back().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The release, and a try by each instance's woken waiter (the bound says a hang).
+    tried(&redis, since, 3).await;
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while acquired.load(Ordering::SeqCst) == 0
+        || one.counters().wakeups() == 0
+        || two.counters().wakeups() == 0
+    {
+        assert!(tokio::time::Instant::now() < until, "no waiter woke");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert_eq!(
         acquired.load(Ordering::SeqCst),
         1,
@@ -449,6 +477,7 @@ async fn unlock_wakes_one_waiter_per_instance() {
         1,
         "instance two woke more than one waiter"
     );
+    go.send(true).unwrap();
     for waiter in waiters {
         waiter.await.unwrap();
     }
@@ -469,11 +498,12 @@ async fn holder_hands_the_lock_to_a_waiter_of_its_instance() {
     let mut a = handle(&locks, "direct", &holders);
     a.take(FOREVER).await.unwrap();
     let mut b = handle(&locks, "direct", &holders);
+    let since = script_calls(&redis).await;
     let waiting = tokio::spawn(async move {
         let got = b.take(Duration::from_secs(10)).await.unwrap();
         (got, b)
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tried(&redis, since, 1).await;
     assert!(a.give_back().await.unwrap());
     let (got, mut b) = waiting.await.unwrap();
     assert!(got, "B did not get the lock");
@@ -503,11 +533,13 @@ async fn a_cancelled_release_does_not_leave_its_reserved_waiter_asleep() {
         let got = b.take(wait).await;
         (got, b)
     });
+    // B asleep: with a lease this short A's renewals are scripts too, so B's try is not
+    // told apart by counting them; B has a third of a second to try and sleep.
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Polled once — B reserved, the script on its way — then dropped.
-    let cancelled = tokio::time::timeout(Duration::ZERO, a.give_back()).await;
+    let cancelled = cut(Cut::At(1), a.give_back()).await;
     assert!(
-        cancelled.is_err(),
+        cancelled.is_none(),
         "the release finished before it could be cancelled"
     );
     let (got, mut b) = tokio::time::timeout(wait + Duration::from_secs(2), waiting)
@@ -530,7 +562,7 @@ async fn a_lease_run_out_while_redis_is_away_is_lost() {
     let holders = HolderIds::new();
     let mut a = handle(&locks, "frozen", &holders);
     assert!(a.take(FOREVER).await.unwrap());
-    tokio::time::sleep(lease).await;
+    renewed(&locks, 0, 1).await;
     assert!(!a.is_lost(), "renewed by its watchdog: still held");
     redis.signal("STOP");
     tokio::time::sleep(lease * 2).await;
@@ -585,43 +617,50 @@ async fn a_partial_release_keeps_the_handles_own_lease() {
 #[tokio::test]
 async fn a_holder_awaiting_the_loss_wakes_when_the_lock_is_gone() {
     let redis = RedisServer::start();
-    let locks = instance(&redis, Duration::from_millis(300)).await;
+    let locks = instance(&redis, Duration::from_millis(1_000)).await;
     let holders = HolderIds::new();
 
-    // Taken away under a watchdog: its next tick (every 100 ms) finds it gone.
+    // Taken away under a watchdog: its next tick (every third of a lease) finds it gone. Not
+    // before: while the watchdog renews it — past its lease — lost() has not returned.
     let guard = handle(&locks, "awaited", &holders)
         .acquire(FOREVER)
         .await
         .unwrap()
         .expect("free");
-    let early = tokio::time::timeout(Duration::from_millis(500), guard.lost()).await;
-    assert!(
-        early.is_err(),
-        "lost() returned while the watchdog kept the lock"
-    );
-    let _: u64 = redis.conn().await.del("test:awaited:lock").await.unwrap();
-    tokio::time::timeout(Duration::from_secs(2), guard.lost())
-        .await
-        .expect("lost() woke when a tick found the lock gone");
+    let renewals = locks.counters().renewals();
+    {
+        let lost = guard.lost();
+        tokio::pin!(lost);
+        let kept = async {
+            renewed(&locks, renewals, 4).await;
+            !guard.is_lost()
+        };
+        tokio::select! {
+            () = &mut lost => panic!("lost() returned while the watchdog kept the lock"),
+            kept = kept => assert!(kept, "the watchdog's renewals kept the lock"),
+        }
+        let _: u64 = redis.conn().await.del("test:awaited:lock").await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), lost)
+            .await
+            .expect("lost() woke when a tick found the lock gone");
+    }
     assert!(guard.is_lost());
     assert!(!guard.release().await.unwrap());
 
-    // An explicit lease, unrenewed: lost at its end.
+    // An explicit lease, unrenewed: lost at its end — not before, counted from before the
+    // acquire was sent (a lower bound no slowness can break).
     let lease = Duration::from_millis(200);
+    let started = std::time::Instant::now();
     let guard = handle(&locks, "leased-awaited", &holders)
         .with_lease(Some(lease))
         .acquire(FOREVER)
         .await
         .unwrap()
         .expect("free");
-    let started = std::time::Instant::now();
-    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+    tokio::time::timeout(Duration::from_secs(10), guard.lost())
         .await
         .expect("lost() woke when the lease ran out");
-    assert!(
-        started.elapsed() >= lease - Duration::from_millis(20),
-        "woke before the lease ended"
-    );
+    assert!(started.elapsed() >= lease, "woke before the lease ended");
 }
 
 /// Hand-offs in a row are bounded: past `set_handoffs`, a holder releases the lock for
@@ -635,6 +674,7 @@ async fn handoffs_in_a_row_are_bounded() {
     let mut a = handle(&locks, "bounded", &holders);
     a.take(FOREVER).await.unwrap();
     let served = Arc::new(AtomicUsize::new(0));
+    let since = script_calls(&redis).await;
     let waiters: Vec<_> = (0..4)
         .map(|_| {
             let mut lock = handle(&locks, "bounded", &holders);
@@ -647,7 +687,8 @@ async fn handoffs_in_a_row_are_bounded() {
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // All four have tried and wait.
+    tried(&redis, since, 4).await;
     a.give_back().await.unwrap();
     for waiter in waiters {
         waiter.await.unwrap();
@@ -662,6 +703,25 @@ async fn handoffs_in_a_row_are_bounded() {
 
 fn fair_handle(locks: &WatchdogLocks, name: &str, holders: &HolderIds) -> WatchdogLock {
     handle(locks, name, holders).fair(true)
+}
+
+/// Waits until the fair lock `name`'s queue in Redis holds `waiters` (the bound says a
+/// hang).
+async fn queued(redis: &RedisServer, name: &str, waiters: u64) {
+    let key = format!("test:{name}:lock:queue");
+    let mut conn = redis.conn().await;
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now: u64 = conn.llen(&key).await.unwrap();
+        if now == waiters {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "{name}'s queue holds {now}, not {waiters}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// The fair lock serves its waiters in the order they first tried, across two instances.
@@ -686,7 +746,7 @@ async fn fair_lock_serves_waiters_in_arrival_order_across_instances() {
             assert!(lock.give_back().await.unwrap());
         }));
         // Each joins the queue before the next tries.
-        tokio::time::sleep(Duration::from_millis(60)).await;
+        queued(&redis, "fair", n + 1).await;
     }
     let queued: Vec<String> = redis
         .conn()
@@ -713,15 +773,18 @@ async fn fair_waiter_that_gives_up_leaves_the_queue() {
     a.take(FOREVER).await.unwrap();
     let mut quitter = fair_handle(&locks, "quit", &holders);
     let quitter_id = quitter.holder().to_owned();
+    // The quitter's wait outlasts the two joining the queue (seen in Redis), and then
+    // runs out while the lock is still held.
     let quits =
-        tokio::spawn(async move { quitter.take(Duration::from_millis(400)).await.unwrap() });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::spawn(async move { quitter.take(Duration::from_millis(1_500)).await.unwrap() });
+    queued(&redis, "quit", 1).await;
     let mut patient = fair_handle(&locks, "quit", &holders);
     let waits = tokio::spawn(async move {
         let got = patient.take(Duration::from_secs(10)).await.unwrap();
         patient.give_back().await.unwrap();
         got
     });
+    queued(&redis, "quit", 2).await;
     assert!(!quits.await.unwrap(), "the quitter got the lock");
     let mut conn = redis.conn().await;
     let queued: Vec<String> = conn.lrange("test:quit:lock:queue", 0, -1).await.unwrap();
@@ -752,7 +815,7 @@ async fn dead_fair_waiter_drops_out_of_the_queue() {
         let doomed = instance(&redis, DEFAULT_LEASE).await;
         let mut lock = fair_handle(&doomed, "dead", &holders);
         let task = tokio::spawn(async move { lock.take(Duration::from_secs(60)).await });
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        queued(&redis, "dead", 1).await;
         // The instance dies: its waiter never tries again, nor leaves.
         task.abort();
     }
@@ -762,7 +825,7 @@ async fn dead_fair_waiter_drops_out_of_the_queue() {
         next.give_back().await.unwrap();
         got
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    queued(&redis, "dead", 2).await;
     holder.give_back().await.unwrap();
     assert!(
         waits.await.unwrap(),
@@ -775,4 +838,18 @@ async fn dead_fair_waiter_drops_out_of_the_queue() {
         .await
         .unwrap();
     assert_eq!(queued, 0);
+}
+
+/// Waits until `locks`' watchdogs have renewed `more` leases since `since` (the bound
+/// says a hang).
+async fn renewed(locks: &WatchdogLocks, since: u64, more: u64) {
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while locks.counters().renewals() < since + more {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the watchdog renewed {} of {more} leases",
+            locks.counters().renewals() - since
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
