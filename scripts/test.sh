@@ -14,11 +14,21 @@
 #      client that is not loopback;
 #   5. scripts/fuzz-api.sh: schemathesis fuzzing the API from its OpenAPI description
 #      (SKIP_FUZZ=1 leaves it out).
+# SLOW=1 runs all of it with one core kept busy: a CPU hog (one busy shell loop) started
+# beside the suite and killed when the script exits, however it exits — a machine slower
+# than this one. No test's verdict is a time or a speed, so it passes all the same.
 # Installs redis-server, redis-tools, redis-sentinel, nginx, postgresql (the orders
 # tests start their own server), openssl and iproute2 from Debian's packages when missing, and (best effort) chromium and chromium-driver for the
 # page's browser test, which skips, saying so, without them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ -n "${SLOW:-}" ]; then
+  sh -c 'while :; do :; done' &
+  hog=$!
+  trap 'kill "$hog" 2>/dev/null || true' EXIT
+  echo "SLOW=1: one core kept busy by pid $hog for the whole suite" >&2
+fi
 
 scripts/install-deps.sh
 scripts/install-deps.sh browser
