@@ -30,6 +30,28 @@ fn spawn_deduct(api: &Api, variant_and_knobs: &str) -> tokio::task::JoinHandle<(
     })
 }
 
+/// Waits until the lock at `lock` is held by someone other than `not` (`None`: anyone),
+/// and returns the holder's value: a request is inside its critical section (the bound
+/// says a hang).
+async fn held_by_another(
+    redis: &mut redis::aio::MultiplexedConnection,
+    lock: &str,
+    not: Option<&str>,
+) -> String {
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let holder: Option<String> = redis.get(lock).await.unwrap();
+        if let Some(holder) = holder.filter(|h| Some(h.as_str()) != not) {
+            return holder;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "nobody new took {lock}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// `requests` deductions of product 101 over both instances from `concurrency` clients.
 async fn load(
     cluster: &Service,
@@ -83,15 +105,16 @@ async fn setnx_del_removes_a_lock_another_request_holds() {
     let mut redis = cluster.redis.conn().await;
     let lock = keys("101").whole().lock.clone();
     let first = spawn_deduct(&a, "setnx?work_ms=1000");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A is inside (Redis names it), then its lock is deleted.
+    let a_holds = held_by_another(&mut redis, &lock, None).await;
     let (status, _) = a
         .post_json("/admin/unlock", &json!({ "product": "101" }))
         .await;
     assert_eq!(status, 200);
     let second = spawn_deduct(&b, "setnx?work_ms=2500");
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let holder: Option<String> = redis.get(&lock).await.unwrap();
-    assert!(holder.is_some(), "B holds the lock");
+    // B holds the lock (Redis names another holder), while A is still at work.
+    held_by_another(&mut redis, &lock, Some(&a_holds)).await;
+    assert!(!first.is_finished(), "A still works when B gets in");
     let (status, _) = first.await.unwrap();
     assert_eq!(status, 200);
     let held: bool = redis.exists(&lock).await.unwrap();
@@ -137,11 +160,12 @@ async fn token_pause_between_check_and_delete_removes_anothers_lock() {
         &a,
         "token?ttl_ms=200&fault=pause_before_release&pause_ms=800",
     );
-    tokio::time::sleep(Duration::from_millis(350)).await;
+    // A takes the lock (Redis names it), and B asks for it while A's TTL runs out under
+    // A's pause; B gets it (Redis names B) while A still pauses.
+    let a_token = held_by_another(&mut redis, &lock, None).await;
     let second = spawn_deduct(&b, "token?ttl_ms=10000&work_ms=2000&wait_ms=1000");
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let b_token: Option<String> = redis.get(&lock).await.unwrap();
-    assert!(b_token.is_some(), "B holds the lock");
+    held_by_another(&mut redis, &lock, Some(&a_token)).await;
+    assert!(!first.is_finished(), "A still pauses when B gets in");
     let (status, _) = first.await.unwrap();
     assert_eq!(status, 200);
     let held: bool = redis.exists(&lock).await.unwrap();
@@ -211,7 +235,15 @@ async fn watchdog_killed_instance_frees_the_lock_one_lease_later() {
     let lock = keys("101").whole().lock.clone();
     // The holder sells, then dies between its commit and its release.
     let dying = spawn_deduct(&a, "watchdog?fault=pause_before_release&pause_ms=5000");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The first instance has sold (its sale in the audit) and pauses holding the lock.
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while int(&b.stats("101").await, "sold") == 0 {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the first sale never came"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let held: bool = redis.exists(&lock).await.unwrap();
     assert!(held, "the first instance holds the lock");
     cluster.instances[0].kill();

@@ -28,7 +28,8 @@ async fn paused_holder(fence: &str) -> ((u16, Value), Value) {
         let knobs = format!("token?work_ms=500&ttl_ms=300&fence={fence}");
         tokio::spawn(async move { api.deduct("101", &knobs).await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A is inside its work (the audit's set names it) when it is paused.
+    crate::someone_inside(&stock).await;
     a.signal("STOP");
     let second = api_b
         .deduct("101", &format!("token?wait_ms=3000&fence={fence}"))

@@ -270,8 +270,9 @@ async fn a_keyed_split_sale_sent_to_a_paused_redis_is_answered_once() {
         let api = api.clone();
         tokio::spawn(async move { api.deduct_keyed("101", path, "k-1").await })
     };
-    // Into the work: the commit is sent to a Redis that is frozen.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Into the work (the audit's set names the holder): the commit is sent to a Redis
+    // that is frozen.
+    crate::someone_inside(&redis).await;
     redis.signal("STOP");
     let (status, first, _) = clicked.await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -331,7 +332,7 @@ async fn a_split_sale_that_never_ran_gives_the_reservation_back_once_it_is_known
         let api = api.clone();
         tokio::spawn(async move { api.deduct("101", "segmented?work_ms=600&user=ann").await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    crate::someone_inside(&redis).await;
     redis.signal("STOP");
     let (status, first) = clicked.await.unwrap();
     assert_eq!(status, 504, "{first}");

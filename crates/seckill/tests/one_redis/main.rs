@@ -89,3 +89,26 @@ pub(crate) async fn script_calls(cluster: &Service) -> u64 {
         })
         .sum()
 }
+
+/// Waits until a holder is inside a critical section on `redis` (a shard's `inside` set,
+/// which the audit keeps, is not empty): a fault aimed at a request's work lands in it.
+/// The bound says a hang.
+pub(crate) async fn someone_inside(redis: &RedisServer) {
+    let mut conn = redis.conn().await;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let inside: Vec<String> = redis::cmd("KEYS")
+            .arg("seckill:*:inside")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if !inside.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "nobody got inside a critical section"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}

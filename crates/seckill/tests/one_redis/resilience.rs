@@ -158,7 +158,9 @@ async fn instance_killed_under_load(variant: &str) {
         .requests(3000)
         .concurrency(concurrency);
     let load = api.spawn(load.keeping_orders(), &Control::default());
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Under load: killed once sales are under way.
+    api.wait_sold("101", 100, Duration::from_secs(20), "sales before the kill")
+        .await;
     cluster.instances[1].kill();
     let report = load.await.unwrap();
     eprintln!("{variant}: {:?}", report.statuses);
