@@ -227,6 +227,11 @@ impl Collector for LockCounters {
                 "Locks a holder handed straight to a waiter of this instance",
                 counters.handoffs(),
             ),
+            (
+                "lock_tries",
+                "Lock scripts sent by watchdog acquires (every try, the first included)",
+                counters.tries(),
+            ),
         ];
         for (name, help, value) in each {
             let counter = ConstCounter::new(value);

@@ -10,6 +10,7 @@ pub struct WatchdogCounters {
     lost: AtomicU64,
     wakeups: AtomicU64,
     handoffs: AtomicU64,
+    tries: AtomicU64,
 }
 
 impl WatchdogCounters {
@@ -31,6 +32,17 @@ impl WatchdogCounters {
     /// Locks handed by a holder straight to a waiter of the same instance.
     pub fn handoffs(&self) -> u64 {
         self.handoffs.load(Ordering::Relaxed)
+    }
+
+    /// Lock scripts sent by acquires: every try, the first included. Beside
+    /// [`wakeups`](Self::wakeups) and [`handoffs`](Self::handoffs) it says whether waiters
+    /// try only when there is reason to (a few tries per acquire, under any contention).
+    pub fn tries(&self) -> u64 {
+        self.tries.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn try_sent(&self) {
+        self.tries.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(super) fn renewal(&self) {

@@ -158,6 +158,7 @@ impl<C: Connection> WatchdogLock<C> {
                 .register(&self.keys.channel, &self.holder, self.lease(), self.hold);
         loop {
             let sent = std::time::Instant::now();
+            self.shared.counters.try_sent();
             let nap = match attempt().await {
                 Ok(Attempt::Acquired(value)) => {
                     waiter.leave(true);

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use redis::Value;
 use tokio::sync::Notify;
 
@@ -108,13 +109,21 @@ impl Waiter {
     }
 
     /// After a try that found the lock held: asleep from now on, unless something woke it
-    /// during the try (then false: try again at once).
+    /// during the try (then false: try again at once). That wake-up is spent by the one
+    /// try it asks for: the waiter is trying again, and can be woken again; so the try
+    /// after it settles as any other, and a waiter never tries twice on one wake-up.
     pub(super) fn settle(&self) -> bool {
         let mut state = self.state();
         match *state {
             State::Trying => {
                 *state = State::Sleeping;
                 true
+            }
+            State::Woken => {
+                *state = State::Trying;
+                // The wake-up's permit too, or the next sleep would end at once on it.
+                let _ = self.wake.notified().now_or_never();
+                false
             }
             _ => false,
         }
@@ -440,3 +449,7 @@ impl<C> Shared<C> {
         self.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+#[cfg(test)]
+#[path = "waiters_tests.rs"]
+mod tests;

@@ -1,0 +1,66 @@
+//! The waiters' state machine, without Redis: what a wake-up buys a waiter.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{DEFAULT_HANDOFFS, Shared, Woke};
+use crate::watchdog::keys::Namespace;
+
+const CHANNEL: &str = "test:{lock}:channel";
+
+fn shared() -> Arc<Shared<()>> {
+    Arc::new(Shared {
+        conn: (),
+        lease: Duration::from_secs(30),
+        namespace: Namespace::new("test"),
+        counters: Arc::default(),
+        handoffs: AtomicU32::new(DEFAULT_HANDOFFS),
+        queues: Mutex::new(HashMap::new()),
+    })
+}
+
+/// A release message that lands while a waiter's try is in flight buys it one more try,
+/// not a loop: the try after it settles to sleep as any other, and the waiter can be woken
+/// again (before, it stayed "woken" and tried again and again until it won).
+#[test]
+fn a_wake_during_a_try_buys_one_more_try() {
+    let shared = shared();
+    let queued = shared.register(CHANNEL, "waiter", Duration::from_secs(30), Duration::ZERO);
+    // Its first try is in flight when a release message arrives.
+    shared.wake_one(CHANNEL);
+    assert!(
+        !queued.waiter().settle(),
+        "woken during its try: it tries again at once"
+    );
+    // That try found the lock held too.
+    assert!(
+        queued.waiter().settle(),
+        "the wake-up was spent on one try: the waiter sleeps now"
+    );
+    // Asleep, it is woken by the next message.
+    shared.wake_one(CHANNEL);
+    assert_eq!(
+        shared.counters.wakeups(),
+        2,
+        "a woken waiter can be woken again"
+    );
+    queued.leave(false);
+}
+
+/// The wake-up spent on a try leaves nothing behind to cut the next sleep short: asleep
+/// after it, the waiter sleeps its whole nap (Tokio's paused clock: no real time passes).
+#[tokio::test(start_paused = true)]
+async fn a_spent_wake_does_not_cut_the_next_sleep_short() {
+    let shared = shared();
+    let queued = shared.register(CHANNEL, "waiter", Duration::from_secs(30), Duration::ZERO);
+    shared.wake_one(CHANNEL);
+    assert!(!queued.waiter().settle());
+    assert!(queued.waiter().settle());
+    let nap = Duration::from_secs(10);
+    let asleep = tokio::time::Instant::now();
+    assert!(matches!(queued.waiter().sleep(nap).await, Woke::Retry));
+    assert_eq!(asleep.elapsed(), nap, "it slept the whole nap");
+    queued.leave(false);
+}
