@@ -89,7 +89,12 @@ async fn redis_dies_under_load_then_comes_back() {
             (variant, api.spawn(load, &control))
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Killed once every product has sold (the audit says so), then the loads go on
+    // against the dead Redis for a while.
+    for (_, product) in variants {
+        api.wait_sold(product, 1, Duration::from_secs(20), "sales before the kill")
+            .await;
+    }
     cluster.redis.kill();
     tokio::time::sleep(Duration::from_millis(2_200)).await;
     control.stop();
