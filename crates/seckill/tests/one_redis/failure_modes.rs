@@ -177,27 +177,29 @@ async fn token_pause_between_check_and_delete_removes_anothers_lock() {
     assert!(int(&stats, "lock_overlaps") >= 1, "{stats}");
 }
 
-/// watchdog: the same settings as the token case (work three times the lease) give zero
-/// overlaps and exact sales, because the watchdog renews the lease.
+/// watchdog: the token case's proportions (work three times the lease) give zero overlaps
+/// and exact sales, because the watchdog renews the lease.
 ///
-/// A 100 ms lease renewed every 33 ms leaves 67 ms for a renewal to be late: beside a
-/// 2,000-connection test a starved renewal loses the lock (the commit is then refused,
-/// `lock_lost`, nothing oversold — but the overlap happens). So it takes a heavy test's
-/// turn, as a watchdog in production wants a lease well above its pauses.
+/// A lease renewed every third of it leaves two thirds for a renewal to be late: with the
+/// token case's 100 ms, beside a 2,000-connection test or with a core taken a starved
+/// renewal lost the lock (the commit is then refused, `lock_lost`, nothing oversold — but
+/// the overlap happens). So the lease is 300 ms (200 ms for a late renewal) and the work
+/// 900 ms, and it takes a heavy test's turn, as a watchdog in production wants a lease
+/// well above its pauses.
 #[tokio::test]
 async fn watchdog_same_settings_give_zero_overlaps_and_exact_sales() {
     let _turn = heavy_turn().await;
-    let cluster = service(2, &["--faults", "--lock-lease-ms", "100"]);
+    let cluster = service(2, &["--faults", "--lock-lease-ms", "300"]);
     let a = cluster.api(0);
-    a.reset("101", 8, 1).await;
-    let load = crate::spread(&cluster, "101", "watchdog?work_ms=300&wait_ms=10000")
-        .requests(200)
+    a.reset("101", 4, 1).await;
+    let load = crate::spread(&cluster, "101", "watchdog?work_ms=900&wait_ms=10000")
+        .requests(100)
         .concurrency(10)
         .until_sold_out();
     let report = a.run(load).await;
     let stats = a.stats("101").await;
-    assert_eq!(report.count(200), 8, "{report:?}");
-    assert_sold_out(&stats, 8, "watchdog");
+    assert_eq!(report.count(200), 4, "{report:?}");
+    assert_sold_out(&stats, 4, "watchdog");
     assert_eq!(int(&stats, "lock_lost"), 0, "{stats}");
 }
 
