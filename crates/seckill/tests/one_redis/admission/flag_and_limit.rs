@@ -27,6 +27,7 @@ async fn the_sold_out_flag_answers_from_memory_until_a_unit_may_be_back() {
             "the stock says so, and the flag is set: {body}"
         );
     }
+    let started = Instant::now();
     let before = crate::script_calls(&cluster).await;
     for _ in 0..100 {
         let (status, body) = one.deduct("704", "lua?user=b").await;
@@ -36,11 +37,14 @@ async fn the_sold_out_flag_answers_from_memory_until_a_unit_may_be_back() {
             "{body}"
         );
     }
-    // Besides the flush of the counts (one call per 200 ms), nothing.
+    // Besides the flush of the counts (at most one call per instance per 200 ms, however
+    // long the 100 took: a slower machine flushes more often), nothing: not one a sale.
     let calls = crate::script_calls(&cluster).await - before;
+    let flushes = 2 * (started.elapsed().as_millis() as u64 / 200 + 2);
     assert!(
-        calls < 10,
-        "100 answers from the flag took {calls} script calls"
+        calls <= flushes,
+        "100 answers from the flag took {calls} script calls in {:?}",
+        started.elapsed()
     );
     let stats = admission_when(&one, "704", |a| a["sold_out_flagged"] == 100).await;
     assert_eq!(stats["admission"]["sold_out_flagged"], 100, "{stats}");
@@ -109,15 +113,20 @@ async fn wait_for(api: &Api, product: &str, check: impl Fn(&Value) -> bool) -> V
     }
 }
 
-/// `rate_limit: {per_s: 5}`: a buyer clicking fast gets 5 tries through, then 429 with
-/// `Retry-After`, counted in `/stats`; another buyer is not held back.
+/// `rate_limit: {per_s: 1, burst: 5}`: a buyer clicking fast gets the 5 tries of the burst
+/// through, then 429 with `Retry-After`, counted in `/stats`, and no more than one more a
+/// second; another buyer is not held back. However slowly the clicks go, the bucket's
+/// verdict is its own: a second more of clicking lets one more through, never more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_buyer_past_their_rate_is_told_when_to_come_back() {
     let (_cluster, _nginx, api) = two_behind_nginx();
-    api.reset_with(json!({"product": "705", "stock": 1000, "rate_limit": {"per_s": 5}}))
-        .await;
+    api.reset_with(
+        json!({"product": "705", "stock": 1000, "rate_limit": {"per_s": 1, "burst": 5}}),
+    )
+    .await;
     let mut through = 0;
     let mut retry_after = Vec::new();
+    let started = Instant::now();
     for _ in 0..20 {
         let response = api
             .http()
@@ -137,8 +146,14 @@ async fn a_buyer_past_their_rate_is_told_when_to_come_back() {
             other => panic!("status {other}"),
         }
     }
-    // The bucket refills at 5 a second while the 20 clicks go.
-    assert!((5..=7).contains(&through), "{through} of 20 got through");
+    // The burst, and a token a second refilled while the 20 clicks went (a slower machine
+    // clicks for longer, and is let through more: the bound grows with it).
+    let refilled = started.elapsed().as_secs() + 1;
+    assert!(
+        through >= 5 && through as u64 <= 5 + refilled,
+        "{through} of 20 got through in {:?}",
+        started.elapsed()
+    );
     assert!(retry_after.iter().all(|&s| s == 1), "{retry_after:?}");
     let (status, body) = api.deduct("705", "lua?user=someone").await;
     assert_eq!(status, 200, "another buyer: {body}");
