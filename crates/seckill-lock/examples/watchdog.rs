@@ -18,8 +18,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let client = redis::Client::open(url)?;
     let conn = client.get_multiplexed_async_connection().await?;
-    // A short lease, so that the slow task below outlives it: its watchdog renews it.
-    let lease = Duration::from_millis(300);
+    // A short lease, so that the slow task below outlives it: its watchdog renews it
+    // every third of a lease (a renewal may come 400 ms late on a busy machine).
+    let lease = Duration::from_millis(600);
     let locks = WatchdogLocks::start(client, conn.clone(), lease, Namespace::new("example"));
     let holders = HolderIds::new();
     let counter = "example:{counter}:value";
