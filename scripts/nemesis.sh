@@ -17,7 +17,9 @@ cd "$(dirname "$0")/.."
 
 test=no_sale_twice_whatever_fails
 ignored=()
-case "${1:-}" in
+# An option, not a subcommand: without one, the nemesis on one Redis.
+topology=${1:-}
+case "$topology" in
   --cluster) test=no_sale_twice_on_a_cluster_whatever_fails; shift ;;
   --failover) test=no_sale_twice_on_a_failing_over_cluster; ignored=(--ignored); shift ;;
 esac

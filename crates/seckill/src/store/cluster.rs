@@ -175,7 +175,10 @@ mod tests {
         ] {
             assert!(!never_ran(&io(kind)), "{kind:?} may have run");
         }
-        assert!(!never_ran(&RedisError::from((ErrorKind::Io, "connection dropped"))));
+        assert!(!never_ran(&RedisError::from((
+            ErrorKind::Io,
+            "connection dropped"
+        ))));
         let script_error = redis::parse_redis_value(b"-ERR user_script:1: boom\r\n")
             .and_then(|v| v.extract_error())
             .expect_err("an error reply");
