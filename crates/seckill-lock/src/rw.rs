@@ -171,13 +171,14 @@ async fn call<C: Connection>(
 
 impl<C: Connection> Lock for RwLock<C> {
     async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
-        let deadline = Instant::now() + wait;
+        // `None`: no deadline (`Duration::MAX`, as long as it takes).
+        let deadline = Instant::now().checked_add(wait);
         loop {
             if self.call(self.side.name()).await? {
                 self.watch();
                 return Ok(true);
             }
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                 if self.side == Side::Write {
                     // Out of line: readers need not wait for a writer that gave up.
                     self.call("give_up").await?;

@@ -89,12 +89,12 @@ impl ZooKeeperLock {
     }
 
     /// Waits until this contender's node is the first of the queue (true) or `deadline`
-    /// passes (false), watching only the node before its own.
+    /// passes (false; `None`: never), watching only the node before its own.
     async fn wait_turn(
         &self,
         client: &Client,
         node: &str,
-        deadline: Instant,
+        deadline: Option<Instant>,
     ) -> Result<bool, Error> {
         let mine = sequence(node).ok_or(Error::RuntimeInconsistent)?;
         loop {
@@ -118,6 +118,10 @@ impl ZooKeeperLock {
                 Err(Error::NoNode) => continue,
                 Err(err) => return Err(err),
             };
+            let Some(deadline) = deadline else {
+                watcher.changed().await;
+                continue;
+            };
             tokio::select! {
                 _ = watcher.changed() => {}
                 _ = tokio::time::sleep_until(deadline) => return Ok(false),
@@ -127,7 +131,8 @@ impl ZooKeeperLock {
 
     /// Creates the node `name` and waits its turn, for up to `wait`.
     async fn take_named(&mut self, wait: Duration, name: String) -> Result<bool, LockError> {
-        let deadline = Instant::now() + wait;
+        // `None`: no deadline (`Duration::MAX`, as long as it takes).
+        let deadline = Instant::now().checked_add(wait);
         let client = self.zk.client().await?;
         let (node, czxid) = match self.create(&client, &name).await {
             Ok(created) => created,

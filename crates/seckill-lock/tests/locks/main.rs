@@ -13,6 +13,7 @@ use seckill_testkit::RedisServer;
 mod cancel;
 mod examples;
 mod fenced_multi;
+mod longest_wait;
 mod redlock;
 mod watchdog;
 
