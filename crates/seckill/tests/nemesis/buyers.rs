@@ -58,16 +58,25 @@ impl Click {
     }
 }
 
-/// What each send was told: `503 redis_unavailable, 200 deducted <order>, none no answer`.
+/// What each send was told, the same answer in a row once:
+/// `503 redis_unavailable × 4, 200 deducted <order>`.
 pub fn told(sends: &[Sent]) -> String {
-    sends
-        .iter()
-        .map(|s| {
-            let status = s.status.map_or("none".to_owned(), |s| s.to_string());
-            match &s.order {
-                Some(order) => format!("{status} {} {order}", s.outcome),
-                None => format!("{status} {}", s.outcome),
-            }
+    let mut runs: Vec<(String, usize)> = Vec::new();
+    for s in sends {
+        let status = s.status.map_or("none".to_owned(), |s| s.to_string());
+        let answer = match &s.order {
+            Some(order) => format!("{status} {} {order}", s.outcome),
+            None => format!("{status} {}", s.outcome),
+        };
+        match runs.last_mut() {
+            Some((last, n)) if *last == answer => *n += 1,
+            _ => runs.push((answer, 1)),
+        }
+    }
+    runs.into_iter()
+        .map(|(answer, n)| match n {
+            1 => answer,
+            n => format!("{answer} × {n}"),
         })
         .collect::<Vec<_>>()
         .join(", ")
