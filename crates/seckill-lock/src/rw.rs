@@ -86,6 +86,9 @@ pub struct RwLock<C: Connection> {
     side: Side,
     lease: Duration,
     lost: Arc<AtomicBool>,
+    /// Holds taken through this handle and not yet given back: one renewal task serves
+    /// them all, and stops with the last.
+    holds: u32,
     watchdog: Option<JoinHandle<()>>,
 }
 
@@ -100,6 +103,7 @@ impl<C: Connection> RwLock<C> {
             side,
             lease: lease.max(Duration::from_millis(30)),
             lost: Arc::new(AtomicBool::new(false)),
+            holds: 0,
             watchdog: None,
         }
     }
@@ -116,8 +120,16 @@ impl<C: Connection> RwLock<C> {
     }
 
     /// Renews the lease every third of it until released; marks the lock lost when a
-    /// renewal finds it gone.
+    /// renewal finds it gone. A hold taken again (re-entry) keeps the task it has.
     fn watch(&mut self) {
+        if self
+            .watchdog
+            .as_ref()
+            .is_some_and(|task| !task.is_finished())
+        {
+            return;
+        }
+        self.lost.store(false, Ordering::Release);
         let (mut conn, keys, holder, lease) = (
             self.conn.clone(),
             self.keys.clone(),
@@ -175,6 +187,7 @@ impl<C: Connection> Lock for RwLock<C> {
         let deadline = Instant::now().checked_add(wait);
         loop {
             if self.call(self.side.name()).await? {
+                self.holds += 1;
                 self.watch();
                 return Ok(true);
             }
@@ -191,7 +204,10 @@ impl<C: Connection> Lock for RwLock<C> {
     }
 
     async fn give_back(&mut self) -> Result<bool, LockError> {
-        self.stop_watching();
+        self.holds = self.holds.saturating_sub(1);
+        if self.holds == 0 {
+            self.stop_watching();
+        }
         let op = match self.side {
             Side::Read => "unread",
             Side::Write => "unwrite",
@@ -205,11 +221,15 @@ impl<C: Connection> Lock for RwLock<C> {
         if self.side == Side::Write {
             self.call("give_up").await?;
         }
+        // What the take may have won, this handle does not know: one hold, given back if
+        // Redis has it (the script checks), else nothing.
+        self.holds += 1;
         self.give_back().await?;
         Ok(())
     }
 
     fn abandon(&mut self) {
+        self.holds = 0;
         self.stop_watching();
     }
 

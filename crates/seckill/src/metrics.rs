@@ -232,6 +232,11 @@ impl Collector for LockCounters {
                 "Lock scripts sent by watchdog acquires (every try, the first included)",
                 counters.tries(),
             ),
+            (
+                "lock_subscription_losses",
+                "Times the lock release subscription was lost (dropped, or its server stopped answering its ping) and started again",
+                counters.subscription_losses(),
+            ),
         ];
         for (name, help, value) in each {
             let counter = ConstCounter::new(value);

@@ -11,6 +11,7 @@ pub struct WatchdogCounters {
     wakeups: AtomicU64,
     handoffs: AtomicU64,
     tries: AtomicU64,
+    subscription_losses: AtomicU64,
 }
 
 impl WatchdogCounters {
@@ -39,6 +40,16 @@ impl WatchdogCounters {
     /// try only when there is reason to (a few tries per acquire, under any contention).
     pub fn tries(&self) -> u64 {
         self.tries.load(Ordering::Relaxed)
+    }
+
+    /// Times the release subscription was lost — its connection dropped, or its server
+    /// stopped answering the heartbeat's ping — and started again.
+    pub fn subscription_losses(&self) -> u64 {
+        self.subscription_losses.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn subscription_lost(&self) {
+        self.subscription_losses.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(super) fn try_sent(&self) {

@@ -73,8 +73,18 @@ impl Subscriber for FollowSentinels {
     }
 }
 
+/// How often the subscription's connection is pinged, and how long a ping may take: a
+/// server that stops answering (a half-open link, a frozen process) is noticed within two
+/// of these, and the subscription starts again — rather than every waiter falling back to
+/// its lease-long nap without a word.
+pub(super) const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// How long connecting and subscribing may take before the next node is tried.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// The instance's one subscription: a release message wakes one local waiter, or the one
-/// it names.
+/// it names. Runs until the instance's [`WatchdogLocks`](super::WatchdogLocks) are all
+/// dropped (the caller stops it then).
 pub(super) async fn subscribe<C>(
     subscriber: impl Subscriber,
     pattern: String,
@@ -82,39 +92,33 @@ pub(super) async fn subscribe<C>(
 ) {
     let mut backoff = Duration::from_millis(50);
     for attempt in 0.. {
-        let connected = match subscriber.client(attempt).await {
-            Some(client) => {
-                tokio::time::timeout(Duration::from_secs(2), client.get_async_pubsub()).await
-            }
-            None => Ok(Err(redis::RedisError::from((
-                redis::ErrorKind::Io,
-                "no node to subscribe on",
-            )))),
-        };
-        if let Ok(Ok(mut pubsub)) = connected
-            && pubsub.psubscribe(&pattern).await.is_ok()
-        {
+        let connected = tokio::time::timeout(CONNECT_TIMEOUT, async {
+            let Some(client) = subscriber.client(attempt).await else {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "no node to subscribe on",
+                )));
+            };
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.psubscribe(&pattern).await?;
+            Ok(pubsub)
+        })
+        .await;
+        if let Ok(Ok(pubsub)) = connected {
             backoff = Duration::from_millis(50);
             let Some(alive) = shared.upgrade() else {
                 return;
             };
             alive.wake_every_lock();
             drop(alive);
-            let mut messages = pubsub.into_on_message();
-            while let Some(message) = messages.next().await {
-                let Some(alive) = shared.upgrade() else {
-                    return;
-                };
-                let channel = message.get_channel_name();
-                match message.get_payload_bytes() {
-                    payload if payload == RELEASED.as_bytes() => alive.wake_one(channel),
-                    holder => alive.wake_holder(channel, &String::from_utf8_lossy(holder)),
-                }
+            if !listen(pubsub, &shared).await {
+                return;
             }
             tracing::warn!("lock release subscription lost; reconnecting");
             // Redis may be gone: let every waiter try now, and fail fast if it is, rather
             // than sleep out its wait.
             if let Some(alive) = shared.upgrade() {
+                alive.counters.subscription_lost();
                 alive.wake_everyone();
             }
         }
@@ -123,5 +127,66 @@ pub(super) async fn subscribe<C>(
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Turns each message into a wake-up, pinging the server every [`HEARTBEAT`]; returns
+/// when the connection is lost or stops answering (true: subscribe again), or when the
+/// instance is gone (false).
+async fn listen<C>(pubsub: redis::aio::PubSub, shared: &Weak<Shared<C>>) -> bool {
+    let (mut sink, mut messages) = pubsub.split();
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    heartbeat.tick().await;
+    let wake = |message: redis::Msg| {
+        let Some(alive) = shared.upgrade() else {
+            return false;
+        };
+        let channel = message.get_channel_name();
+        match message.get_payload_bytes() {
+            payload if payload == RELEASED.as_bytes() => alive.wake_one(channel),
+            holder => alive.wake_holder(channel, &String::from_utf8_lossy(holder)),
+        }
+        true
+    };
+    loop {
+        tokio::select! {
+            message = messages.next() => match message {
+                Some(message) => {
+                    if !wake(message) {
+                        return false;
+                    }
+                    continue;
+                }
+                None => return true,
+            },
+            _ = heartbeat.tick() => {}
+        }
+        // A ping, while messages go on being served.
+        let ping = tokio::time::timeout(HEARTBEAT, sink.ping::<redis::Value>());
+        let mut ping = std::pin::pin!(ping);
+        loop {
+            tokio::select! {
+                answered = &mut ping => match answered {
+                    Ok(Ok(_)) => break,
+                    Ok(Err(err)) => {
+                        tracing::warn!(%err, "lock release subscription's ping failed");
+                        return true;
+                    }
+                    Err(_) => {
+                        tracing::warn!("lock release subscription's server stopped answering");
+                        return true;
+                    }
+                },
+                message = messages.next() => match message {
+                    Some(message) => {
+                        if !wake(message) {
+                            return false;
+                        }
+                    }
+                    None => return true,
+                },
+            }
+        }
     }
 }

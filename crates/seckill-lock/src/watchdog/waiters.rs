@@ -56,6 +56,9 @@ pub(super) struct Shared<C> {
     /// Most local hand-offs in a row per lock; 0: never hand on.
     handoffs: AtomicU32,
     queues: Mutex<HashMap<String, Queue>>,
+    /// Dropped with the last handle on the instance: the subscription's task ends then,
+    /// however quiet its channels are.
+    _stops_subscription: tokio::sync::oneshot::Sender<()>,
 }
 
 /// One lock's waiters on this instance.
@@ -294,6 +297,7 @@ impl<C: Connection> WatchdogLocks<C> {
         namespace: Namespace,
     ) -> Self {
         let pattern = namespace.channel_pattern();
+        let (stops, stopped) = tokio::sync::oneshot::channel::<()>();
         let shared = Arc::new(Shared {
             conn,
             lease,
@@ -301,8 +305,16 @@ impl<C: Connection> WatchdogLocks<C> {
             counters: Arc::default(),
             handoffs: AtomicU32::new(DEFAULT_HANDOFFS),
             queues: Mutex::new(HashMap::new()),
+            _stops_subscription: stops,
         });
-        tokio::spawn(subscribe(subscriber, pattern, Arc::downgrade(&shared)));
+        let subscription = subscribe(subscriber, pattern, Arc::downgrade(&shared));
+        tokio::spawn(async move {
+            // Stopped, with its connection, once the instance's last handle is dropped.
+            tokio::select! {
+                () = subscription => {}
+                _ = stopped => {}
+            }
+        });
         Self { shared }
     }
 

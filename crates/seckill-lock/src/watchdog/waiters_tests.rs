@@ -18,6 +18,7 @@ fn shared() -> Arc<Shared<()>> {
         counters: Arc::default(),
         handoffs: AtomicU32::new(DEFAULT_HANDOFFS),
         queues: Mutex::new(HashMap::new()),
+        _stops_subscription: tokio::sync::oneshot::channel().0,
     })
 }
 

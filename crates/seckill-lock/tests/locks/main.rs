@@ -15,6 +15,7 @@ mod examples;
 mod fenced_multi;
 mod longest_wait;
 mod redlock;
+mod tasks;
 mod watchdog;
 
 /// Scripts Redis has run so far (`EVAL` and `EVALSHA`, from `INFO commandstats`): every
