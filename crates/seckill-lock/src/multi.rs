@@ -34,22 +34,29 @@ pub struct MultiLock<L> {
 }
 
 impl<L: Lock> MultiLock<L> {
-    /// The locks, to be taken in the order of their [`key`](Lock::key)s.
+    /// The locks, to be taken in the order of their [`key`](Lock::key)s. A key given
+    /// twice is taken once (the first handle for it is kept): two handles on one lock
+    /// with one holder id would be one hold in the store, and the release of the one
+    /// would free the other's.
     pub fn new(locks: impl IntoIterator<Item = L>) -> Self {
         let mut locks: Vec<L> = locks.into_iter().collect();
         locks.sort_by(|a, b| a.key().cmp(b.key()));
+        locks.dedup_by(|later, first| later.key() == first.key());
         Self { locks, held: 0 }
     }
 
     /// The locks, taken in the order given: two holders that give overlapping sets in
     /// opposite orders each hold one lock the other waits for, until their waits run out
     /// (the deadlock sorting prevents).
+    /// A key given twice is taken once, at its first place.
     #[cfg(feature = "teaching")]
     pub fn in_order_given(locks: impl IntoIterator<Item = L>) -> Self {
-        Self {
-            locks: locks.into_iter().collect(),
-            held: 0,
-        }
+        let mut seen = std::collections::HashSet::new();
+        let locks = locks
+            .into_iter()
+            .filter(|lock| seen.insert(lock.key().to_owned()))
+            .collect();
+        Self { locks, held: 0 }
     }
 
     /// The locks, in the order they are taken.

@@ -127,6 +127,43 @@ async fn a_multilock_takes_all_of_its_locks_or_none() {
     assert!(held.is_empty(), "left held: {held:?}");
 }
 
+/// A cart that names one lock twice (sorted, or in the order given) takes it once, and
+/// its release gives back every lock it holds, each still held until then (before, the two
+/// handles were one hold in Redis: the first release freed the lock under the second, and
+/// the cart's release said a lock was no longer held).
+#[tokio::test]
+async fn a_cart_naming_a_lock_twice_takes_and_gives_it_back_once() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis).await;
+    let holders = HolderIds::new();
+    let mut conn = redis.conn().await;
+    let names = ["{a}", "{b}", "{a}"];
+    let holder = holders.next();
+    for given in [false, true] {
+        let handles = names.map(|name| locks.lock(name, &holder));
+        let cart = if given {
+            MultiLock::in_order_given(handles)
+        } else {
+            MultiLock::new(handles)
+        };
+        assert_eq!(cart.locks().len(), 2, "the key given twice is one lock");
+        let guard = cart
+            .acquire(Duration::ZERO)
+            .await
+            .unwrap()
+            .expect("all free");
+        let mut held: Vec<String> = conn.keys("t:*:lock").await.unwrap();
+        held.sort();
+        assert_eq!(held, ["t:{a}:lock", "t:{b}:lock"]);
+        assert!(
+            guard.release().await.unwrap(),
+            "every lock was still held at the release"
+        );
+        let held: Vec<String> = conn.keys("t:*:lock").await.unwrap();
+        assert!(held.is_empty(), "left held: {held:?}");
+    }
+}
+
 /// Carts over the same products in opposite orders, many at once: sorted, none deadlocks
 /// (every one gets its locks, however long the others take: a wait that only bounds a
 /// hang); taken in the order given, they do (two carts each holding what the other waits
