@@ -311,7 +311,19 @@ impl<C: Connection> Lock for WatchdogLock<C> {
                 // one now, the lock held.
                 _ => {
                     let mut conn = self.shared.conn.clone();
-                    conn.incr(&self.keys.token, 1).await?
+                    let issued: Result<i64, _> = conn.incr(&self.keys.token, 1).await;
+                    match issued {
+                        Ok(token) => token,
+                        Err(err) => {
+                            // A fenced hold with no token to present is no use to the
+                            // caller: given back at once, not left held for a lease with
+                            // nobody in it (its watchdog stops either way).
+                            if let Err(release) = self.release_plainly().await {
+                                tracing::warn!(error = %release, key = %self.keys.lock, "a hand-off without a token not given back: it expires one lease from now");
+                            }
+                            return Err(err.into());
+                        }
+                    }
                 }
             });
         }

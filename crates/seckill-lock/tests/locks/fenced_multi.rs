@@ -78,6 +78,37 @@ async fn a_fenced_lock_issues_growing_tokens_across_holders_hand_offs_and_expiry
     );
 }
 
+/// A fenced lock handed to a waiter whose token then cannot be issued (the counter made
+/// unreadable: `INCR` fails, a clean error): the waiter's acquire fails and the lock is
+/// free at once (before, the acquire failed holding the lock, and it stayed held for a
+/// lease with nobody in it).
+#[tokio::test]
+async fn a_hand_off_whose_token_cannot_be_issued_leaves_the_lock_free() {
+    let redis = RedisServer::start();
+    let locks = instance(&redis).await;
+    let holders = HolderIds::new();
+    let fenced = || locks.lock("{untokened}", &holders.next()).fenced(true);
+    let first = fenced()
+        .acquire(Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("free");
+    let since = script_calls(&redis).await;
+    let waiting = tokio::spawn(fenced().acquire(Duration::from_secs(30)));
+    tried(&redis, since, 1).await;
+    let mut conn = redis.conn().await;
+    let _: () = conn
+        .set("t:{untokened}:lock:token", "not a number")
+        .await
+        .unwrap();
+    assert!(first.release().await.unwrap());
+    let taken = waiting.await.unwrap();
+    assert!(taken.is_err(), "no token, no lock: the acquire fails");
+    assert!(locks.counters().handoffs() >= 1, "the lock was handed over");
+    let held: bool = conn.exists("t:{untokened}:lock").await.unwrap();
+    assert!(!held, "the lock was left held with nobody in it");
+}
+
 /// A MultiLock takes every lock or none: with one of its locks held elsewhere for the
 /// whole wait, it answers no and holds none of the others; once that one is free, it
 /// takes them all, and gives them all back.
