@@ -1,6 +1,7 @@
 //! A lock with a TTL and a token.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use redis::{AsyncCommands, SetExpiry, SetOptions};
 
@@ -16,8 +17,13 @@ pub struct TokenLock<C> {
     key: String,
     token: String,
     ttl: Duration,
+    /// Until when the lock is known to be this holder's: one TTL from when the `SET` that
+    /// took it was sent (Redis counts it from later, so this never outlasts Redis's).
+    valid_until: Option<Instant>,
     /// The seed's release: `GET`, compare, pause this long, `DEL`.
     check_then_delete: Option<Duration>,
+    /// The seed's holder, which never asks whether its TTL ran out.
+    blind: bool,
 }
 
 impl<C: Connection> TokenLock<C> {
@@ -29,7 +35,9 @@ impl<C: Connection> TokenLock<C> {
             key: key.to_owned(),
             token: token.to_owned(),
             ttl,
+            valid_until: None,
             check_then_delete: None,
+            blind: false,
         }
     }
 
@@ -39,6 +47,15 @@ impl<C: Connection> TokenLock<C> {
     #[cfg(feature = "teaching")]
     pub fn checking_then_deleting(mut self, pause: Duration) -> Self {
         self.check_then_delete = Some(pause);
+        self
+    }
+
+    /// The seed's holder: [`is_lost`](Lock::is_lost) never says its TTL ran out, so a
+    /// holder that checks before it commits commits all the same — the overlap the token
+    /// lesson shows, when the work outlasts the TTL.
+    #[cfg(feature = "teaching")]
+    pub fn blind_to_its_ttl(mut self) -> Self {
+        self.blind = true;
         self
     }
 
@@ -64,21 +81,30 @@ impl<C: Connection> Lock for TokenLock<C> {
     async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
         let (conn, key, token) = (&self.conn, &self.key, &self.token);
         let ttl_ms = millis(self.ttl).max(1);
-        spin(wait, || {
+        let sent_last = Arc::new(Mutex::new(None));
+        let taken = spin(wait, || {
             let mut conn = conn.clone();
             let options = SetOptions::default()
                 .conditional_set(redis::ExistenceCheck::NX)
                 .with_expiration(SetExpiry::PX(ttl_ms));
+            let sent_last = sent_last.clone();
             async move {
+                *sent_last.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
                 let set: Option<String> = conn.set_options(key, token, options).await?;
                 Ok(set.is_some())
             }
         })
-        .await
+        .await?;
+        if taken {
+            let sent = *sent_last.lock().unwrap_or_else(|e| e.into_inner());
+            self.valid_until = sent.and_then(|sent| sent.checked_add(self.ttl));
+        }
+        Ok(taken)
     }
 
     /// Compare-and-delete in one step, unless the seed's release was asked for.
     async fn give_back(&mut self) -> Result<bool, LockError> {
+        self.valid_until = None;
         if let Some(pause) = self.check_then_delete {
             return self.release_check_then_delete(pause).await;
         }
@@ -88,6 +114,15 @@ impl<C: Connection> Lock for TokenLock<C> {
             .invoke_async(&mut self.conn)
             .await?;
         Ok(released == 1)
+    }
+
+    /// True once its TTL has run out since the `SET` that took it was sent: nothing renews
+    /// a token lock, so it is lost then whether or not another holder took it since.
+    fn is_lost(&self) -> bool {
+        !self.blind
+            && self
+                .valid_until
+                .is_some_and(|until| Instant::now() >= until)
     }
 
     fn key(&self) -> &str {

@@ -23,9 +23,18 @@ impl Watch {
     /// Lost: a tick found the lock gone, or the lease ran out since the last take or
     /// renewal this holder heard of — Redis away or not, the lock is no longer known to
     /// be its own.
+    ///
+    /// Lost means lost: once it says so, it says so until the next take, whatever a late
+    /// renewal answers after (the holder may have stopped trusting the lock already).
     pub(super) fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire)
-            || self.valid().is_some_and(|until| Instant::now() >= until)
+        if self.lost.load(Ordering::Acquire) {
+            return true;
+        }
+        let ran_out = self.valid().is_some_and(|until| Instant::now() >= until);
+        if ran_out {
+            self.lost.store(true, Ordering::Release);
+        }
+        ran_out
     }
 
     /// Returns once [`is_lost`](Self::is_lost): at once if it is, when a tick finds the
@@ -87,8 +96,10 @@ pub(super) async fn renew<C: Connection>(
     watch: Arc<Watch>,
 ) {
     let mut conn = shared.conn.clone();
+    let mut pause = lease / 3;
     loop {
-        tokio::time::sleep(lease / 3).await;
+        tokio::time::sleep(pause).await;
+        pause = lease / 3;
         let sent = Instant::now();
         let renewed: Result<i64, _> = scripts::WATCHDOG_RENEW
             .key(&key)
@@ -112,9 +123,39 @@ pub(super) async fn renew<C: Connection>(
                 tracing::warn!(%key, %holder, "watchdog found the lock gone: the holder lost it");
                 return;
             }
-            // Redis away for a moment: try again next tick. If it stays away past the
-            // lease, the next tick that reaches Redis finds the lock gone and says so.
-            Err(err) => tracing::warn!(%key, error = %err, "lease renewal failed"),
+            // Redis away for a moment: tried again soon — a tenth of the lease, at most a
+            // second — so that a long lease gets many tries before it runs out, not two.
+            // If Redis stays away past the lease, the lease's end says lost, and the next
+            // try that reaches Redis finds the lock gone.
+            Err(err) => {
+                tracing::warn!(%key, error = %err, "lease renewal failed; trying again soon");
+                pause = (lease / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::Watch;
+
+    /// A hold whose lease ran out (as far as its holder knows) is lost, and stays lost when
+    /// a late renewal comes back after: until the next take.
+    #[test]
+    fn lost_stays_lost_after_a_late_renewal() {
+        let watch = Watch::default();
+        let lease = Duration::from_millis(100);
+        let taken = Instant::now() - Duration::from_secs(1);
+        watch.start(taken, lease);
+        assert!(watch.is_lost(), "the lease ran out a long time ago");
+        watch.renewed_at(Instant::now(), lease);
+        assert!(
+            watch.is_lost(),
+            "a late renewal does not make it held again"
+        );
+        watch.start(Instant::now(), Duration::from_secs(60));
+        assert!(!watch.is_lost(), "a new take is a new hold");
     }
 }

@@ -14,6 +14,7 @@ mod cancel;
 mod examples;
 mod fenced_multi;
 mod longest_wait;
+mod lost;
 mod redlock;
 mod tasks;
 mod watchdog;

@@ -33,7 +33,9 @@ pub static SPEC: Spec = Spec {
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
     let ttl = d.knobs.millis(&TTL_MS).unwrap_or(DEFAULT_TTL);
-    let mut lock = TokenLock::new(d.lock_redis(), &shard.lock, ttl, &d.holder);
+    // The seed's holder never asks whether its TTL ran out: it commits past it, and the
+    // lesson counts the overlap (fencing, `fence=on`, is what refuses that commit).
+    let mut lock = TokenLock::new(d.lock_redis(), &shard.lock, ttl, &d.holder).blind_to_its_ttl();
     if let Some(pause) = d.knobs.pause_before_release() {
         lock = lock.checking_then_deleting(pause);
     }
