@@ -61,9 +61,12 @@
 //! # Behind Sentinel (feature `sentinel`)
 //!
 //! The subscription asks the sentinels for the master each time it (re)connects
-//! (`watchdog::FollowSentinels`), so it follows a failover. The
-//! connection the locks are taken on is the caller's: one that reconnects to the master the
-//! sentinels name after a failover.
+//! (`watchdog::FollowSentinels`), so it follows a failover. The connection the locks are
+//! taken on is the caller's, and the one below does **not** follow a failover: it stays on
+//! the master the sentinels named when it was made, and after a failover every take fails
+//! (`READONLY`, or a refused connection) until the caller makes a new one from the
+//! sentinels. A connection that does this by itself is what the seckill service's
+//! `store::SentinelConn` is; the crate does not ship one yet.
 //!
 //! ```no_run
 //! # #[cfg(feature = "sentinel")]
