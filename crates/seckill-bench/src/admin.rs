@@ -203,6 +203,33 @@ impl Service<'_> {
         Ok(())
     }
 
+    /// A counter's value summed over every instance's `/metrics` (`seckill_<name>_total`),
+    /// 0 where an instance does not have it.
+    pub async fn counter_sum(&self, name: &str) -> anyhow::Result<u64> {
+        let metric = format!("seckill_{name}_total");
+        let mut sum = 0;
+        for url in &self.args.instance_urls {
+            let text = self
+                .http
+                .get(format!("{}/metrics", url.trim_end_matches('/')))
+                .send()
+                .await?
+                .error_for_status()?
+                .text()
+                .await?;
+            sum += text
+                .lines()
+                .filter_map(|line| {
+                    let rest = line.strip_prefix(&metric)?;
+                    (rest.starts_with('{') || rest.starts_with(' '))
+                        .then(|| rest.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
+                        .flatten()
+                })
+                .sum::<f64>() as u64;
+        }
+        Ok(sum)
+    }
+
     /// Each instance's peak resident memory, from its `/metrics`.
     pub async fn peak_rss(&self) -> anyhow::Result<Vec<(String, u64)>> {
         let mut peaks = Vec::new();

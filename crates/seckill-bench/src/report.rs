@@ -41,6 +41,10 @@ pub struct Row {
     pub redis_commands_per_unit: Option<f64>,
     /// Redis CPU time (user + sys) per unit sold, in microseconds, over every master.
     pub redis_cpu_us_per_unit: Option<f64>,
+    /// The watchdog locks' tries (lock scripts sent by acquires) and wake-ups per unit
+    /// sold, every instance's (`seckill_lock_tries_total`, `seckill_lock_wakeups_total`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_tries_per_unit: Option<(f64, f64)>,
     /// The same, master by master (`host:port`), when the store has more than one.
     pub redis_cpu_us_per_unit_by_master: Vec<(String, f64)>,
     /// The stores suite: the CPU time (user + sys) the lock's own servers spent per unit
@@ -95,6 +99,7 @@ impl Row {
             sell_out_s: None,
             redis_commands_per_unit: None,
             redis_cpu_us_per_unit: None,
+            lock_tries_per_unit: None,
             redis_cpu_us_per_unit_by_master: Vec::new(),
             lock_store_cpu_us_per_unit: None,
             drain: None,

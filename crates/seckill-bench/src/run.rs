@@ -166,6 +166,12 @@ pub(crate) async fn run_one(
         Some(masters) => Some(masters.read().await?),
         None => None,
     };
+    let lock_counters = || async {
+        let tries = service.counter_sum("lock_tries").await.ok()?;
+        let wakeups = service.counter_sum("lock_wakeups").await.ok()?;
+        Some((tries, wakeups))
+    };
+    let lock_counters_before = lock_counters().await;
     let lock_pids = lock_store_pids(args, variant);
     let lock_cpu_before = lock_pids.map(cpu_seconds).transpose()?;
     let mut load = Load::to(urls, Method::Post).buyers(Buyers {
@@ -186,6 +192,12 @@ pub(crate) async fn run_one(
         _ => Vec::new(),
     };
 
+    let lock_tries = match (lock_counters_before, lock_counters().await) {
+        (Some((tries0, wakeups0)), Some((tries1, wakeups1))) => {
+            Some((tries1 - tries0, wakeups1 - wakeups0))
+        }
+        _ => None,
+    };
     let mut stats = service.stats().await?;
     for product in &others {
         add_stats(&mut stats, &service.stats_of(product).await?);
@@ -233,6 +245,9 @@ pub(crate) async fn run_one(
         work_p99_ms: work.map(|(_, p99)| p99),
         redis_commands_per_unit: per_unit(commands),
         redis_cpu_us_per_unit: per_unit(cpu_us),
+        lock_tries_per_unit: lock_tries
+            .filter(|(tries, _)| *tries > 0 && sold > 0)
+            .map(|(tries, wakeups)| (tries as f64 / sold as f64, wakeups as f64 / sold as f64)),
         redis_cpu_us_per_unit_by_master: by_master,
         lock_store_cpu_us_per_unit: match lock_cpu {
             Some(cpu) => (sold > 0).then(|| cpu / sold as f64),

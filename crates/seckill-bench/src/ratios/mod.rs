@@ -171,6 +171,26 @@ fn waiting_ratios(rows: &[Row]) -> Vec<Ratio> {
                 clients: WAITERS,
             },
         );
+        if name == "watchdog"
+            && let Some(many) = many
+            && let Some((tries, wakeups)) = many.lock_tries_per_unit
+        {
+            // Issue 44: a woken waiter tried back to back until it won. An acquire tries
+            // once, once more per wake-up (twice when the wake-up lands while it is
+            // trying), and once more at the end of a wait that runs out (a 429): more than
+            // that is a spin.
+            let busy = many.count(429) as f64 / many.sold.max(1) as f64;
+            let bound = 1.0 + 2.0 * wakeups + 2.0 * busy;
+            ratios.push(Ratio {
+                name: "watchdog lock tries".into(),
+                value: tries,
+                target: format!("<= 1 + 2 x wake-ups + 2 x 429s ({bound:.2})"),
+                met: Some(tries <= bound),
+                of: format!(
+                    "lock scripts sent by acquires per unit sold, {WAITERS} waiters; per unit {wakeups:.2} wake-ups, {busy:.2} 429s"
+                ),
+            });
+        }
         if let (Some(one), Some(many)) = (one, many)
             && let (Some(a), Some(b)) = (one.redis_commands_per_unit, many.redis_commands_per_unit)
         {

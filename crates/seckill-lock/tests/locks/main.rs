@@ -17,6 +17,7 @@ mod longest_wait;
 mod lost;
 mod redlock;
 mod tasks;
+mod tries;
 mod watchdog;
 
 /// Scripts Redis has run so far (`EVAL` and `EVALSHA`, from `INFO commandstats`): every

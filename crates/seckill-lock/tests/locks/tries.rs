@@ -1,0 +1,75 @@
+//! What a waiter sends Redis: a try when it arrives, and one per reason to try again — a
+//! wake-up (two when it lands while a try is on its way), the end of its nap. Never a
+//! loop: before issue 44 a waiter woken while trying tried back to back until it won.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use seckill_lock::{HolderIds, Lock, Namespace, WatchdogLocks};
+use seckill_testkit::RedisServer;
+
+const PER_INSTANCE: usize = 12;
+const ROUNDS: usize = 4;
+
+/// Two instances, twelve waiters each, every one taking the lock four times as soon as it
+/// can with no work inside (so that releases come while other waiters' tries are on their
+/// way), hand-offs off (every release a message): the tries each instance sent are at most
+/// one per acquire plus two per wake-up it received, plus the nap ends (none here: a 30 s
+/// lease and no wait runs out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_try_once_per_reason_under_two_instances_contention() {
+    let redis = RedisServer::start();
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        let client = redis::Client::open(redis.url()).unwrap();
+        let conn = ConnectionManager::new(client.clone()).await.unwrap();
+        let before = crate::subscribers(&redis).await;
+        let locks = WatchdogLocks::start(
+            client,
+            conn,
+            Duration::from_secs(30),
+            Namespace::new("tries"),
+        );
+        crate::subscribed(&redis, before).await;
+        locks.set_handoffs(0);
+        instances.push(locks);
+    }
+    let holders = Arc::new(HolderIds::new());
+    let mut waiters = Vec::new();
+    for locks in &instances {
+        for _ in 0..PER_INSTANCE {
+            let (locks, holders) = (locks.clone(), holders.clone());
+            waiters.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let guard = locks
+                        .lock("{contended}", &holders.next())
+                        .acquire(Duration::MAX)
+                        .await
+                        .unwrap()
+                        .expect("a wait as long as it takes ends with the lock");
+                    assert!(guard.release().await.unwrap());
+                }
+            }));
+        }
+    }
+    for waiter in waiters {
+        tokio::time::timeout(Duration::from_secs(120), waiter)
+            .await
+            .expect("a waiter hung")
+            .unwrap();
+    }
+    let acquires = (PER_INSTANCE * ROUNDS) as u64;
+    for (i, locks) in instances.iter().enumerate() {
+        let counters = locks.counters();
+        let (tries, wakeups) = (counters.tries(), counters.wakeups());
+        eprintln!(
+            "instance {i}: {acquires} acquires, {tries} tries, {wakeups} wake-ups ({:.2} tries an acquire)",
+            tries as f64 / acquires as f64
+        );
+        assert!(
+            tries <= acquires + 2 * wakeups,
+            "instance {i}: {tries} tries for {acquires} acquires and {wakeups} wake-ups: a waiter tried without a reason"
+        );
+    }
+}
