@@ -14,6 +14,8 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Namespace {
     prefix: String,
+    /// Every lock's keys must carry a hash tag ([`requiring_hash_tags`](Self::requiring_hash_tags)).
+    tagged: bool,
 }
 
 impl Namespace {
@@ -30,7 +32,23 @@ impl Namespace {
         );
         Self {
             prefix: prefix.to_owned(),
+            tagged: false,
         }
+    }
+
+    /// Refuses, at [`keys`](Self::keys) (so at `WatchdogLocks::lock`), a lock whose keys
+    /// carry no hash tag: on a Redis Cluster its scripts would fail with `CROSSSLOT` at the
+    /// first take instead. [`WatchdogLocks::start`](super::WatchdogLocks::start) asks for
+    /// it by itself on redis-rs's `ClusterConnection`; a connection of the caller's that
+    /// may be a Cluster's asks for it here.
+    pub fn requiring_hash_tags(mut self) -> Self {
+        self.tagged = true;
+        self
+    }
+
+    /// Whether a lock's keys must carry a hash tag.
+    pub fn requires_hash_tags(&self) -> bool {
+        self.tagged
     }
 
     /// The prefix.
@@ -39,8 +57,18 @@ impl Namespace {
     }
 
     /// The keys of the lock named `name`.
+    ///
+    /// # Panics
+    ///
+    /// When the namespace [requires hash tags](Self::requiring_hash_tags) and the lock's
+    /// keys have none (`{…}` with something inside, in the name or the prefix).
     pub fn keys(&self, name: &str) -> LockKeys {
         let base = format!("{}:{name}:lock", self.prefix);
+        assert!(
+            !self.tagged || has_hash_tag(&base),
+            "on a Redis Cluster a lock's keys must share a slot: put a hash tag in its name \
+             ({{order:42}}), {name:?} has none"
+        );
         LockKeys {
             channel: format!("{base}:released"),
             queue: format!("{base}:queue"),
@@ -54,6 +82,14 @@ impl Namespace {
     pub fn channel_pattern(&self) -> String {
         format!("{}:*:lock:released", self.prefix)
     }
+}
+
+/// Whether `key` has a hash tag, as Redis Cluster reads one: the first `{` and the first
+/// `}` after it, with something between.
+fn has_hash_tag(key: &str) -> bool {
+    key.split_once('{')
+        .and_then(|(_, after)| after.split_once('}'))
+        .is_some_and(|(tag, _)| !tag.is_empty())
 }
 
 /// The keys of one watchdog lock, all under the lock's name (one Cluster slot when the
@@ -109,6 +145,19 @@ mod tests {
         let pattern = ns.channel_pattern();
         let (head, tail) = pattern.split_once('*').unwrap();
         assert!(keys.channel().starts_with(head) && keys.channel().ends_with(tail));
+    }
+
+    #[test]
+    fn a_namespace_requiring_hash_tags_takes_only_tagged_names() {
+        let ns = Namespace::new("myapp").requiring_hash_tags();
+        assert_eq!(ns.keys("{order:42}").lock(), "myapp:{order:42}:lock");
+        for untagged in ["order:42", "{}order", "order}{42"] {
+            let refused = std::panic::catch_unwind(|| ns.keys(untagged));
+            assert!(refused.is_err(), "{untagged:?} refused");
+        }
+        // A tag in the prefix puts every lock of the namespace on one slot: allowed.
+        let one_slot = Namespace::new("{myapp}").requiring_hash_tags();
+        assert_eq!(one_slot.keys("order:42").lock(), "{myapp}:order:42:lock");
     }
 
     #[test]

@@ -101,8 +101,15 @@ pub struct WatchdogLock<C> {
 
 impl<C: Connection> WatchdogLocks<C> {
     /// A handle on the lock named `name` in this instance's namespace, for `holder`.
-    /// Handles with the same holder re-enter each other's holds: give each task its own
-    /// holder id ([`HolderIds`](crate::HolderIds)).
+    /// Give each handle a holder id of its own ([`HolderIds`](crate::HolderIds)) and
+    /// re-enter through one handle ([`Lock::take`] again): two handles with one id do not
+    /// count each other's holds — Redis sees one holder, and the release of either frees
+    /// the lock under the other.
+    ///
+    /// # Panics
+    ///
+    /// On a namespace that [requires hash tags](Namespace::requiring_hash_tags) (redis-rs's
+    /// Cluster connection asks for it), when the lock's keys have none.
     pub fn lock(&self, name: &str, holder: &str) -> WatchdogLock<C> {
         WatchdogLock {
             keys: self.shared.namespace.keys(name),

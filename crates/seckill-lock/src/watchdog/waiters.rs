@@ -296,6 +296,16 @@ impl<C: Connection> WatchdogLocks<C> {
         lease: Duration,
         namespace: Namespace,
     ) -> Self {
+        // On redis-rs's Cluster connection a lock without a hash tag is refused at
+        // `lock()`, not by Redis at its first take (`CROSSSLOT`).
+        #[cfg(feature = "cluster")]
+        let namespace = if std::any::TypeId::of::<C>()
+            == std::any::TypeId::of::<redis::cluster_async::ClusterConnection>()
+        {
+            namespace.requiring_hash_tags()
+        } else {
+            namespace
+        };
         let pattern = namespace.channel_pattern();
         let (stops, stopped) = tokio::sync::oneshot::channel::<()>();
         let shared = Arc::new(Shared {

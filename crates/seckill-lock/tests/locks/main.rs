@@ -11,6 +11,8 @@ use std::time::Duration;
 use seckill_testkit::RedisServer;
 
 mod cancel;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod examples;
 mod fenced_multi;
 mod longest_wait;

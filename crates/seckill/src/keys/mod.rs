@@ -24,7 +24,8 @@ pub const LOCK_PREFIX: &str = "seckill";
 /// The locks' namespace ([`LOCK_PREFIX`]): it builds every lock's keys, here and in the
 /// lock crate, and the subscription's pattern.
 pub fn lock_namespace() -> Namespace {
-    Namespace::new(LOCK_PREFIX)
+    // Every lock name here is a shard's hash tag: refused at once if one ever is not.
+    Namespace::new(LOCK_PREFIX).requiring_hash_tags()
 }
 
 /// Set of every shard's orders stream (`ShardKeys::stream`) the consumers read: a reset by

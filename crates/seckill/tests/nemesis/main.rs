@@ -74,15 +74,27 @@ async fn nemesis(topology: Topology, seconds: u64) {
     let schedule = Schedule::draw(seed, load, topology);
     eprintln!("{schedule}");
 
+    // Each phase's time is printed, never asserted: where a slow run spent it.
+    let phase = std::time::Instant::now();
     let mut world = World::start(topology);
     world.reset().await;
+    eprintln!("started in {:.1} s", phase.elapsed().as_secs_f64());
     let buyers = buyers::start(&world, seed, load);
     schedule.play(&mut world).await;
+    let phase = std::time::Instant::now();
     let history = buyers.finish().await;
+    eprintln!(
+        "the last click ended {:.1} s after the load",
+        phase.elapsed().as_secs_f64()
+    );
     eprintln!("{}", history.summary());
 
+    let phase = std::time::Instant::now();
     world.settle().await;
+    eprintln!("settled in {:.1} s", phase.elapsed().as_secs_f64());
+    let phase = std::time::Instant::now();
     let found = check::check(&world, &history).await;
+    eprintln!("checked in {:.1} s", phase.elapsed().as_secs_f64());
     eprintln!("{}", found.summary());
     assert!(
         found.violations.is_empty(),
