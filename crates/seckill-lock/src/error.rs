@@ -31,6 +31,16 @@ pub enum LockError {
         /// Servers asked.
         servers: usize,
     },
+    /// The lock was granted, but fewer replicas than asked had the grant within the time
+    /// given ([`confirmed_by_replicas`](crate::WatchdogLock::confirmed_by_replicas)): it
+    /// was given back, as a grant a failover could lose.
+    #[error("lock granted but confirmed by {confirmed} of {wanted} replicas: given back")]
+    NotConfirmed {
+        /// Replicas asked for.
+        wanted: u32,
+        /// Replicas that had the grant in time.
+        confirmed: u32,
+    },
     /// The Tokio runtime shut down before a release it was running finished.
     #[error("the runtime shut down before the release finished")]
     RuntimeGone,
@@ -57,7 +67,7 @@ impl LockError {
     pub fn into_source(self) -> Option<BoxError> {
         match self {
             Self::Unavailable { source, .. } | Self::Store { source } => Some(source),
-            Self::NoQuorum { .. } | Self::RuntimeGone => None,
+            Self::NoQuorum { .. } | Self::NotConfirmed { .. } | Self::RuntimeGone => None,
         }
     }
 }

@@ -53,4 +53,20 @@ impl<C: Connection> WatchdogLock<C> {
         self.handoff = handoff;
         self
     }
+
+    /// Off by default. With it, an acquire returns the lock only once `replicas` replicas
+    /// have its grant (and a fenced lock's token), as Redis's `WAIT` reports within
+    /// `timeout`; fewer, and the lock is given back and the acquire fails
+    /// ([`LockError::NotConfirmed`](crate::LockError::NotConfirmed)). Redis replicates
+    /// asynchronously: without it, a master that fails over right after a grant can leave
+    /// a replica that never saw it to grant the lock again — and hand out a fencing token
+    /// already issued. (Redisson's `checkLockSyncedSlaves`.) `WAIT` holds up the commands
+    /// behind it on the connection it is sent on: give locks that use it a connection of
+    /// their own, whose response timeout is longer than `timeout` (or the connection gives
+    /// up first: the acquire then fails as unavailable, and the lock is given back all the
+    /// same).
+    pub fn confirmed_by_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.confirm = (replicas > 0).then_some((replicas, timeout));
+        self
+    }
 }

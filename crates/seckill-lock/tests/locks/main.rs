@@ -18,6 +18,7 @@ mod fenced_multi;
 mod longest_wait;
 mod lost;
 mod redlock;
+mod replicas;
 mod tasks;
 mod tries;
 mod watchdog;
