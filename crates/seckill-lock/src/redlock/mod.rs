@@ -257,7 +257,7 @@ impl<C: Connection> RedlockLock<C> {
     async fn release_everywhere(&self) -> usize {
         let tally = self
             .servers
-            .ask(Ask::Everyone, node_timeout(self.ttl), |mut server| {
+            .ask(Ask::Everyone, RELEASE_TIMEOUT, |mut server| {
                 let (key, token) = (self.key.clone(), self.token.clone());
                 async move {
                     let mut release = scripts::TOKEN_RELEASE.prepare_invoke();
@@ -333,6 +333,13 @@ fn validity(ttl: Duration, elapsed: Duration) -> Duration {
     let drift = ttl / 100 + Duration::from_millis(2);
     ttl.saturating_sub(elapsed).saturating_sub(drift)
 }
+
+/// How long a release waits for each server's answer. Not a share of the TTL, as a take's
+/// is ([`node_timeout`]): a release eats no validity, and a live server on a busy machine
+/// that answers after a take's 100 ms would be counted as not holding the lock (a lost
+/// answer is not a no) while its key stayed for the TTL. The round still ends as soon as a
+/// quorum has answered; a silent server's call finishes in a task of its own.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Each server gets a small share of the TTL to answer, so that a dead one does not eat
 /// the validity: a tenth of the TTL, between 10 and 100 ms.
