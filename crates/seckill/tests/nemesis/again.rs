@@ -5,8 +5,10 @@
 //! ever, not `403 limit_reached`, not `409`, not another order.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use crate::buyers::{self, Click, History, told};
 use crate::world::{Sale, World};
@@ -27,13 +29,23 @@ struct Ask {
     during: String,
 }
 
-/// How many keys that sold were asked again, and a violation for each not answered its
-/// order.
+/// What asking again found.
+pub struct Asked {
+    /// Keys asked again, and sends it took.
+    pub keys: usize,
+    pub sends: usize,
+    /// The slowest key's time and what it was told (for the summary, never the verdict).
+    pub slowest: (Duration, String),
+    /// One for each key not answered its order.
+    pub violations: Vec<String>,
+}
+
+/// Every key that sold asked again; a violation for each not answered its order.
 pub async fn sold_keys_answer_their_order(
     world: &World,
     history: &History,
     sold: &[SoldKeys],
-) -> (usize, Vec<String>) {
+) -> Asked {
     let clicks: BTreeMap<&str, &Click> = history
         .clicks
         .iter()
@@ -67,9 +79,16 @@ pub async fn sold_keys_answer_their_order(
         let mine: Vec<Ask> = asks.by_ref().take(asked.div_ceil(ASKING)).collect();
         let (http, base) = (http.clone(), base.clone());
         running.spawn(async move {
-            let mut found = Vec::new();
+            let (mut found, mut sent, mut slowest) =
+                (Vec::new(), 0, (Duration::ZERO, String::new()));
             for ask in mine {
+                let started = Instant::now();
                 let sends = buyers::ask(&http, &base, ask.sale, &ask.user, Some(&ask.key)).await;
+                sent += sends.len();
+                if started.elapsed() > slowest.0 {
+                    let what = format!("{} key {}: {}", ask.sale.product, ask.key, told(&sends));
+                    slowest = (started.elapsed(), what);
+                }
                 let answered = sends
                     .last()
                     .filter(|s| s.status == Some(200))
@@ -87,9 +106,19 @@ pub async fn sold_keys_answer_their_order(
                     ));
                 }
             }
-            found
+            (found, sent, slowest)
         });
     }
-    violations.extend(running.join_all().await.into_iter().flatten());
-    (asked, violations)
+    let mut asked = Asked {
+        keys: asked,
+        sends: 0,
+        slowest: (Duration::ZERO, String::new()),
+        violations,
+    };
+    for (found, sent, slowest) in running.join_all().await {
+        asked.violations.extend(found);
+        asked.sends += sent;
+        asked.slowest = asked.slowest.max(slowest);
+    }
+    asked
 }

@@ -17,9 +17,6 @@ use crate::world::{Sale, World};
 /// Buyers clicking at once.
 const BUYERS: usize = 48;
 
-/// Of 100 clicks, how many carry a key.
-const KEYED_PERCENT: u32 = 85;
-
 /// How long a click is sent again for, at most, and how many times.
 const RESEND_FOR: Duration = Duration::from_secs(20);
 const MAX_SENDS: usize = 12;
@@ -130,12 +127,13 @@ pub fn start(world: &World, seed: u64, load: Duration) -> Buyers {
     let until = Instant::now() + load;
     let mut running = JoinSet::new();
     for buyer in 0..BUYERS {
-        let (http, base, sales) = (http.clone(), world.api.url(""), world.sales);
+        let (http, base) = (http.clone(), world.api.url(""));
+        let (sales, keyed) = (world.sales, world.keyed_percent);
         let mut rng = fastrand::Rng::with_seed(seed ^ ((buyer as u64 + 1) << 32));
         running.spawn(async move {
             let mut clicks = Vec::new();
             while Instant::now() < until {
-                clicks.push(click(&http, &base, sales, &mut rng).await);
+                clicks.push(click(&http, &base, sales, keyed, &mut rng).await);
             }
             clicks
         });
@@ -166,19 +164,19 @@ impl Buyers {
     }
 }
 
-/// One click on a sale drawn by `rng` from `sales`, sent until its answer says what
-/// became of it.
+/// One click on a sale drawn by `rng` from `sales`, under a key `keyed` times in 100, sent
+/// until its answer says what became of it.
 async fn click(
     http: &reqwest::Client,
     base: &str,
     sales: &[Sale],
+    keyed: u32,
     rng: &mut fastrand::Rng,
 ) -> Click {
     let index = rng.usize(0..sales.len());
     let sale = &sales[index];
     let user = format!("u{}", rng.u32(0..sale.users));
-    let key =
-        (rng.u32(0..100) < KEYED_PERCENT).then(|| uuid::Uuid::from_u128(rng.u128(..)).to_string());
+    let key = (rng.u32(0..100) < keyed).then(|| uuid::Uuid::from_u128(rng.u128(..)).to_string());
     let sends = ask(http, base, sale, &user, key.as_deref()).await;
     Click {
         sale: index,

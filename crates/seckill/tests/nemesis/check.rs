@@ -235,13 +235,17 @@ pub async fn check(world: &World, history: &History) -> Found {
         ));
     }
     // Last: asking again sends requests, which must not move what was read above.
-    let (asked, mut unanswered) =
-        again::sold_keys_answer_their_order(world, history, &sold_keys).await;
+    let mut asked = again::sold_keys_answer_their_order(world, history, &sold_keys).await;
     found.lines.push(format!(
-        "asked again after the run: {asked} keys that sold, {} not answered their order",
-        unanswered.len()
+        "asked again after the run: {} keys that sold, in {} sends, {} not answered their \
+         order; the slowest, {} ms: {}",
+        asked.keys,
+        asked.sends,
+        asked.violations.len(),
+        asked.slowest.0.as_millis(),
+        asked.slowest.1,
     ));
-    found.violations.append(&mut unanswered);
+    found.violations.append(&mut asked.violations);
     found
 }
 

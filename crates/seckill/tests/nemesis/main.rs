@@ -8,8 +8,8 @@
 //!   PostgreSQL, two instances and Nginx; and the sales, one product per variant.
 //! - [`faults`] — the fault schedule, drawn from a seed.
 //! - [`buyers`] — buyers clicking through Nginx, each click under its own
-//!   `Idempotency-Key` (most of them) and sent again with that key while the answer is a
-//!   503, 502, 504, 423 or none; every send's answer recorded.
+//!   `Idempotency-Key` (most of them; all on a Cluster) and sent again with that key while
+//!   the answer is a 503, 502, 504, 423 or none; every send's answer recorded.
 //! - [`check`] — what must hold afterwards; [`again`] — its rule on keys that sold,
 //!   asked again after the run.
 //!

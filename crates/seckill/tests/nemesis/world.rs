@@ -213,6 +213,10 @@ pub struct World {
     pub api: Api,
     /// What is sold: [`ONE_REDIS`] or [`CLUSTER`].
     pub sales: &'static [Sale],
+    /// Of 100 clicks, how many carry an `Idempotency-Key` (a click without one is sent
+    /// once): 85 on one Redis; every one on a Cluster, where a key's lost answer is what
+    /// is hunted.
+    pub keyed_percent: u32,
 }
 
 impl World {
@@ -231,7 +235,7 @@ impl World {
         ]
         .map(str::to_owned)
         .to_vec();
-        let (stock, redlock, zookeeper, sales) = match topology {
+        let (stock, redlock, zookeeper, sales, keyed_percent) = match topology {
             Topology::OneRedis => {
                 let redlock: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
                 let zookeeper = ZooKeeperEnsemble::start(1);
@@ -239,7 +243,7 @@ impl World {
                 args.extend(["--redlock-urls".into(), urls.join(",")]);
                 args.extend(["--zookeeper-urls".into(), zookeeper.hosts()]);
                 let stock = Stock::One(RedisServer::start());
-                (stock, redlock, Some(zookeeper), ONE_REDIS)
+                (stock, redlock, Some(zookeeper), ONE_REDIS, 85)
             }
             Topology::Cluster { replicas } => {
                 let cluster = RedisCluster::start(3, replicas);
@@ -248,7 +252,7 @@ impl World {
                     args.extend(["--redis-wait-replicas", "1"].map(str::to_owned));
                 }
                 assert_carts_span_masters(&cluster, CLUSTER);
-                (Stock::Cluster(cluster), Vec::new(), None, CLUSTER)
+                (Stock::Cluster(cluster), Vec::new(), None, CLUSTER, 100)
             }
         };
         let url = match &stock {
@@ -270,6 +274,7 @@ impl World {
             _nginx: nginx,
             api,
             sales,
+            keyed_percent,
         }
     }
 
