@@ -50,8 +50,9 @@ async fn killed_redis_restarts_on_its_aof_with_every_acknowledged_order() {
 
 /// With `--redis-wait-replicas 1` and a replica attached, sales are answered 200; with
 /// the replica gone, each sale is answered 503 `unconfirmed` (its order recorded, since
-/// the master has it), and `/stats` counts them. (The WAIT timeout is 800 ms: with 200
-/// ms, a replica on this 2-core machine, beside the other tests, once missed it.)
+/// the master has it), and `/stats` counts them. (The WAIT timeout is 3 s, a bound on a
+/// hang: a replica on a busy machine missed 200 ms, and once 800 ms with a core kept
+/// busy. Each sale with no replica waits it out: 9 s.)
 #[tokio::test]
 async fn sales_no_replica_confirmed_are_answered_unconfirmed() {
     let master = RedisServer::start();
@@ -63,7 +64,12 @@ async fn sales_no_replica_confirmed_are_answered_unconfirmed() {
             "--redis-wait-replicas",
             "1",
             "--redis-wait-timeout-ms",
-            "800",
+            "3000",
+            // What bounds the WAIT, and what bounds a request (the instance refuses less).
+            "--redis-timeout-ms",
+            "4000",
+            "--request-timeout-ms",
+            "60000",
         ],
     );
     let api = instance.api();
