@@ -79,7 +79,9 @@ async fn keyed_clients_lose_nothing_when_an_instance_is_killed_under_load() {
     // with the instance; each run starts a cluster and kills an instance under load.
     for variant in ["lua", "watchdog?work_ms=1"] {
         for keyed in [false, true] {
-            let mut cluster = service(2, &["--lock-lease-ms", "500"]);
+            // A lease the dead instance's lock is free after well within the others'
+            // 5 s wait, and long enough that a busy machine's late renewal rarely loses it.
+            let mut cluster = service(2, &["--lock-lease-ms", "2000"]);
             let nginx = Nginx::start(&cluster.instances);
             let api = Api::new(&nginx.url(""));
             api.reset("101", INITIAL, 1).await;
@@ -122,7 +124,20 @@ async fn keyed_clients_lose_nothing_when_an_instance_is_killed_under_load() {
             }
             assert_eq!(report.count(502), 0, "{what}: {:?}", report.statuses);
             assert_eq!(report.transport_errors, 0, "{what}: {report:?}");
-            assert_eq!(report.count(200), 2_000, "{what}: {:?}", report.statuses);
+            // A 503 only as a holder that found its lock lost before committing (a
+            // renewal late on a busy machine): a clean no, nothing sold, and counted.
+            let lost = int(&stats, "lock_lost");
+            assert!(
+                report.count(503) as i64 <= lost,
+                "{what}: a 503 that was not a lock lost: {:?}, lock_lost {lost}",
+                report.statuses
+            );
+            assert_eq!(
+                report.count(200) + report.count(503),
+                2_000,
+                "{what}: {:?}",
+                report.statuses
+            );
             // Each request had a key of its own: as many sales as keys means none twice.
             let idempotency = &stats["idempotency"];
             assert_eq!(idempotency["keyed_sales"], sold, "{what}: {stats}");
