@@ -54,17 +54,19 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Faults from 2 s into `load` until 3 s before its end, 1–3 s apart, drawn from `seed`.
-    /// On one Redis the draw is what it always was: a seed draws the same faults again.
+    /// Faults from 2 s into `load` until 3 s before its end, 1–3 s apart (0.5–2 s on a
+    /// Cluster), drawn from `seed`. On one Redis the draw is what it always was: a seed
+    /// draws the same faults again.
     pub fn draw(seed: u64, load: Duration, topology: Topology) -> Self {
         let mut rng = fastrand::Rng::with_seed(seed);
         let ms =
             |rng: &mut fastrand::Rng, from: u64, to: u64| Duration::from_millis(rng.u64(from..=to));
         // Out of 100 draws, up to which each kind of fault is drawn: on a Cluster, more of
-        // them strike a master (a kill is where a lost answer meets the client's retries).
-        let (masters, replicas, longest_pause, upto) = match topology {
-            Topology::OneRedis => (1, 0, 3_500, [30, 45, 65, 80]),
-            Topology::Cluster { replicas } => (3, replicas, 3_000, [25, 55, 70, 85]),
+        // them, and closer together, kill a master (a sale whose answer a kill cuts off is
+        // what is hunted there, and it takes a kill within the millisecond of its fsync).
+        let (masters, replicas, longest_pause, upto, gap) = match topology {
+            Topology::OneRedis => (1, 0, 3_500, [30, 45, 65, 80], (1_000, 3_000)),
+            Topology::Cluster { replicas } => (3, replicas, 3_000, [20, 60, 72, 86], (500, 2_000)),
         };
         let master = |rng: &mut fastrand::Rng| {
             if masters > 1 {
@@ -91,7 +93,7 @@ impl Schedule {
                 Fault::StopPostgres(ms(&mut rng, 1_000, 4_000))
             };
             faults.push((at, fault));
-            at += fault.lasts() + ms(&mut rng, 1_000, 3_000);
+            at += fault.lasts() + ms(&mut rng, gap.0, gap.1);
         }
         Self { faults, load }
     }
