@@ -31,7 +31,7 @@ struct Ask {
 
 /// What asking again found.
 pub struct Asked {
-    /// Keys asked again, and sends it took.
+    /// Keys asked again, and the sends they took.
     pub keys: usize,
     pub sends: usize,
     /// The slowest key's time and what it was told (for the summary, never the verdict).
