@@ -43,8 +43,8 @@ pub const LESSONS: &[Lesson] = &[
                 stock: a lost update. Every request is answered 200, so the stock runs out on \
                 paper long after it ran out for real. No lock, so nothing on the timeline.",
         watch_zh: "看“已售”超过库存，“超卖”和“丢失更新”不断增加。两个实例读到同一个库存，各自写回 \
-                   库存-1，一次扣减就从库存里消失了：这就是丢失更新。每个请求都返回 200，账面上的库存 \
-                   早已卖完，实际却卖出了更多。没有锁，所以时间线上没有条。",
+                   库存-1，一次扣减就从库存里消失了：这就是丢失更新。每个请求都返回 200，所以库存真正卖完 \
+                   很久以后，账面上的库存才卖完。没有锁，所以时间线上没有条。",
         phases: &[phase("naive", 500, 1, NAIVE, "work_ms=2", 2_000, 100)],
         needs: Needs::Nothing,
         failure_mode: false,
@@ -216,10 +216,10 @@ pub const LESSONS: &[Lesson] = &[
         watch: "Each buyer may have one unit, and each clicks three times at once. naive checks \
                 what the buyer has, works, then records: all three clicks pass the check, and \
                 over the limit climbs. The watchdog variant checks inside its critical section, \
-                in the commit: one unit per buyer, the other clicks 429 limit reached.",
+                in the commit: one unit per buyer, the other clicks 403 limit reached.",
         watch_zh: "每个买家限购一件，每人同时点三下。naive 先查买家买了几件、再工作、再记录：三次点击 \
                    都通过了检查，“超出限购”上升。看门狗变体在临界区内、提交时检查：每人一件， \
-                   其余点击得到 429（已达限购）。",
+                   其余点击得到 403（已达限购）。",
         phases: &[
             Phase {
                 per_user: 1,

@@ -53,7 +53,7 @@ pub(super) const WAITING_ROOM: Lesson = Lesson {
             unpaid and their units come back, and 20 latecomers ask; with the flag on, \
             every instance forgot it and sells them the units; with the demos' sticky flag, \
             the units stay unsold while the latecomers are told 409 (undersold).",
-    watch_zh: "100 个买家在一秒内按已知顺序到达，抢 watchdog 的 10 件库存（锁内 20 毫秒业务）。 \
+    watch_zh: "100 个买家在一秒内按已知顺序到达，抢看门狗变体的 10 件库存（锁内 20 毫秒业务）。 \
                直接冲库存时，谁的重试先抢到锁谁就赢：最先到的 10 个人只拿到一部分。经过每秒放行 10 人 \
                的排队等候室，每个买家先取号、等到号再凭签名通行证购买：库存都归最先到的 10 人，其余 \
                还在排队的人在下一次轮询时得知已售罄。然后是售罄标记：预占的订单超时未付，库存回来了， \
