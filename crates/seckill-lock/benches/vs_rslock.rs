@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use redis::aio::MultiplexedConnection;
-use seckill_lock::{HolderIds, Lock, Namespace, WatchdogLocks};
+use seckill_lock::{Lock, Namespace, WatchdogLocks};
 use seckill_testkit::RedisServer;
 use tokio::sync::Mutex;
 
@@ -137,12 +137,13 @@ async fn run(redis: &RedisServer, kind: Kind, work: Duration, time: Duration) ->
     let mut conn = redis.conn().await;
     let _: () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
     let client = redis::Client::open(redis.url()).unwrap();
-    let locks = WatchdogLocks::start(
+    let locks = WatchdogLocks::builder(
         client.clone(),
         client.get_multiplexed_async_connection().await.unwrap(),
-        Duration::from_secs(30),
-        Namespace::new("bench"),
-    );
+    )
+    .lease(Duration::from_secs(30))
+    .namespace(Namespace::new("bench"))
+    .start();
     let mut manager = rslock::LockManager::new(vec![redis.url()]);
     if let Kind::Rslock {
         retry_delay: Some(delay),
@@ -150,7 +151,6 @@ async fn run(redis: &RedisServer, kind: Kind, work: Duration, time: Duration) ->
     {
         manager.set_retry(3, delay);
     }
-    let holders = Arc::new(HolderIds::new());
     let latencies = Arc::new(Mutex::new(Histogram::<u64>::new(3).unwrap()));
     let units = Arc::new(AtomicU64::new(0));
     // Let the subscription start before the first release.
@@ -164,7 +164,7 @@ async fn run(redis: &RedisServer, kind: Kind, work: Duration, time: Duration) ->
     let deadline = started + time;
     let waiters: Vec<_> = (0..WAITERS)
         .map(|_| {
-            let (locks, manager, holders) = (locks.clone(), manager.clone(), holders.clone());
+            let (locks, manager) = (locks.clone(), manager.clone());
             let (latencies, units) = (latencies.clone(), units.clone());
             tokio::spawn(async move {
                 let mut mine = Histogram::<u64>::new(3).unwrap();
@@ -172,9 +172,9 @@ async fn run(redis: &RedisServer, kind: Kind, work: Duration, time: Duration) ->
                     let asked = Instant::now();
                     match kind {
                         Kind::Watchdog => {
-                            let lock = locks.lock("{key}", &holders.next());
+                            let lock = locks.lock("{key}");
                             let guard = lock
-                                .acquire(Duration::from_secs(60))
+                                .try_acquire_for(Duration::from_secs(60))
                                 .await
                                 .unwrap()
                                 .expect("within a minute");

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use seckill_lock::{HolderIds, Lock, Namespace, WatchdogLocks};
+use seckill_lock::{Lease, Lock, Namespace, WatchdogLocks};
 
 /// The resource: it keeps the highest token it has seen and refuses anything older.
 #[derive(Default)]
@@ -33,21 +33,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let client = redis::Client::open(url)?;
     let conn = client.get_multiplexed_async_connection().await?;
-    let locks = WatchdogLocks::start(
-        client,
-        conn,
-        Duration::from_secs(30),
-        Namespace::new("example"),
-    );
-    let holders = HolderIds::new();
+    let locks = WatchdogLocks::builder(client, conn)
+        .lease(Duration::from_secs(30))
+        .namespace(Namespace::new("example"))
+        .start();
     let mut resource = Fenced::default();
 
     // A holder with a short fixed lease (no watchdog) that stalls past it.
     let stalled = locks
-        .lock("{fenced}", &holders.next())
+        .lock("{fenced}")
         .fenced(true)
-        .with_lease(Some(Duration::from_millis(100)))
-        .acquire(Duration::from_secs(5))
+        .with_lease(Lease::Fixed(Duration::from_millis(100)))
+        .try_acquire_for(Duration::from_secs(5))
         .await?
         .expect("free");
     let old = stalled.fencing_token().expect("a fenced lock's token");
@@ -55,9 +52,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The next holder gets the lock, with a greater token, and writes.
     let next = locks
-        .lock("{fenced}", &holders.next())
+        .lock("{fenced}")
         .fenced(true)
-        .acquire(Duration::from_secs(5))
+        .try_acquire_for(Duration::from_secs(5))
         .await?
         .expect("the stalled holder's lease ran out");
     let new = next.fencing_token().expect("a token");

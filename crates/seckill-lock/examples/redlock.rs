@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use seckill_lock::{HolderIds, Lock, Redlock};
+use seckill_lock::{Lock, Redlock};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -17,17 +17,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(str::to_owned)
         .collect();
     let redlock = Redlock::connect(&urls, Duration::from_millis(100))?;
-    let holders = HolderIds::new();
     let ttl = Duration::from_secs(10);
 
     let first = redlock
-        .lock("example:{redlock}", ttl, true, &holders.next())
-        .acquire(Duration::from_secs(1))
+        .lock("example:{redlock}", ttl)
+        .extending(true)
+        .try_acquire_for(Duration::from_secs(1))
         .await?
         .expect("free on a quorum");
-    let second = redlock.lock("example:{redlock}", ttl, true, &holders.next());
+    let second = redlock.lock("example:{redlock}", ttl).extending(true);
     assert!(
-        second.acquire(Duration::from_millis(200)).await?.is_none(),
+        second
+            .try_acquire_for(Duration::from_millis(200))
+            .await?
+            .is_none(),
         "held"
     );
     assert!(first.release().await?, "released on a quorum");

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use seckill_lock::{HolderIds, Lock, RwKeys, RwLock, Side};
+use seckill_lock::{HolderId, Lock, RwKeys, RwLock, Side};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -16,21 +16,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let conn = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    let holders = HolderIds::new();
     let keys = RwKeys::under("example:{rw}");
     let lease = Duration::from_secs(10);
-    let side = |side| RwLock::new(conn.clone(), keys.clone(), &holders.next(), side, lease);
+    let side = |side| RwLock::new(conn.clone(), keys.clone(), &HolderId::new(), side, lease);
 
-    let reader = side(Side::Read)
-        .acquire(Duration::ZERO)
-        .await?
-        .expect("free");
+    let reader = side(Side::Read).try_acquire().await?.expect("free");
     let other_reader = side(Side::Read)
-        .acquire(Duration::ZERO)
+        .try_acquire()
         .await?
         .expect("readers share");
     let writer = side(Side::Write);
-    let writing = tokio::spawn(writer.acquire(Duration::from_secs(5)));
+    let writing = tokio::spawn(writer.try_acquire_for(Duration::from_secs(5)));
     // Until the writer is in line: its intent is in Redis.
     let mut watch = conn.clone();
     while !watch.exists::<_, bool>(&keys.intent).await? {
@@ -39,7 +35,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A writer waits in line: a new reader waits behind it.
     assert!(
         side(Side::Read)
-            .acquire(Duration::from_millis(50))
+            .try_acquire_for(Duration::from_millis(50))
             .await?
             .is_none()
     );

@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use seckill_lock::{HolderIds, Lock, SetnxLock, inspect};
+use seckill_lock::teaching::SetnxLock;
+use seckill_lock::{HolderId, Lock, inspect};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -16,19 +17,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut conn = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    let holders = HolderIds::new();
     let key = "example:{setnx}:lock";
 
-    let dead = SetnxLock::new(conn.clone(), key, &holders.next())
-        .acquire(Duration::ZERO)
+    let dead = SetnxLock::new(conn.clone(), key, &HolderId::new())
+        .try_acquire()
         .await?
         .expect("free");
     dead.abandon(); // the holder's process dies: nothing gives the lock back
     let state = inspect::inspect(&mut conn, key).await?;
     assert!(state.held && state.never_expires, "held forever");
-    let next = SetnxLock::new(conn.clone(), key, &holders.next());
+    let next = SetnxLock::new(conn.clone(), key, &HolderId::new());
     assert!(
-        next.acquire(Duration::from_millis(200)).await?.is_none(),
+        next.try_acquire_for(Duration::from_millis(200))
+            .await?
+            .is_none(),
         "nobody gets in"
     );
     let _: u64 = conn.del(key).await?; // what an operator has to do by hand

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use seckill_lock::{HolderIds, Lock, TokenLock};
+use seckill_lock::{HolderId, Lock, TokenLock};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -16,22 +16,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let conn = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    let holders = HolderIds::new();
     let ttl = Duration::from_millis(200);
     let key = "example:{token}:lock";
 
-    let slow = TokenLock::new(conn.clone(), key, ttl, &holders.next())
-        .acquire(Duration::ZERO)
+    let slow = TokenLock::new(conn.clone(), key, ttl, &HolderId::new())
+        .try_acquire()
         .await?
         .expect("free");
     // Busy for the whole wait: the slow holder has it.
-    let busy = TokenLock::new(conn.clone(), key, ttl, &holders.next());
-    assert!(busy.acquire(Duration::from_millis(50)).await?.is_none());
+    let busy = TokenLock::new(conn.clone(), key, ttl, &HolderId::new());
+    assert!(
+        busy.try_acquire_for(Duration::from_millis(50))
+            .await?
+            .is_none()
+    );
 
     // The slow holder works past its TTL; the next one gets in.
     tokio::time::sleep(ttl + Duration::from_millis(50)).await;
-    let next = TokenLock::new(conn.clone(), key, ttl, &holders.next())
-        .acquire(Duration::ZERO)
+    let next = TokenLock::new(conn.clone(), key, ttl, &HolderId::new())
+        .try_acquire()
         .await?
         .expect("the TTL ran out");
     // The slow holder's release finds another token: it says so, and deletes nothing.

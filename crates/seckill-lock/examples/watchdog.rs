@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use seckill_lock::{HolderIds, Lock, Namespace, WatchdogLocks};
+use seckill_lock::{Lock, Namespace, WatchdogLocks};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -21,18 +21,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A short lease, so that the slow task below outlives it: its watchdog renews it
     // every third of a lease (a renewal may come 400 ms late on a busy machine).
     let lease = Duration::from_millis(600);
-    let locks = WatchdogLocks::start(client, conn.clone(), lease, Namespace::new("example"));
-    let holders = HolderIds::new();
+    let locks = WatchdogLocks::builder(client, conn.clone())
+        .lease(lease)
+        .namespace(Namespace::new("example"))
+        .start();
     let counter = "example:{counter}:value";
     let _: () = conn.clone().set(counter, 0).await?;
 
     let tasks: Vec<_> = (0..20)
         .map(|n| {
-            let lock = locks.lock("{counter}", &holders.next());
+            let lock = locks.lock("{counter}");
             let mut conn = conn.clone();
             tokio::spawn(async move {
                 let guard = lock
-                    .acquire(Duration::from_secs(30))
+                    .try_acquire_for(Duration::from_secs(30))
                     .await?
                     .expect("the lock within 30 s");
                 let value: i64 = conn.get(counter).await?;

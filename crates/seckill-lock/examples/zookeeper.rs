@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use seckill_lock::{HolderIds, Lock, ZooKeeper};
+use seckill_lock::{Lock, ZooKeeper};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -18,15 +18,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Duration::from_secs(10),
         Duration::from_secs(2),
     ));
-    let holders = HolderIds::new();
 
     let first = zk
-        .lock("/example/lock", &holders.next())
-        .acquire(Duration::from_secs(5))
+        .lock("/example/lock")
+        .try_acquire_for(Duration::from_secs(5))
         .await?;
     let first = first.expect("free");
-    let waiter = zk.lock("/example/lock", &holders.next());
-    let waiting = tokio::spawn(waiter.acquire(Duration::from_secs(5)));
+    let waiter = zk.lock("/example/lock");
+    let waiting = tokio::spawn(waiter.try_acquire_for(Duration::from_secs(5)));
     tokio::time::sleep(Duration::from_millis(100)).await;
     let token = first.fencing_token().expect("the node's zxid");
     assert!(first.release().await?);

@@ -41,6 +41,10 @@ pub enum LockError {
         /// Replicas that had the grant in time.
         confirmed: u32,
     },
+    /// The lock cannot do what was asked of it (the operation's name): a ZooKeeper lock
+    /// has no lease to [`extend`](crate::Guard::extend), a setnx lock none at all.
+    #[error("this lock does not support {0}")]
+    Unsupported(&'static str),
     /// The Tokio runtime shut down before a release it was running finished.
     #[error("the runtime shut down before the release finished")]
     RuntimeGone,
@@ -67,7 +71,10 @@ impl LockError {
     pub fn into_source(self) -> Option<BoxError> {
         match self {
             Self::Unavailable { source, .. } | Self::Store { source } => Some(source),
-            Self::NoQuorum { .. } | Self::NotConfirmed { .. } | Self::RuntimeGone => None,
+            Self::NoQuorum { .. }
+            | Self::NotConfirmed { .. }
+            | Self::Unsupported(_)
+            | Self::RuntimeGone => None,
         }
     }
 }

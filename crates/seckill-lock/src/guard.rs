@@ -53,6 +53,25 @@ impl<L: Lock> Guard<L> {
         }
     }
 
+    /// Makes the lease `lease` long from now, if the lock is still this holder's: true, or
+    /// false when it expired or was taken meanwhile ([`is_lost`](Lock::is_lost) is true
+    /// from then on). For a holder of a lock with a fixed lease (a [`TokenLock`](crate::TokenLock),
+    /// `Redlock`, a [`WatchdogLock`](crate::WatchdogLock) taken with
+    /// [`Lease::Fixed`](crate::watchdog::Lease::Fixed)) whose work turns out longer than it
+    /// planned. Locks with no lease of their own (a ZooKeeper lock's is its session; a
+    /// `SetnxLock` has none) answer [`LockError::Unsupported`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: an extension dropped before it answers may still land, which only
+    /// lengthens a lease this holder holds; [`release`](Guard::release) ends it as ever.
+    pub async fn extend(&mut self, lease: Duration) -> Result<bool, LockError> {
+        match self.lock.as_mut() {
+            Some(lock) => lock.extend(lease).await,
+            None => Ok(false),
+        }
+    }
+
     /// Stops as if the holder's process had died: nothing given back, nothing renewed. The
     /// lock stays held until its lease runs out (a setnx lock's never does).
     pub fn abandon(mut self) {
@@ -115,6 +134,27 @@ pub(crate) async fn acquire<L: Lock>(
         Err(err) => {
             taking.lock = None;
             Err(err)
+        }
+    }
+}
+
+/// [`Lock::acquire`]: a take with no deadline. A take answers "not taken" only when its
+/// wait ran out, which this one's never does; should one all the same, it is asked again.
+pub(crate) async fn acquire_whenever<L: Lock>(mut lock: L) -> Result<Guard<L>, LockError> {
+    loop {
+        let mut taking = Taking { lock: Some(lock) };
+        match taking.handle().take(Duration::MAX).await {
+            Ok(true) => {
+                let held = taking.lock.take().expect("a take in flight has its lock");
+                return Ok(Guard::new(held));
+            }
+            Ok(false) => lock = taking.lock.take().expect("a take in flight has its lock"),
+            // A lost answer may have taken the lock: `taking` cleans up as it drops.
+            Err(err) if err.may_have_run() => return Err(err),
+            Err(err) => {
+                taking.lock = None;
+                return Err(err);
+            }
         }
     }
 }

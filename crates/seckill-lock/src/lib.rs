@@ -7,21 +7,24 @@
 //! # Quick start
 //!
 //! One [`WatchdogLocks`] per process: it holds the connection, the one subscription that
-//! wakes every waiter when a lock is released, and the lease its watchdogs renew.
+//! wakes every waiter when a lock is released, and the lease its watchdogs renew. Each
+//! [`lock`](WatchdogLocks::lock) is a handle for one holder; [`Lock::acquire`] waits for
+//! the lock, [`Lock::try_acquire`] tries once, [`Lock::try_acquire_for`] waits up to a
+//! limit, and each gives a [`Guard`].
 //!
 //! ```no_run
 //! use std::time::Duration;
 //!
-//! use seckill_lock::{HolderIds, Lock, Namespace, WatchdogLocks};
+//! use seckill_lock::{Lock, Namespace, WatchdogLocks};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = redis::Client::open("redis://127.0.0.1/")?;
 //! let conn = client.get_multiplexed_async_connection().await?;
-//! let locks = WatchdogLocks::start(client, conn, Duration::from_secs(30), Namespace::new("myapp"));
-//! let holders = HolderIds::new(); // one id per task that takes a lock
+//! let locks = WatchdogLocks::builder(client, conn)
+//!     .namespace(Namespace::new("myapp"))
+//!     .start();
 //!
-//! let lock = locks.lock("{order:42}", &holders.next());
-//! let Some(guard) = lock.acquire(Duration::from_secs(1)).await? else {
+//! let Some(guard) = locks.lock("{order:42}").try_acquire_for(Duration::from_secs(1)).await? else {
 //!     return Ok(()); // held by someone else for the whole second
 //! };
 //! // ... the work the lock protects. The watchdog renews the lease meanwhile; if the
@@ -37,13 +40,14 @@
 //! # On a Redis Cluster (feature `cluster`)
 //!
 //! A lock's keys must share a slot: put a hash tag in its name (`{order:42}`; everything in
-//! the name outside the braces may differ). The subscription listens on any node, trying
-//! the next when one goes away: every node of a Cluster hears every `PUBLISH`.
+//! the name outside the braces may differ). On redis-rs's Cluster connection a name without
+//! one is refused at [`lock`](WatchdogLocks::lock) (a panic: a programming error), not by
+//! Redis at the first take. The subscription listens on any node, trying the next when one
+//! goes away: every node of a Cluster hears every `PUBLISH`.
 //!
 //! ```no_run
 //! # #[cfg(feature = "cluster")]
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! # use std::time::Duration;
 //! # use seckill_lock::{Namespace, WatchdogLocks};
 //! let nodes = ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000", "redis://10.0.0.3:7000"];
 //! let conn = redis::cluster::ClusterClient::new(nodes.to_vec())?
@@ -53,34 +57,35 @@
 //!     .iter()
 //!     .map(|node| redis::Client::open(*node))
 //!     .collect::<Result<Vec<_>, _>>()?;
-//! let locks = WatchdogLocks::start(subscribe_on, conn, Duration::from_secs(30), Namespace::new("myapp"));
-//! let lock = locks.lock("{order:42}", "holder-1"); // the hash tag: one slot
+//! let locks = WatchdogLocks::builder(subscribe_on, conn)
+//!     .namespace(Namespace::new("myapp"))
+//!     .start();
+//! let lock = locks.lock("{order:42}"); // the hash tag: one slot
 //! # Ok(()) }
 //! ```
 //!
 //! # Behind Sentinel (feature `sentinel`)
 //!
-//! The subscription asks the sentinels for the master each time it (re)connects
-//! (`watchdog::FollowSentinels`), so it follows a failover. The connection the locks are
-//! taken on is the caller's, and the one below does **not** follow a failover: it stays on
-//! the master the sentinels named when it was made, and after a failover every take fails
-//! (`READONLY`, or a refused connection) until the caller makes a new one from the
-//! sentinels. A connection that does this by itself is what the seckill service's
-//! `store::SentinelConn` is; the crate does not ship one yet.
+//! [`sentinel::SentinelConnection`] is a connection to whichever node the sentinels call
+//! the master now: after a failover its next command goes to the new master, and as the
+//! subscription's [`Subscriber`](watchdog::Subscriber) it listens there too. A command
+//! that met the failover fails with its own error (never sent twice). Redis replicates
+//! asynchronously, so a grant the old master had not passed on can be lost with it; a lock
+//! that must survive a failover asks for
+//! [`confirmed_by_replicas`](WatchdogLock::confirmed_by_replicas).
 //!
 //! ```no_run
 //! # #[cfg(feature = "sentinel")]
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! # use std::time::Duration;
 //! # use seckill_lock::{Namespace, WatchdogLocks};
-//! use redis::sentinel::{SentinelClient, SentinelServerType};
-//! use seckill_lock::watchdog::FollowSentinels;
+//! use seckill_lock::sentinel::SentinelConnection;
 //!
 //! let sentinels = ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"];
-//! let master = || SentinelClient::build(sentinels.to_vec(), "mymaster".to_string(), None, SentinelServerType::Master);
-//! let conn = master()?.get_async_connection().await?;
-//! let subscriber = FollowSentinels::new(master()?, Duration::from_secs(2));
-//! let locks = WatchdogLocks::start(subscriber, conn, Duration::from_secs(30), Namespace::new("myapp"));
+//! let conn = SentinelConnection::new(&sentinels, "mymaster", Duration::from_secs(2))?;
+//! let locks = WatchdogLocks::builder(conn.clone(), conn)
+//!     .namespace(Namespace::new("myapp"))
+//!     .start();
 //! # Ok(()) }
 //! ```
 //!
@@ -94,14 +99,23 @@
 //! | `RwLock` | `rw` | renewed by a watchdog | spin; a waiting writer goes before new readers | none |
 //! | `ZooKeeperLock` | `zookeeper` | the ZooKeeper session | watch the node before their own | the node's zxid |
 //! | [`MultiLock`] | default | its locks' | takes its locks in key order, all or none | none |
-//! | `SetnxLock` | `teaching` | none: held until deleted | spin | none |
+//! //!
+//! All of them implement [`Lock`]: [`acquire`](Lock::acquire),
+//! [`try_acquire`](Lock::try_acquire) and [`try_acquire_for`](Lock::try_acquire_for) give
+//! a [`Guard`], whose [`extend`](Guard::extend) lengthens a fixed lease and
+//! [`release`](Guard::release) gives it back; [`take`](Lock::take) and
+//! [`give_back`](Lock::give_back) are the raw steps under them.
 //!
-//! All of them implement [`Lock`]: [`acquire`](Lock::acquire) gives a [`Guard`];
-//! [`take`](Lock::take) and [`give_back`](Lock::give_back) are the raw steps under it.
+//! # Holders
+//!
+//! A holder is a [`HolderId`], made by the crate: [`WatchdogLocks::lock`] (and Redlock's and
+//! ZooKeeper's `lock`) makes a fresh one for each handle; [`HolderId::new`] and
+//! [`HolderIds`] make them for the other locks, and for a caller that records who held
+//! what (`lock_as`). Re-enter a reentrant lock through the handle that holds it.
 //!
 //! # Cancellation, drop, and lost answers
 //!
-//! - [`Lock::acquire`] is cancel safe: dropped before it answers, whatever it may have
+//! - [`Lock::acquire`] (and `try_acquire`, `try_acquire_for`) is cancel safe: dropped before it answers, whatever it may have
 //!   taken or queued is given back in the background ([`Lock::clean_up`]): a token deleted
 //!   if still there, a fair waiter out of the queue, a hand-off to it given back, a
 //!   ZooKeeper node deleted. An acquire that fails with its answer lost
@@ -121,18 +135,29 @@
 //! deadline: last confirmed renewal plus lease). Where that matters, take a fencing token
 //! with the lock and have the resource refuse one lower than it has seen.
 //!
+//! # What is stable
+//!
+//! The crate is 0.x: a minor version may change any of it, and `CHANGELOG.md` says what
+//! did. Within a minor version these stay as they are: the [`Lock`] trait's acquires,
+//! [`Guard`], [`HolderId`], [`WatchdogLocks::builder`] and its options, [`Lease`], the
+//! lock types' constructors and options, and [`LockError`] (new variants may be added:
+//! it is `#[non_exhaustive]`). Not covered: the `scripting` feature (the Lua and the hooks
+//! follow the service that uses them), the `teaching` feature (the steps a class is
+//! shown), and [`WatchdogCounters`]' set of counters. The keys a lock writes in Redis
+//! ([`LockKeys`]) change only with a minor version, and the changelog says how to move.
+//!
 //! # Features
 //!
 //! | Feature | Adds |
 //! |---|---|
 //! | (default) | [`WatchdogLock`], [`TokenLock`], [`MultiLock`] on one Redis, on Tokio |
 //! | `cluster` | Redis Cluster connections |
-//! | `sentinel` | Redis Sentinel, and `watchdog::FollowSentinels` |
+//! | `sentinel` | [`sentinel::SentinelConnection`]: the master the sentinels name, followed across failovers |
 //! | `tls` | TLS to Redis (rustls) |
 //! | `redlock` | `Redlock`: one lock over 3 or 5 independent masters |
 //! | `rw` | `RwLock`: Redisson's read-write lock |
 //! | `zookeeper` | `ZooKeeperLock`, Curator's lock recipe |
-//! | `teaching` | the seeds' broken steps for a class: `SetnxLock` (no TTL), a blind release, a check-then-delete release, the renewals a holder saw, a MultiLock in the order given |
+//! | `teaching` | [`teaching`]: the seeds' broken steps, for a class |
 //! | `scripting` | the watchdog lock's Lua and the hooks that fuse its take and release with your own script on the lock's slot; no stability promise |
 //!
 //! The minimum supported Rust version is 1.88.
@@ -149,8 +174,12 @@ pub mod redlock;
 #[cfg(feature = "rw")]
 pub mod rw;
 mod scripts;
+#[cfg(feature = "sentinel")]
+pub mod sentinel;
 #[cfg(feature = "teaching")]
-pub mod setnx;
+mod setnx;
+#[cfg(feature = "teaching")]
+pub mod teaching;
 pub mod token;
 pub mod watchdog;
 #[cfg(feature = "zookeeper")]
@@ -166,10 +195,10 @@ pub use redlock::{Redlock, RedlockLock};
 pub use rw::{RwKeys, RwLock, Side};
 #[cfg(feature = "scripting")]
 pub use scripts::LOCK_LUA;
-#[cfg(feature = "teaching")]
-pub use setnx::SetnxLock;
 pub use token::TokenLock;
-pub use watchdog::{LockKeys, Namespace, WatchdogCounters, WatchdogLock, WatchdogLocks};
+pub use watchdog::{
+    Lease, LockKeys, Namespace, WatchdogCounters, WatchdogLock, WatchdogLocks, WatchdogLocksBuilder,
+};
 #[cfg(feature = "zookeeper")]
 pub use zookeeper::{ZooKeeper, ZooKeeperLock};
 
@@ -178,6 +207,11 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use uuid::Uuid;
+
+/// The README's quick start, compiled with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeQuickStart;
 
 /// What the locks talk to Redis through: any async connection that can be cloned and moved
 /// between tasks (clones share one multiplexed connection).
@@ -193,9 +227,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Connection for C {}
 /// the raw steps a guard is built on, for a holder that re-enters a reentrant lock through
 /// the same handle or manages the hold itself.
 pub trait Lock: Send + Sync + Sized + 'static {
-    /// Takes the lock, trying for up to `wait` (zero: one try; `Duration::MAX`: as long as
-    /// it takes): a guard, or `None` when the lock stayed held by another for the whole
-    /// wait.
+    /// Takes the lock, waiting as long as it takes.
     ///
     /// # Cancel safety
     ///
@@ -203,8 +235,30 @@ pub trait Lock: Send + Sync + Sized + 'static {
     /// this holder in the store — a take whose answer was not read yet, a hand-off to this
     /// waiter, a place in a fair queue or a ZooKeeper node — is given back in the
     /// background on the runtime ([`Lock::clean_up`]), and its local waiters' queue
-    /// forgets it at once.
-    fn acquire(
+    /// forgets it at once. So `tokio::time::timeout(d, lock.acquire())` is a bounded wait
+    /// too; [`try_acquire_for`](Lock::try_acquire_for) is the same wait with nothing to
+    /// clean up when it runs out.
+    fn acquire(self) -> impl Future<Output = Result<Guard<Self>, LockError>> + Send {
+        guard::acquire_whenever(self)
+    }
+
+    /// Takes the lock if it is free, with one try: a guard, or `None` when another holds
+    /// it.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Lock::acquire)'s.
+    fn try_acquire(self) -> impl Future<Output = Result<Option<Guard<Self>>, LockError>> + Send {
+        guard::acquire(self, Duration::ZERO)
+    }
+
+    /// Takes the lock, trying for up to `wait`: a guard, or `None` when the lock stayed
+    /// held by another for the whole wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Lock::acquire)'s.
+    fn try_acquire_for(
         self,
         wait: Duration,
     ) -> impl Future<Output = Result<Option<Guard<Self>>, LockError>> + Send {
@@ -212,8 +266,8 @@ pub trait Lock: Send + Sync + Sized + 'static {
     }
 
     /// The raw take under [`acquire`](Lock::acquire): true when this handle holds the lock
-    /// (once more, for a reentrant lock), false when the wait ran out. The caller must
-    /// [`give_back`](Lock::give_back) what it takes.
+    /// (once more, for a reentrant lock), false when the wait ran out (`Duration::MAX`:
+    /// no deadline). The caller must [`give_back`](Lock::give_back) what it takes.
     fn take(&mut self, wait: Duration) -> impl Future<Output = Result<bool, LockError>> + Send;
 
     /// The raw release under [`Guard::release`]: one hold given back. False when it was no
@@ -235,6 +289,15 @@ pub trait Lock: Send + Sync + Sized + 'static {
 
     /// Stops as if the holder's process had died: nothing given back, nothing renewed.
     fn abandon(&mut self) {}
+
+    /// The raw step under [`Guard::extend`]: the lease made `lease` long from now, if the
+    /// lock is still this holder's (true), or not (false: it expired or was taken, and
+    /// [`is_lost`](Lock::is_lost) says so from then on). A lock with no lease of its own
+    /// to extend answers [`LockError::Unsupported`].
+    fn extend(&mut self, lease: Duration) -> impl Future<Output = Result<bool, LockError>> + Send {
+        let _ = lease;
+        async { Err(LockError::Unsupported("extend")) }
+    }
 
     /// True once the holder knows it no longer holds the lock (a watchdog tick or a Redlock
     /// extension found it gone, or its lease ran out unrenewed): it must not act as if it
@@ -276,7 +339,7 @@ pub trait Lock: Send + Sync + Sized + 'static {
     fn key(&self) -> &str;
 
     /// Who holds the lock through this handle: the value (or, for [`WatchdogLock`], the
-    /// hash field) it writes into the store.
+    /// hash field) it writes into the store ([`HolderId`]).
     fn holder(&self) -> &str;
 
     /// True when the lock is a hash with [`holder`](Lock::holder) as a field while held, so
@@ -313,11 +376,67 @@ pub trait Lock: Send + Sync + Sized + 'static {
 #[cfg_attr(not(feature = "teaching"), allow(dead_code))]
 pub const RENEWALS_KEPT: usize = 64;
 
-/// Holder ids: one UUID per process plus a sequence number per acquisition, so two tasks on
-/// the same thread never share an identity (as Redisson's thread ids would).
+/// Who holds a lock through a handle: the value (or the hash field) the lock writes into
+/// the store. Made only by the crate ([`HolderIds::next`], [`HolderId::new`]), so no two
+/// are alike: a caller-chosen string is how two holders end up as one in Redis — the
+/// release of the one freeing the lock under the other.
+///
+/// Cheap to clone, for a caller that records who held a lock. A clone is the same holder:
+/// give each handle on one lock an id of its own, and re-enter a reentrant lock through
+/// the handle that holds it ([`Lock::take`] again).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct HolderId(std::sync::Arc<str>);
+
+impl HolderId {
+    /// A fresh id from the process's own [`HolderIds`]: `"<process uuid>:<n>"`.
+    pub fn new() -> Self {
+        static PROCESS: std::sync::OnceLock<HolderIds> = std::sync::OnceLock::new();
+        PROCESS.get_or_init(HolderIds::new).next()
+    }
+
+    /// The id as written into the store.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for HolderId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::ops::Deref for HolderId {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for HolderId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for HolderId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Debug for HolderId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+/// Holder ids: one UUID per generator plus a sequence number per id, so two tasks on the
+/// same thread never share an identity (as Redisson's thread ids would).
 #[derive(Debug)]
 pub struct HolderIds {
-    /// The process UUID, formatted once.
+    /// The generator's UUID (after the instance's name, when there is one), formatted once.
     process: String,
     next: AtomicU64,
 }
@@ -331,8 +450,8 @@ impl HolderIds {
         }
     }
 
-    /// Holder ids that start with the instance's id, `"<instance>/<process uuid>:<n>"`, so
-    /// that whoever looks at a lock sees which instance holds it.
+    /// Holder ids that start with the instance's name, `"<instance>/<uuid>:<n>"`, so that
+    /// whoever looks at a lock sees which instance holds it.
     pub fn for_instance(instance: &str) -> Self {
         Self {
             process: format!("{instance}/{}", Uuid::new_v4()),
@@ -340,14 +459,14 @@ impl HolderIds {
         }
     }
 
-    /// A fresh holder id, `"<process uuid>:<n>"` (after the instance, when there is one).
-    pub fn next(&self) -> String {
+    /// A fresh holder id, `"<uuid>:<n>"` (after the instance, when there is one).
+    pub fn next(&self) -> HolderId {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let mut id = String::with_capacity(self.process.len() + 21);
         id.push_str(&self.process);
         id.push(':');
         id.push_str(itoa::Buffer::new().format(n));
-        id
+        HolderId(id.into())
     }
 }
 

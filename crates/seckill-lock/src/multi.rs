@@ -17,11 +17,11 @@ use crate::{Lock, LockError, time_left};
 ///
 /// ```no_run
 /// # use std::time::Duration;
-/// # use seckill_lock::{Lock, MultiLock, WatchdogLocks, HolderIds};
+/// # use seckill_lock::{Lock, MultiLock, WatchdogLocks, HolderId};
 /// # async fn run(locks: WatchdogLocks<redis::aio::MultiplexedConnection>) -> Result<(), seckill_lock::LockError> {
-/// let holder = HolderIds::new().next();
-/// let cart = MultiLock::new(["{sku:7}", "{sku:3}"].map(|sku| locks.lock(sku, &holder)));
-/// if let Some(guard) = cart.acquire(Duration::from_millis(500)).await? {
+/// let holder = HolderId::new(); // one holder, several locks
+/// let cart = MultiLock::new(["{sku:7}", "{sku:3}"].map(|sku| locks.lock_as(sku, &holder)));
+/// if let Some(guard) = cart.try_acquire_for(Duration::from_millis(500)).await? {
 ///     // both products are ours
 ///     guard.release().await?;
 /// }
@@ -126,6 +126,16 @@ impl<L: Lock> Lock for MultiLock<L> {
             lock.abandon();
         }
         self.held = 0;
+    }
+
+    /// Every lock held made `lease` from now, in key order; false when any of them was
+    /// no longer held.
+    async fn extend(&mut self, lease: Duration) -> Result<bool, LockError> {
+        let mut all = self.held > 0;
+        for lock in &mut self.locks[..self.held] {
+            all &= lock.extend(lease).await?;
+        }
+        Ok(all)
     }
 
     /// Lost when any of its locks is.

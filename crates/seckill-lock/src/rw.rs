@@ -24,7 +24,7 @@ use redis::Script;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::{Connection, Lock, LockError, millis};
+use crate::{Connection, HolderId, Lock, LockError, millis};
 
 /// How long a waiting writer's intent outlives its last try.
 pub const INTENT_TTL: Duration = Duration::from_secs(1);
@@ -95,11 +95,11 @@ pub struct RwLock<C: Connection> {
 impl<C: Connection> RwLock<C> {
     /// The `side` of the lock at `keys`, for `holder`, its lease `lease` renewed every
     /// third of it while held.
-    pub fn new(conn: C, keys: RwKeys, holder: &str, side: Side, lease: Duration) -> Self {
+    pub fn new(conn: C, keys: RwKeys, holder: &HolderId, side: Side, lease: Duration) -> Self {
         Self {
             conn,
             keys,
-            holder: holder.to_owned(),
+            holder: holder.to_string(),
             side,
             lease: lease.max(Duration::from_millis(30)),
             lost: Arc::new(AtomicBool::new(false)),

@@ -42,9 +42,9 @@ pub(crate) static FAIR_LEAVE: LazyLock<Script> = script!(lock, "fair_leave.lua")
 /// The watchdog's tick: extend the lease if the holder still holds the lock.
 pub(crate) static WATCHDOG_RENEW: LazyLock<Script> = script!("watchdog_renew.lua");
 
-/// Extend a Redlock lock on one server, if it is still the caller's.
-#[cfg(feature = "redlock")]
-pub(crate) static REDLOCK_EXTEND: LazyLock<Script> = script!("redlock_extend.lua");
+/// Extend a string lock (a token lock, Redlock's on one server), if it is still the
+/// caller's.
+pub(crate) static TOKEN_EXTEND: LazyLock<Script> = script!("token_extend.lua");
 
 /// A lock's TTL and holder, whichever kind holds it.
 pub(crate) static LOCK_STATE: LazyLock<Script> = script!("lock_state.lua");

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use crate::{Connection, Lock, LockError, scripts, spin};
+use crate::{Connection, HolderId, Lock, LockError, scripts, spin};
 
 /// `SETNX lock <holder>` with no TTL.
 ///
@@ -20,12 +20,12 @@ pub struct SetnxLock<C> {
 }
 
 impl<C: Connection> SetnxLock<C> {
-    /// The lock at `key`, for `holder` (a unique id: it is what the lock holds).
-    pub fn new(conn: C, key: &str, holder: &str) -> Self {
+    /// The lock at `key`, for `holder` (its id is what the lock holds).
+    pub fn new(conn: C, key: &str, holder: &HolderId) -> Self {
         Self {
             conn,
             key: key.to_owned(),
-            holder: holder.to_owned(),
+            holder: holder.to_string(),
             blind_release: false,
         }
     }

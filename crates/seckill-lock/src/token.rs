@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use redis::{AsyncCommands, SetExpiry, SetOptions};
 
-use crate::{Connection, Lock, LockError, millis, scripts, spin};
+use crate::{Connection, HolderId, Lock, LockError, millis, scripts, spin};
 
 /// `SET lock <token> NX PX ttl`, released by an atomic compare-and-delete script.
 ///
@@ -27,13 +27,13 @@ pub struct TokenLock<C> {
 }
 
 impl<C: Connection> TokenLock<C> {
-    /// The lock at `key` with a `ttl`, for `token` (a unique id: the service uses the
-    /// request's holder id, which names its instance).
-    pub fn new(conn: C, key: &str, ttl: Duration, token: &str) -> Self {
+    /// The lock at `key` with a `ttl`, for `holder`, whose id is the token the lock holds
+    /// ([`HolderId::new`] makes one).
+    pub fn new(conn: C, key: &str, ttl: Duration, holder: &HolderId) -> Self {
         Self {
             conn,
             key: key.to_owned(),
-            token: token.to_owned(),
+            token: holder.to_string(),
             ttl,
             valid_until: None,
             check_then_delete: None,
@@ -114,6 +114,29 @@ impl<C: Connection> Lock for TokenLock<C> {
             .invoke_async(&mut self.conn)
             .await?;
         Ok(released == 1)
+    }
+
+    /// The TTL made `lease` from now, if the lock still holds this holder's token
+    /// (compare-and-`PEXPIRE` in one script); false when it expired or was taken, and the
+    /// lock is lost from then on.
+    async fn extend(&mut self, lease: Duration) -> Result<bool, LockError> {
+        if self.valid_until.is_none() {
+            return Ok(false);
+        }
+        let sent = Instant::now();
+        let extended: i64 = scripts::TOKEN_EXTEND
+            .key(&self.key)
+            .arg(&self.token)
+            .arg(millis(lease).max(1))
+            .invoke_async(&mut self.conn)
+            .await?;
+        // Lost (an instant already past) when the token was gone.
+        self.valid_until = Some(if extended == 1 {
+            sent.checked_add(lease).unwrap_or(sent)
+        } else {
+            sent
+        });
+        Ok(extended == 1)
     }
 
     /// True once its TTL has run out since the `SET` that took it was sent: nothing renews

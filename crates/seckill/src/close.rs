@@ -58,7 +58,7 @@ pub async fn close(
         lease,
     );
     let started = Instant::now();
-    let Some(write) = write.acquire(wait).await? else {
+    let Some(write) = write.try_acquire_for(wait).await? else {
         return Err(AppError::Conflict(format!(
             "product {product}: sales still held the read lock after {} ms; nothing closed",
             wait.as_millis()

@@ -131,13 +131,12 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         settings.instance.clone(),
     )?;
     let lease = Duration::from_millis(args.limits.lock_lease_ms);
-    let locks = WatchdogLocks::start(
-        lock_side.subscribe_targets(),
-        lock_side.conn(),
-        lease,
-        lock_namespace(),
-    );
-    locks.set_handoffs(args.lock_handoffs);
+    let locks = WatchdogLocks::builder(lock_side.subscribe_targets(), lock_side.conn())
+        .lease(lease)
+        .namespace(lock_namespace())
+        .handoffs(args.lock_handoffs)
+        .instance(&settings.instance)
+        .start();
 
     let start = Start {
         settings: &settings,

@@ -14,7 +14,8 @@ use seckill::database::Database;
 use seckill::database::locks::{AdvisoryLock, UniqueLock};
 use seckill::variants::Variant;
 use seckill_load::{Control, Load, Method};
-use seckill_lock::{Lock, Namespace, Redlock, SetnxLock, TokenLock, WatchdogLocks, ZooKeeper};
+use seckill_lock::teaching::SetnxLock;
+use seckill_lock::{HolderId, Lock, Namespace, Redlock, TokenLock, WatchdogLocks, ZooKeeper};
 
 use super::{Conditions, STOCK, schemes};
 use crate::admin::{Service, Terms};
@@ -116,13 +117,10 @@ async fn stranger_release(
             let url = args.redis.redis_url.split(',').next().unwrap_or("");
             let client = redis::Client::open(url)?;
             let conn = client.get_multiplexed_async_connection().await?;
-            let locks = WatchdogLocks::start(
-                client,
-                conn,
-                Duration::from_secs(30),
-                Namespace::new("seed003"),
-            );
-            trial(|h| locks.lock(&key, h)).await?
+            let locks = WatchdogLocks::builder(client, conn)
+                .namespace(Namespace::new("seed003"))
+                .start();
+            trial(|h| locks.lock_as(&key, h)).await?
         }
         "redlock" => {
             if args.redlock_urls.is_empty() {
@@ -134,7 +132,7 @@ async fn stranger_release(
                 servers.push(redis::aio::ConnectionManager::new(client).await?);
             }
             let redlock = Redlock::new(servers);
-            trial(|h| redlock.lock(&key, Duration::from_secs(30), false, h)).await?
+            trial(|h| redlock.lock_as(&key, Duration::from_secs(30), h)).await?
         }
         "zookeeper" => {
             let Some(hosts) = &args.zookeeper_urls else {
@@ -146,7 +144,7 @@ async fn stranger_release(
                 Duration::from_secs(2),
             ));
             let dir = format!("/seckill/seed003/{key}");
-            trial(|h| zk.lock(&dir, h)).await?
+            trial(|h| zk.lock_as(&dir, h)).await?
         }
         "pg_unique" | "pg_advisory" => {
             let Some(url) = &args.pg_url else {
@@ -165,12 +163,12 @@ async fn stranger_release(
 }
 
 /// The trial itself, on locks `make` builds for a holder id.
-async fn trial<L: Lock>(make: impl Fn(&str) -> L) -> anyhow::Result<bool> {
-    let mut holder = make("seed003-holder");
+async fn trial<L: Lock>(make: impl Fn(&HolderId) -> L) -> anyhow::Result<bool> {
+    let mut holder = make(&HolderId::new());
     ensure!(holder.take(Duration::ZERO).await?, "the lock was not free");
-    let mut stranger = make("seed003-stranger");
+    let mut stranger = make(&HolderId::new());
     let stranger_said = stranger.give_back().await?;
-    let mut third = make("seed003-third");
+    let mut third = make(&HolderId::new());
     let freed = third.take(Duration::ZERO).await?;
     if freed {
         third.give_back().await?;

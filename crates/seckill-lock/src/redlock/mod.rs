@@ -34,7 +34,7 @@ use tokio::sync::OwnedMutexGuard;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::{Connection, Lock, LockError, millis, scripts, time_left};
+use crate::{Connection, HolderId, Lock, LockError, millis, scripts, time_left};
 
 mod servers;
 
@@ -105,21 +105,37 @@ impl<C: Connection> Redlock<C> {
         self.servers.quorum()
     }
 
-    /// A handle on the lock at `key` for `token` (a unique id), with a `ttl`. `extend`:
-    /// keep the lock, by quorum, while the holder works.
-    pub fn lock(&self, key: &str, ttl: Duration, extend: bool, token: &str) -> RedlockLock<C> {
+    /// A handle on the lock at `key` with a `ttl`, for a holder of its own (a fresh
+    /// [`HolderId`], the token the servers hold).
+    pub fn lock(&self, key: &str, ttl: Duration) -> RedlockLock<C> {
+        self.lock_as(key, ttl, &HolderId::new())
+    }
+
+    /// A handle on the lock at `key` with a `ttl`, for `holder`, for a caller that records
+    /// who held what. Give each handle on a lock an id of its own.
+    pub fn lock_as(&self, key: &str, ttl: Duration, holder: &HolderId) -> RedlockLock<C> {
         RedlockLock {
             turn: self.turns.of(key),
             my_turn: None,
             servers: self.servers.clone(),
             key: key.to_owned(),
-            token: token.to_owned(),
+            token: holder.to_string(),
             ttl,
-            extend,
+            extend: false,
             valid_until: Arc::new(Mutex::new(None)),
             lost: Arc::new(AtomicBool::new(false)),
             extender: None,
         }
+    }
+}
+
+impl<C> RedlockLock<C> {
+    /// Whether the lock is extended, by a quorum, every third of its TTL while held (off
+    /// by default: the lock expires one TTL after it was taken, unless the holder
+    /// [extends](crate::Guard::extend) it).
+    pub fn extending(mut self, extend: bool) -> Self {
+        self.extend = extend;
+        self
     }
 }
 
@@ -213,6 +229,23 @@ impl<C: Connection> Lock for RedlockLock<C> {
         self.my_turn = None;
     }
 
+    /// The lock's TTL made `lease` from now on a quorum, before its current validity ends;
+    /// false, and lost from then on, when it could not be.
+    async fn extend(&mut self, lease: Duration) -> Result<bool, LockError> {
+        if self.valid().is_none() {
+            return Ok(false);
+        }
+        Ok(extend_once(
+            &self.servers,
+            &self.key,
+            &self.token,
+            lease,
+            &self.valid_until,
+            &self.lost,
+        )
+        .await)
+    }
+
     /// True once the holder can no longer count on the lock: an extension missed the
     /// quorum, or the validity ran out.
     fn is_lost(&self) -> bool {
@@ -300,31 +333,47 @@ async fn extend<C: Connection>(
     valid_until: Arc<Mutex<Option<Instant>>>,
     lost: Arc<AtomicBool>,
 ) {
-    let quorum = servers.quorum();
     loop {
         tokio::time::sleep(ttl / 3).await;
-        let started = Instant::now();
-        let extended = servers
-            .ask(Ask::Up, node_timeout(ttl), |mut server| {
-                let (key, token) = (key.clone(), token.clone());
-                async move {
-                    let mut extend = scripts::REDLOCK_EXTEND.prepare_invoke();
-                    extend.key(key).arg(token).arg(millis(ttl).max(1));
-                    Ok(extend.invoke_async::<i64>(&mut server).await? == 1)
-                }
-            })
-            .await
-            .yes;
-        let mut valid = valid_until.lock().unwrap_or_else(|e| e.into_inner());
-        let in_time = valid.is_some_and(|until| Instant::now() < until);
-        let validity = validity(ttl, started.elapsed());
-        if extended >= quorum && in_time && !validity.is_zero() {
-            *valid = Some(started + validity);
-        } else {
-            lost.store(true, Ordering::Release);
-            tracing::warn!(%key, extended, quorum, "redlock extension missed its quorum: the lock is lost");
+        if !extend_once(&servers, &key, &token, ttl, &valid_until, &lost).await {
             return;
         }
+    }
+}
+
+/// One extension to `ttl` on every server at once: true when a quorum had it before the
+/// current validity ended (the validity moves on), false when not (the lock is lost).
+async fn extend_once<C: Connection>(
+    servers: &Servers<C>,
+    key: &str,
+    token: &str,
+    ttl: Duration,
+    valid_until: &Mutex<Option<Instant>>,
+    lost: &AtomicBool,
+) -> bool {
+    let quorum = servers.quorum();
+    let started = Instant::now();
+    let extended = servers
+        .ask(Ask::Up, node_timeout(ttl), |mut server| {
+            let (key, token) = (key.to_owned(), token.to_owned());
+            async move {
+                let mut extend = scripts::TOKEN_EXTEND.prepare_invoke();
+                extend.key(key).arg(token).arg(millis(ttl).max(1));
+                Ok(extend.invoke_async::<i64>(&mut server).await? == 1)
+            }
+        })
+        .await
+        .yes;
+    let mut valid = valid_until.lock().unwrap_or_else(|e| e.into_inner());
+    let in_time = valid.is_some_and(|until| Instant::now() < until);
+    let validity = validity(ttl, started.elapsed());
+    if extended >= quorum && in_time && !validity.is_zero() {
+        *valid = Some(started + validity);
+        true
+    } else {
+        lost.store(true, Ordering::Release);
+        tracing::warn!(%key, extended, quorum, "redlock extension missed its quorum: the lock is lost");
+        false
     }
 }
 

@@ -5,7 +5,7 @@
 //! message or the lock's remaining TTL, whichever comes first.
 //!
 //! Where this departs from Redisson, and why:
-//! - The holder is a process UUID plus a per-task number handed in by the caller, never a
+//! - The holder is a process UUID plus a number per handle, made by the crate, never a
 //!   thread id: async tasks hop threads, and two tasks share one (redisson#6878).
 //! - The watchdog belongs to the handle that took the lock and is stopped *before* the
 //!   release script runs, and by `abandon` and `Drop`: no renewal outlives its lock
@@ -27,6 +27,7 @@
 //!   script in their place (the service enters and commits its critical section in the
 //!   same round trips).
 
+mod builder;
 mod counters;
 mod fused;
 mod keys;
@@ -37,14 +38,14 @@ mod state;
 mod subscription;
 mod waiters;
 
+pub use builder::WatchdogLocksBuilder;
 pub use counters::WatchdogCounters;
 #[cfg(feature = "scripting")]
 pub use fused::{Attempt, sleep_for};
 pub use keys::{LockKeys, Namespace};
+pub use options::Lease;
 #[cfg(feature = "scripting")]
 pub use release::{ReleaseArgs, Released, Successor};
-#[cfg(feature = "sentinel")]
-pub use subscription::FollowSentinels;
 pub use subscription::Subscriber;
 pub use waiters::{DEFAULT_HANDOFFS, WatchdogLocks};
 
@@ -59,6 +60,9 @@ use tokio::time::Instant;
 use self::fused::Attempt;
 use self::waiters::{Shared, Woke};
 use crate::{Connection, Lock, LockError, millis, scripts};
+
+#[cfg(doc)]
+use crate::HolderId;
 
 /// Redisson's `lockWatchdogTimeout`: the lease used, and renewed, when none is asked for.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -102,23 +106,14 @@ pub struct WatchdogLock<C> {
     watch: Arc<renewal::Watch>,
 }
 
-impl<C: Connection> WatchdogLocks<C> {
-    /// A handle on the lock named `name` in this instance's namespace, for `holder`.
-    /// Give each handle a holder id of its own ([`HolderIds`](crate::HolderIds)) and
-    /// re-enter through one handle ([`Lock::take`] again): two handles with one id do not
-    /// count each other's holds — Redis sees one holder, and the release of either frees
-    /// the lock under the other.
-    ///
-    /// # Panics
-    ///
-    /// On a namespace that [requires hash tags](Namespace::requiring_hash_tags) (redis-rs's
-    /// Cluster connection asks for it), when the lock's keys have none.
-    pub fn lock(&self, name: &str, holder: &str) -> WatchdogLock<C> {
+impl<C: Connection> WatchdogLock<C> {
+    /// A handle on the lock named `name` for `holder` ([`WatchdogLocks::lock`]).
+    fn new(shared: Arc<Shared<C>>, name: &str, holder: &crate::HolderId) -> Self {
         WatchdogLock {
-            keys: self.shared.namespace.keys(name),
-            shared: self.shared.clone(),
+            keys: shared.namespace.keys(name),
+            shared,
             fair: false,
-            holder: holder.to_owned(),
+            holder: holder.to_string(),
             lease: None,
             hold: Duration::ZERO,
             handoff: true,
@@ -344,6 +339,29 @@ impl<C: Connection> Lock for WatchdogLock<C> {
     fn abandon(&mut self) {
         self.stop_watchdog();
         self.holds = 0;
+    }
+
+    /// The lease made `lease` long from now, if this holder still holds the lock (the
+    /// watchdog's tick, run once with `lease`). A watchdog that renews the lock goes on
+    /// renewing it with the handle's own lease: extending is for a [`Lease::Fixed`] one.
+    async fn extend(&mut self, lease: Duration) -> Result<bool, LockError> {
+        if self.holds == 0 {
+            return Ok(false);
+        }
+        let sent = std::time::Instant::now();
+        let extended: i64 = scripts::WATCHDOG_RENEW
+            .key(&self.keys.lock)
+            .arg(millis(lease).max(1))
+            .arg(&self.holder)
+            .invoke_async(&mut self.shared.conn.clone())
+            .await?;
+        if extended == 1 {
+            self.watch.renewed_at(sent, lease);
+            Ok(true)
+        } else {
+            self.watch.found_lost();
+            Ok(false)
+        }
     }
 
     /// True once a watchdog tick found the lock no longer this holder's, or once the lease

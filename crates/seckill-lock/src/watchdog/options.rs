@@ -5,6 +5,22 @@ use std::time::Duration;
 use super::WatchdogLock;
 use crate::Connection;
 
+/// How a watchdog lock's lease is kept ([`WatchdogLock::with_lease`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Lease {
+    /// The instance's lease ([`WatchdogLocksBuilder::lease`](super::WatchdogLocksBuilder::lease)),
+    /// renewed by a watchdog every third of it until release: Redisson's `lock()`.
+    #[default]
+    Watched,
+    /// A lease of its own that nothing renews: the lock expires this long after it was
+    /// taken, held or not (Redisson's `lock(leaseTime)`). A holder whose work runs longer
+    /// [extends](crate::Guard::extend) it, or loses the lock.
+    Fixed(Duration),
+    /// A lease of its own, renewed by a watchdog every third of it until release: a short
+    /// lease whose renewals a class can watch.
+    Renewed(Duration),
+}
+
 impl<C: Connection> WatchdogLock<C> {
     /// Takes the lock fairly (`fair`): in the order waiters first tried, across instances,
     /// through the queue in Redis.
@@ -13,19 +29,14 @@ impl<C: Connection> WatchdogLock<C> {
         self
     }
 
-    /// With an explicit `lease` the lock expires after it and no watchdog runs (as in
-    /// Redisson); without one (the default), the watchdog renews the instance's lease
-    /// until release.
-    pub fn with_lease(mut self, lease: Option<Duration>) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// With an explicit lease, whether a watchdog renews it all the same (every lease/3,
-    /// until release): a short lease whose renewals a class can watch. Without one, the
-    /// watchdog always runs.
-    pub fn renewing(mut self, renew: bool) -> Self {
-        self.renew = renew;
+    /// How the lease is kept ([`Lease`]; default [`Lease::Watched`]: the instance's lease,
+    /// renewed by a watchdog until release).
+    pub fn with_lease(mut self, lease: Lease) -> Self {
+        (self.lease, self.renew) = match lease {
+            Lease::Watched => (None, false),
+            Lease::Fixed(lease) => (Some(lease), false),
+            Lease::Renewed(lease) => (Some(lease), true),
+        };
         self
     }
 

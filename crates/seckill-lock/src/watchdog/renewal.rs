@@ -69,8 +69,14 @@ impl Watch {
         self.changed.notify_waiters();
     }
 
+    /// The lock found gone: lost until the next take.
+    pub(super) fn found_lost(&self) {
+        self.lost.store(true, Ordering::Release);
+        self.changed.notify_waiters();
+    }
+
     /// The lease renewed by a command sent at `sent`.
-    fn renewed_at(&self, sent: Instant, lease: Duration) {
+    pub(super) fn renewed_at(&self, sent: Instant, lease: Duration) {
         *self.valid() = sent.checked_add(lease);
         self.changed.notify_waiters();
     }
@@ -117,8 +123,7 @@ pub(super) async fn renew<C: Connection>(
                 }
             }
             Ok(_) => {
-                watch.lost.store(true, Ordering::Release);
-                watch.changed.notify_waiters();
+                watch.found_lost();
                 shared.counters.lost_lock();
                 tracing::warn!(%key, %holder, "watchdog found the lock gone: the holder lost it");
                 return;

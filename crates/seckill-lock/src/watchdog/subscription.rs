@@ -10,7 +10,8 @@ use super::waiters::{RELEASED, Shared};
 
 /// Where an instance's one subscription listens for every lock's release messages: the
 /// one server, any node of a Cluster (a plain `PUBLISH` reaches them all), or the master
-/// the sentinels name.
+/// the sentinels name ([`SentinelConnection`](crate::sentinel::SentinelConnection), feature
+/// `sentinel`).
 pub trait Subscriber: Send + Sync + 'static {
     /// A client for the `attempt`-th (re)connection (0 first); `None` when there is no
     /// node to try now.
@@ -29,47 +30,6 @@ impl Subscriber for redis::Client {
 impl Subscriber for Vec<redis::Client> {
     async fn client(&self, attempt: usize) -> Option<redis::Client> {
         (!self.is_empty()).then(|| self[attempt % self.len()].clone())
-    }
-}
-
-/// The master the sentinels name at each (re)connection, so that the subscription follows
-/// a failover to the new master.
-#[cfg(feature = "sentinel")]
-pub struct FollowSentinels {
-    sentinels: tokio::sync::Mutex<redis::sentinel::SentinelClient>,
-    timeout: Duration,
-}
-
-#[cfg(feature = "sentinel")]
-impl FollowSentinels {
-    /// Asks `sentinels` (built for the master's name, as a
-    /// [`SentinelClient`](redis::sentinel::SentinelClient)) for the master, each time
-    /// within `timeout`.
-    pub fn new(sentinels: redis::sentinel::SentinelClient, timeout: Duration) -> Self {
-        Self {
-            sentinels: tokio::sync::Mutex::new(sentinels),
-            timeout,
-        }
-    }
-}
-
-#[cfg(feature = "sentinel")]
-impl Subscriber for FollowSentinels {
-    async fn client(&self, _attempt: usize) -> Option<redis::Client> {
-        let asked = tokio::time::timeout(self.timeout, async {
-            self.sentinels.lock().await.async_get_client().await
-        });
-        match asked.await {
-            Ok(Ok(client)) => Some(client),
-            Ok(Err(err)) => {
-                tracing::warn!(%err, "no master from the sentinels");
-                None
-            }
-            Err(_) => {
-                tracing::warn!("the sentinels did not name a master in time");
-                None
-            }
-        }
     }
 }
 

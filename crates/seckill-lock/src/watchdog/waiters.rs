@@ -13,7 +13,6 @@
 //! - **by its own timer** (the lock's TTL), so that a lost message never strands it.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -23,7 +22,6 @@ use tokio::sync::Notify;
 
 use super::counters::WatchdogCounters;
 use super::keys::Namespace;
-use super::subscription::{Subscriber, subscribe};
 use crate::Connection;
 
 /// What an unlock publishes when it names no waiter: anyone may try.
@@ -53,17 +51,19 @@ pub(super) struct Shared<C> {
     /// Where the locks live: their keys, and the channels the subscription hears.
     pub(super) namespace: Namespace,
     pub(super) counters: Arc<WatchdogCounters>,
+    /// The ids [`WatchdogLocks::lock`] gives its handles.
+    pub(super) holders: crate::HolderIds,
     /// Most local hand-offs in a row per lock; 0: never hand on.
-    handoffs: AtomicU32,
-    queues: Mutex<HashMap<String, Queue>>,
+    pub(super) handoffs: u32,
+    pub(super) queues: Mutex<HashMap<String, Queue>>,
     /// Dropped with the last handle on the instance: the subscription's task ends then,
     /// however quiet its channels are.
-    _stops_subscription: tokio::sync::oneshot::Sender<()>,
+    pub(super) _stops_subscription: tokio::sync::oneshot::Sender<()>,
 }
 
 /// One lock's waiters on this instance.
 #[derive(Default)]
-struct Queue {
+pub(super) struct Queue {
     waiters: VecDeque<Arc<Waiter>>,
     /// Hand-offs since the lock was last released for everybody.
     handed_in_a_row: u32,
@@ -282,58 +282,6 @@ impl Drop for Reservation {
 }
 
 impl<C: Connection> WatchdogLocks<C> {
-    /// Starts the instance's subscription to every release channel of `namespace`'s locks,
-    /// on what `subscriber` names (a [`redis::Client`] for one server). It reconnects by
-    /// itself, to the next node when one goes away (on a Cluster every node hears every
-    /// `PUBLISH`). Locks are taken and given back on `conn`; `lease` is the lease of every
-    /// lock taken without one of its own, renewed by a watchdog every third of it.
-    ///
-    /// Call it once per process (inside a Tokio runtime: it spawns the subscription) and
-    /// clone what it returns.
-    pub fn start(
-        subscriber: impl Subscriber,
-        conn: C,
-        lease: Duration,
-        namespace: Namespace,
-    ) -> Self {
-        // On redis-rs's Cluster connection a lock without a hash tag is refused at
-        // `lock()`, not by Redis at its first take (`CROSSSLOT`).
-        #[cfg(feature = "cluster")]
-        let namespace = if std::any::TypeId::of::<C>()
-            == std::any::TypeId::of::<redis::cluster_async::ClusterConnection>()
-        {
-            namespace.requiring_hash_tags()
-        } else {
-            namespace
-        };
-        let pattern = namespace.channel_pattern();
-        let (stops, stopped) = tokio::sync::oneshot::channel::<()>();
-        let shared = Arc::new(Shared {
-            conn,
-            lease,
-            namespace,
-            counters: Arc::default(),
-            handoffs: AtomicU32::new(DEFAULT_HANDOFFS),
-            queues: Mutex::new(HashMap::new()),
-            _stops_subscription: stops,
-        });
-        let subscription = subscribe(subscriber, pattern, Arc::downgrade(&shared));
-        tokio::spawn(async move {
-            // Stopped, with its connection, once the instance's last handle is dropped.
-            tokio::select! {
-                () = subscription => {}
-                _ = stopped => {}
-            }
-        });
-        Self { shared }
-    }
-
-    /// How many times in a row a holder may hand a lock to a waiter of this instance
-    /// before it releases it for every instance; 0 turns hand-offs off.
-    pub fn set_handoffs(&self, in_a_row: u32) {
-        self.shared.handoffs.store(in_a_row, Ordering::Relaxed);
-    }
-
     /// What this instance's watchdogs and waiters did, counted since it started.
     pub fn counters(&self) -> Arc<WatchdogCounters> {
         self.shared.counters.clone()
@@ -396,7 +344,7 @@ impl<C> Shared<C> {
     /// reserved, if the lock may be handed on once more; `None` sends the release to
     /// everybody (and starts a new run of hand-offs).
     pub(super) fn reserve_successor(&self, channel: &str) -> Option<Reservation> {
-        let most = self.handoffs.load(Ordering::Relaxed);
+        let most = self.handoffs;
         let mut queues = self.queues();
         let queue = queues.get_mut(channel)?;
         if queue.handed_in_a_row >= most {

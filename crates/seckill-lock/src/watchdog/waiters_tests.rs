@@ -1,7 +1,6 @@
 //! The waiters' state machine, without Redis: what a wake-up buys a waiter.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +15,8 @@ fn shared() -> Arc<Shared<()>> {
         lease: Duration::from_secs(30),
         namespace: Namespace::new("test"),
         counters: Arc::default(),
-        handoffs: AtomicU32::new(DEFAULT_HANDOFFS),
+        holders: crate::HolderIds::new(),
+        handoffs: DEFAULT_HANDOFFS,
         queues: Mutex::new(HashMap::new()),
         _stops_subscription: tokio::sync::oneshot::channel().0,
     })

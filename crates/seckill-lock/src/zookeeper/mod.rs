@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
-use crate::{Lock, LockError};
+use crate::{HolderId, Lock, LockError};
 
 /// Curator's lock name: the part of a node's name before its sequence.
 const LOCK_NAME: &str = "lock-";
@@ -55,13 +55,19 @@ struct Held {
 }
 
 impl ZooKeeper {
-    /// The lock at `dir` (an absolute path, `/seckill/locks/101`) for `holder`, whose id is
-    /// the node's data.
-    pub fn lock(self: &Arc<Self>, dir: &str, holder: &str) -> ZooKeeperLock {
+    /// The lock at `dir` (an absolute path, `/seckill/locks/101`) for a holder of its own
+    /// (a fresh [`HolderId`]), whose id is the node's data.
+    pub fn lock(self: &Arc<Self>, dir: &str) -> ZooKeeperLock {
+        self.lock_as(dir, &HolderId::new())
+    }
+
+    /// The lock at `dir` for `holder`, for a caller that records who held what. Give each
+    /// handle on a lock an id of its own.
+    pub fn lock_as(self: &Arc<Self>, dir: &str, holder: &HolderId) -> ZooKeeperLock {
         ZooKeeperLock {
             zk: Arc::clone(self),
             dir: dir.to_owned(),
-            holder: holder.to_owned(),
+            holder: holder.to_string(),
             held: None,
             creating: None,
         }

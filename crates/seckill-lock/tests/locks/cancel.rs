@@ -19,9 +19,10 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use redis::aio::ConnectionManager;
+use seckill_lock::teaching::SetnxLock;
 use seckill_lock::{
-    Guard, HolderIds, Lock, Namespace, Redlock, RwKeys, RwLock, SetnxLock, Side, TokenLock,
-    WatchdogLocks, ZooKeeper,
+    Guard, HolderId, Lock, Namespace, Redlock, RwKeys, RwLock, Side, TokenLock, WatchdogLocks,
+    ZooKeeper,
 };
 use seckill_testkit::{RedisServer, ZooKeeperEnsemble};
 use tokio::sync::oneshot;
@@ -155,7 +156,7 @@ enum Taken {
 impl<L: Lock> Handle for L {
     fn round(self: Box<Self>, plan: Plan) -> BoxFuture<'static, Taken> {
         Box::pin(async move {
-            let guard: Guard<L> = match cut(plan.cut, (*self).acquire(plan.wait)).await {
+            let guard: Guard<L> = match cut(plan.cut, (*self).try_acquire_for(plan.wait)).await {
                 None => return Taken::Cut,
                 Some(Ok(None)) => return Taken::Busy,
                 Some(Ok(Some(guard))) => guard,
@@ -229,14 +230,13 @@ fn redis_kinds(
     conn: &ConnectionManager,
     locks: &WatchdogLocks<ConnectionManager>,
 ) -> Vec<(&'static str, Make)> {
-    let holders = Arc::new(HolderIds::new());
     let mut kinds: Vec<(&'static str, Make)> = Vec::new();
-    let (c, h) = (conn.clone(), holders.clone());
+    let c = conn.clone();
     kinds.push((
         "setnx",
-        Box::new(move |name: &str| Box::new(SetnxLock::new(c.clone(), name, &h.next()))),
+        Box::new(move |name: &str| Box::new(SetnxLock::new(c.clone(), name, &HolderId::new()))),
     ));
-    let (c, h) = (conn.clone(), holders.clone());
+    let c = conn.clone();
     kinds.push((
         "token",
         Box::new(move |name: &str| {
@@ -244,21 +244,19 @@ fn redis_kinds(
                 c.clone(),
                 name,
                 Duration::from_secs(30),
-                &h.next(),
+                &HolderId::new(),
             ))
         }),
     ));
     for fair in [false, true] {
-        let (l, h) = (locks.clone(), holders.clone());
+        let l = locks.clone();
         kinds.push((
             if fair { "watchdog fair" } else { "watchdog" },
-            Box::new(move |name: &str| {
-                Box::new(l.lock(&format!("{{{name}}}"), &h.next()).fair(fair))
-            }),
+            Box::new(move |name: &str| Box::new(l.lock(&format!("{{{name}}}")).fair(fair))),
         ));
     }
     for side in [Side::Read, Side::Write] {
-        let (c, h) = (conn.clone(), holders.clone());
+        let c = conn.clone();
         kinds.push((
             if side == Side::Read {
                 "rw read"
@@ -270,7 +268,7 @@ fn redis_kinds(
                 Box::new(RwLock::new(
                     c.clone(),
                     keys,
-                    &h.next(),
+                    &HolderId::new(),
                     side,
                     Duration::from_secs(30),
                 ))
@@ -288,12 +286,10 @@ async fn redis_with_locks() -> (
     let redis = RedisServer::start();
     let client = redis::Client::open(redis.url()).unwrap();
     let mut conn = ConnectionManager::new(client.clone()).await.unwrap();
-    let locks = WatchdogLocks::start(
-        client,
-        conn.clone(),
-        Duration::from_secs(30),
-        Namespace::new("test"),
-    );
+    let locks = WatchdogLocks::builder(client, conn.clone())
+        .lease(Duration::from_secs(30))
+        .namespace(Namespace::new("test"))
+        .start();
     // The subscription started (Redis names a client with a pattern), so that no release
     // message is missed: a waiter that missed one would wait out the 30 s lease.
     subscribed(&mut conn).await;
@@ -501,7 +497,6 @@ async fn a_cut_zookeeper_acquire_deletes_its_node() {
         Duration::from_secs(10),
         Duration::from_secs(2),
     ));
-    let holders = HolderIds::new();
     let dir = "/seckill-lock-test/cancel";
     let children = || async {
         let client = zookeeper_client::Client::connect(&ensemble.hosts())
@@ -528,15 +523,15 @@ async fn a_cut_zookeeper_acquire_deletes_its_node() {
         }
     };
     // Warm the session, so the cuts land in the create and the list, not the connect.
-    let warm = zk.lock(dir, &holders.next());
+    let warm = zk.lock(dir);
     Box::new(warm).round(Plan::uncut(Duration::ZERO)).await;
     let cut_acquires = sweep_free("zookeeper", async |cut, release_cut| {
         let what = format!("free, acquire cut {cut:?}, release cut {release_cut:?}");
-        let taken = Box::new(zk.lock(dir, &holders.next()))
+        let taken = Box::new(zk.lock(dir))
             .round(Plan::new(Duration::from_secs(1), cut, release_cut))
             .await;
         settles_empty(what.clone()).await;
-        let next = Box::new(zk.lock(dir, &holders.next())).round(Plan::uncut(Duration::ZERO));
+        let next = Box::new(zk.lock(dir)).round(Plan::uncut(Duration::ZERO));
         assert_eq!(
             next.await,
             Taken::Held,
@@ -559,13 +554,10 @@ async fn a_cut_zookeeper_acquire_deletes_its_node() {
         let (release, released) = oneshot::channel();
         let mut plan = Plan::uncut(Duration::ZERO);
         plan.hold = Some((held, released));
-        let holder = tokio::spawn(Box::new(zk.lock(dir, &holders.next())).round(plan));
+        let holder = tokio::spawn(Box::new(zk.lock(dir)).round(plan));
         holds.await.unwrap();
-        let waiter = Box::new(zk.lock(dir, &holders.next())).round(Plan::new(
-            Duration::from_secs(5),
-            cut,
-            Cut::Never,
-        ));
+        let waiter =
+            Box::new(zk.lock(dir)).round(Plan::new(Duration::from_secs(5), cut, Cut::Never));
         let at_its_point = cut_waiter(&what, waiter).await;
         let _ = release.send(());
         assert_eq!(holder.await.unwrap(), Taken::Held);
@@ -592,17 +584,16 @@ async fn a_cut_redlock_acquire_leaves_nothing_on_any_server() {
         let client = redis::Client::open(server.url()).unwrap();
         conns.push(ConnectionManager::new(client).await.unwrap());
     }
-    let holders = HolderIds::new();
     let ttl = Duration::from_secs(30);
     let cut_acquires = sweep_free("redlock", async |cut, release_cut| {
         let what = format!("redlock, acquire cut {cut:?}, release cut {release_cut:?}");
-        let taken = Box::new(redlock.lock("{redlock}", ttl, true, &holders.next()))
+        let taken = Box::new(redlock.lock("{redlock}", ttl).extending(true))
             .round(Plan::new(Duration::from_secs(1), cut, release_cut))
             .await;
         for conn in &mut conns {
             settles_empty(conn, &what).await;
         }
-        let next = Box::new(redlock.lock("{redlock}", ttl, true, &holders.next()))
+        let next = Box::new(redlock.lock("{redlock}", ttl).extending(true))
             .round(Plan::uncut(Duration::ZERO));
         assert_eq!(
             next.await,
@@ -629,9 +620,9 @@ async fn a_cut_blind_setnx_acquire_leaves_the_holders_lock_alone() {
     let redis = RedisServer::start();
     let conn = redis.conn().await;
     let lock =
-        |holder: &str| SetnxLock::new(conn.clone(), "{cut}:lock", holder).releasing_blindly();
-    let held = lock("holder")
-        .acquire(Duration::ZERO)
+        |holder: &HolderId| SetnxLock::new(conn.clone(), "{cut}:lock", holder).releasing_blindly();
+    let held = lock(&HolderId::new())
+        .try_acquire()
         .await
         .unwrap()
         .expect("the lock is free");
@@ -639,13 +630,13 @@ async fn a_cut_blind_setnx_acquire_leaves_the_holders_lock_alone() {
     for point in 0..40 {
         let _ = cut(
             Cut::At(point),
-            lock("cut").acquire(Duration::from_millis(50)),
+            lock(&HolderId::new()).try_acquire_for(Duration::from_millis(50)),
         )
         .await;
     }
     // Every cut acquire's clean-up has landed by now.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let third = lock("third").acquire(Duration::ZERO).await.unwrap();
+    let third = lock(&HolderId::new()).try_acquire().await.unwrap();
     assert!(
         third.is_none(),
         "a cut acquire's clean-up deleted the holder's lock"

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use redis::cluster::ClusterClient;
-use seckill_lock::{HolderIds, Lock, Namespace, WatchdogLocks};
+use seckill_lock::{Lock, Namespace, WatchdogLocks};
 use seckill_testkit::RedisCluster;
 
 /// On redis-rs's Cluster connection a lock whose keys have no hash tag is refused when its
@@ -22,25 +22,21 @@ async fn a_lock_without_a_hash_tag_is_refused_at_lock_on_a_cluster() {
         .iter()
         .map(|url| redis::Client::open(url.as_str()).unwrap())
         .collect();
-    let locks = WatchdogLocks::start(
-        subscribe_on,
-        conn,
-        Duration::from_secs(30),
-        Namespace::new("c"),
-    );
-    let holders = HolderIds::new();
+    let locks = WatchdogLocks::builder(subscribe_on, conn)
+        .lease(Duration::from_secs(30))
+        .namespace(Namespace::new("c"))
+        .start();
 
-    let untagged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        locks.lock("order:42", &holders.next())
-    }));
+    let untagged =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| locks.lock("order:42")));
     assert!(
         untagged.is_err(),
         "a lock without a hash tag refused at lock()"
     );
 
     let guard = locks
-        .lock("{order:42}", &holders.next())
-        .acquire(Duration::ZERO)
+        .lock("{order:42}")
+        .try_acquire()
         .await
         .unwrap()
         .expect("free");

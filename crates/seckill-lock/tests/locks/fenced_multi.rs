@@ -1,11 +1,10 @@
 //! The fenced lock and the MultiLock, against a real Redis.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
-use seckill_lock::{HolderIds, Lock, MultiLock, Namespace, WatchdogLock, WatchdogLocks};
+use seckill_lock::{HolderId, Lease, Lock, MultiLock, Namespace, WatchdogLock, WatchdogLocks};
 use seckill_testkit::RedisServer;
 
 use crate::{script_calls, subscribed, subscribers, tried};
@@ -14,7 +13,10 @@ async fn instance(redis: &RedisServer) -> WatchdogLocks<ConnectionManager> {
     let client = redis::Client::open(redis.url()).unwrap();
     let conn = ConnectionManager::new(client.clone()).await.unwrap();
     let before = subscribers(redis).await;
-    let locks = WatchdogLocks::start(client, conn, Duration::from_secs(30), Namespace::new("t"));
+    let locks = WatchdogLocks::builder(client, conn)
+        .lease(Duration::from_secs(30))
+        .namespace(Namespace::new("t"))
+        .start();
     subscribed(redis, before).await;
     locks
 }
@@ -26,10 +28,9 @@ async fn instance(redis: &RedisServer) -> WatchdogLocks<ConnectionManager> {
 async fn a_fenced_lock_issues_growing_tokens_across_holders_hand_offs_and_expiry() {
     let redis = RedisServer::start();
     let locks = instance(&redis).await;
-    let holders = HolderIds::new();
-    let fenced = || locks.lock("{fenced}", &holders.next()).fenced(true);
+    let fenced = || locks.lock("{fenced}").fenced(true);
     let free = |lock: WatchdogLock<ConnectionManager>| async move {
-        lock.acquire(Duration::ZERO).await.unwrap().expect("free")
+        lock.try_acquire().await.unwrap().expect("free")
     };
     let mut tokens = Vec::new();
     for _ in 0..3 {
@@ -42,7 +43,7 @@ async fn a_fenced_lock_issues_growing_tokens_across_holders_hand_offs_and_expiry
     let first = free(fenced()).await;
     tokens.push(first.fencing_token().unwrap());
     let since = script_calls(&redis).await;
-    let waiting = tokio::spawn(fenced().acquire(Duration::from_secs(5)));
+    let waiting = tokio::spawn(fenced().try_acquire_for(Duration::from_secs(5)));
     // The waiter has tried, found it held, and sleeps: the release hands it over.
     tried(&redis, since, 1).await;
     assert!(first.release().await.unwrap());
@@ -58,7 +59,7 @@ async fn a_fenced_lock_issues_growing_tokens_across_holders_hand_offs_and_expiry
     second.abandon();
     let mut conn = redis.conn().await;
     let _: u64 = conn.del("t:{fenced}:lock").await.unwrap();
-    let after = free(fenced().with_lease(Some(Duration::from_millis(100)))).await;
+    let after = free(fenced().with_lease(Lease::Fixed(Duration::from_millis(100)))).await;
     tokens.push(after.fencing_token().unwrap());
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(after.is_lost(), "its lease ran out");
@@ -86,15 +87,10 @@ async fn a_fenced_lock_issues_growing_tokens_across_holders_hand_offs_and_expiry
 async fn a_hand_off_whose_token_cannot_be_issued_leaves_the_lock_free() {
     let redis = RedisServer::start();
     let locks = instance(&redis).await;
-    let holders = HolderIds::new();
-    let fenced = || locks.lock("{untokened}", &holders.next()).fenced(true);
-    let first = fenced()
-        .acquire(Duration::ZERO)
-        .await
-        .unwrap()
-        .expect("free");
+    let fenced = || locks.lock("{untokened}").fenced(true);
+    let first = fenced().try_acquire().await.unwrap().expect("free");
     let since = script_calls(&redis).await;
-    let waiting = tokio::spawn(fenced().acquire(Duration::from_secs(30)));
+    let waiting = tokio::spawn(fenced().try_acquire_for(Duration::from_secs(30)));
     tried(&redis, since, 1).await;
     let mut conn = redis.conn().await;
     let _: () = conn
@@ -116,18 +112,17 @@ async fn a_hand_off_whose_token_cannot_be_issued_leaves_the_lock_free() {
 async fn a_multilock_takes_all_of_its_locks_or_none() {
     let redis = RedisServer::start();
     let locks = instance(&redis).await;
-    let holders = HolderIds::new();
     let mut conn = redis.conn().await;
     let names = ["{c}", "{a}", "{b}"];
 
     let other = locks
-        .lock("{b}", &holders.next())
-        .acquire(Duration::ZERO)
+        .lock("{b}")
+        .try_acquire()
         .await
         .unwrap()
         .expect("free");
-    let holder = holders.next();
-    let cart = MultiLock::new(names.map(|name| locks.lock(name, &holder)));
+    let holder = HolderId::new();
+    let cart = MultiLock::new(names.map(|name| locks.lock_as(name, &holder)));
     let order: Vec<&str> = cart.locks().iter().map(Lock::key).collect();
     assert_eq!(
         order,
@@ -135,7 +130,7 @@ async fn a_multilock_takes_all_of_its_locks_or_none() {
         "taken in key order"
     );
     assert!(
-        cart.acquire(Duration::from_millis(200))
+        cart.try_acquire_for(Duration::from_millis(200))
             .await
             .unwrap()
             .is_none()
@@ -144,12 +139,8 @@ async fn a_multilock_takes_all_of_its_locks_or_none() {
     assert_eq!(held, ["t:{b}:lock"], "a cart that got no lock holds none");
 
     assert!(other.release().await.unwrap());
-    let cart = MultiLock::new(names.map(|name| locks.lock(name, &holder)));
-    let guard = cart
-        .acquire(Duration::ZERO)
-        .await
-        .unwrap()
-        .expect("all free");
+    let cart = MultiLock::new(names.map(|name| locks.lock_as(name, &holder)));
+    let guard = cart.try_acquire().await.unwrap().expect("all free");
     let mut held: Vec<String> = conn.keys("t:*:lock").await.unwrap();
     held.sort();
     assert_eq!(held, ["t:{a}:lock", "t:{b}:lock", "t:{c}:lock"]);
@@ -166,23 +157,18 @@ async fn a_multilock_takes_all_of_its_locks_or_none() {
 async fn a_cart_naming_a_lock_twice_takes_and_gives_it_back_once() {
     let redis = RedisServer::start();
     let locks = instance(&redis).await;
-    let holders = HolderIds::new();
     let mut conn = redis.conn().await;
     let names = ["{a}", "{b}", "{a}"];
-    let holder = holders.next();
+    let holder = HolderId::new();
     for given in [false, true] {
-        let handles = names.map(|name| locks.lock(name, &holder));
+        let handles = names.map(|name| locks.lock_as(name, &holder));
         let cart = if given {
             MultiLock::in_order_given(handles)
         } else {
             MultiLock::new(handles)
         };
         assert_eq!(cart.locks().len(), 2, "the key given twice is one lock");
-        let guard = cart
-            .acquire(Duration::ZERO)
-            .await
-            .unwrap()
-            .expect("all free");
+        let guard = cart.try_acquire().await.unwrap().expect("all free");
         let mut held: Vec<String> = conn.keys("t:*:lock").await.unwrap();
         held.sort();
         assert_eq!(held, ["t:{a}:lock", "t:{b}:lock"]);
@@ -203,7 +189,6 @@ async fn a_cart_naming_a_lock_twice_takes_and_gives_it_back_once() {
 async fn sorted_multilocks_never_deadlock_and_given_orders_do() {
     let redis = RedisServer::start();
     let locks = instance(&redis).await;
-    let holders = Arc::new(HolderIds::new());
     let carts = |sorted: bool| {
         let wait = if sorted {
             Duration::from_secs(60)
@@ -212,7 +197,7 @@ async fn sorted_multilocks_never_deadlock_and_given_orders_do() {
         };
         (0..20)
             .map(|n| {
-                let holder = holders.next();
+                let holder = HolderId::new();
                 let names = if n % 2 == 0 {
                     ["{x}", "{y}"]
                 } else {
@@ -220,7 +205,7 @@ async fn sorted_multilocks_never_deadlock_and_given_orders_do() {
                 };
                 let handles = names.map(|name| {
                     locks
-                        .lock(name, &holder)
+                        .lock_as(name, &holder)
                         .expecting_to_hold(Duration::from_millis(5))
                 });
                 let cart = if sorted {
@@ -229,7 +214,7 @@ async fn sorted_multilocks_never_deadlock_and_given_orders_do() {
                     MultiLock::in_order_given(handles)
                 };
                 tokio::spawn(async move {
-                    match cart.acquire(wait).await.unwrap() {
+                    match cart.try_acquire_for(wait).await.unwrap() {
                         Some(guard) => {
                             tokio::time::sleep(Duration::from_millis(20)).await;
                             guard.release().await.unwrap();

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
+use seckill_lock::teaching::SetnxLock;
 use seckill_lock::{
-    HolderIds, Lock, Namespace, Redlock, RwKeys, RwLock, SetnxLock, Side, TokenLock, WatchdogLocks,
-    ZooKeeper,
+    HolderId, Lock, Namespace, Redlock, RwKeys, RwLock, Side, TokenLock, WatchdogLocks, ZooKeeper,
 };
 use seckill_testkit::{RedisServer, ZooKeeperEnsemble};
 
@@ -24,18 +24,17 @@ enum Role {
 /// it while another waits as long as it takes, and gets it once the holder lets go.
 async fn takes_the_longest_wait<L: Lock + Send + 'static>(what: &str, make: impl Fn(Role) -> L) {
     let free = make(Role::Free)
-        .acquire(Duration::MAX)
+        .acquire()
         .await
-        .unwrap_or_else(|err| panic!("{what}: {err}"))
-        .unwrap_or_else(|| panic!("{what}: a free lock not taken"));
+        .unwrap_or_else(|err| panic!("{what}: {err}"));
     assert!(free.release().await.unwrap(), "{what}: released");
 
     let holder = make(Role::Holder)
-        .acquire(Duration::ZERO)
+        .try_acquire()
         .await
         .unwrap()
         .unwrap_or_else(|| panic!("{what}: a free lock not taken"));
-    let waiter = tokio::spawn(make(Role::Waiter).acquire(Duration::MAX));
+    let waiter = tokio::spawn(make(Role::Waiter).acquire());
     // Whether the waiter tried before the release or after, it must end holding the lock.
     tokio::task::yield_now().await;
     assert!(
@@ -46,8 +45,7 @@ async fn takes_the_longest_wait<L: Lock + Send + 'static>(what: &str, make: impl
         .await
         .unwrap_or_else(|_| panic!("{what}: the waiter hung"))
         .unwrap_or_else(|err| panic!("{what}: the waiter panicked: {err}"))
-        .unwrap_or_else(|err| panic!("{what}: {err}"))
-        .unwrap_or_else(|| panic!("{what}: a wait as long as it takes ended without the lock"));
+        .unwrap_or_else(|err| panic!("{what}: {err}"));
     assert!(
         waited.release().await.unwrap(),
         "{what}: the waiter released"
@@ -60,27 +58,24 @@ async fn every_lock_takes_the_longest_wait() {
     let client = redis::Client::open(redis.url()).unwrap();
     let conn = ConnectionManager::new(client.clone()).await.unwrap();
     let before = crate::subscribers(&redis).await;
-    let locks = WatchdogLocks::start(
-        client,
-        conn.clone(),
-        Duration::from_secs(30),
-        Namespace::new("longest"),
-    );
+    let locks = WatchdogLocks::builder(client, conn.clone())
+        .lease(Duration::from_secs(30))
+        .namespace(Namespace::new("longest"))
+        .start();
     crate::subscribed(&redis, before).await;
-    let holders = Arc::new(HolderIds::new());
     let lease = Duration::from_secs(30);
 
     takes_the_longest_wait("setnx", |_| {
-        SetnxLock::new(conn.clone(), "longest:setnx", &holders.next())
+        SetnxLock::new(conn.clone(), "longest:setnx", &HolderId::new())
     })
     .await;
     takes_the_longest_wait("token", |_| {
-        TokenLock::new(conn.clone(), "longest:token", lease, &holders.next())
+        TokenLock::new(conn.clone(), "longest:token", lease, &HolderId::new())
     })
     .await;
     for fair in [false, true] {
         takes_the_longest_wait(if fair { "watchdog fair" } else { "watchdog" }, |_| {
-            locks.lock("{longest}", &holders.next()).fair(fair)
+            locks.lock("{longest}").fair(fair)
         })
         .await;
     }
@@ -94,7 +89,7 @@ async fn every_lock_takes_the_longest_wait() {
         let keys = RwKeys::under("{longest-rw}");
         takes_the_longest_wait(&format!("rw {side:?}"), |role| {
             let side = if role == Role::Holder { other } else { side };
-            RwLock::new(conn.clone(), keys.clone(), &holders.next(), side, lease)
+            RwLock::new(conn.clone(), keys.clone(), &HolderId::new(), side, lease)
         })
         .await;
     }
@@ -103,7 +98,7 @@ async fn every_lock_takes_the_longest_wait() {
     let urls: Vec<String> = redlock_servers.iter().map(RedisServer::url).collect();
     let redlock = Redlock::connect(&urls, Duration::from_millis(500)).unwrap();
     takes_the_longest_wait("redlock", |_| {
-        redlock.lock("{longest}", lease, true, &holders.next())
+        redlock.lock("{longest}", lease).extending(true)
     })
     .await;
 
@@ -113,8 +108,5 @@ async fn every_lock_takes_the_longest_wait() {
         Duration::from_secs(10),
         Duration::from_secs(4),
     ));
-    takes_the_longest_wait("zookeeper", |_| {
-        zk.lock("/seckill-lock-test/longest", &holders.next())
-    })
-    .await;
+    takes_the_longest_wait("zookeeper", |_| zk.lock("/seckill-lock-test/longest")).await;
 }

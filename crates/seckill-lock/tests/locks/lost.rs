@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
-use seckill_lock::{HolderIds, Lock, TokenLock};
+use seckill_lock::{HolderId, Lock, TokenLock};
 use seckill_testkit::RedisServer;
 
 /// A token lock whose TTL ran out says it is lost (nothing renews it), once Redis has let
@@ -15,13 +15,12 @@ async fn a_token_lock_is_lost_once_its_ttl_ran_out() {
     let conn = ConnectionManager::new(redis::Client::open(redis.url()).unwrap())
         .await
         .unwrap();
-    let holders = HolderIds::new();
     let ttl = Duration::from_millis(200);
-    let lock = TokenLock::new(conn.clone(), "{token}:lock", ttl, &holders.next());
+    let lock = TokenLock::new(conn.clone(), "{token}:lock", ttl, &HolderId::new());
     let blind =
-        TokenLock::new(conn.clone(), "{blind}:lock", ttl, &holders.next()).blind_to_its_ttl();
-    let guard = lock.acquire(Duration::ZERO).await.unwrap().expect("free");
-    let blind = blind.acquire(Duration::ZERO).await.unwrap().expect("free");
+        TokenLock::new(conn.clone(), "{blind}:lock", ttl, &HolderId::new()).blind_to_its_ttl();
+    let guard = lock.try_acquire().await.unwrap().expect("free");
+    let blind = blind.try_acquire().await.unwrap().expect("free");
     assert!(!guard.is_lost(), "just taken");
     let mut look = conn.clone();
     let bound = tokio::time::Instant::now() + Duration::from_secs(20);

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use seckill_testkit::RedisServer;
 
+mod api;
 mod cancel;
 #[cfg(feature = "cluster")]
 mod cluster;
@@ -19,6 +20,8 @@ mod longest_wait;
 mod lost;
 mod redlock;
 mod replicas;
+#[cfg(feature = "sentinel")]
+mod sentinel;
 mod tasks;
 mod tries;
 mod watchdog;

@@ -30,8 +30,7 @@ async fn with_two_of_five_servers_gone_fifty_contenders_take_turns_without_overl
     let (inside, overlaps) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let contenders: Vec<_> = (0..50)
         .map(|n| {
-            let mut lock =
-                instances[n % 2].lock(KEY, Duration::from_secs(10), false, &format!("holder-{n}"));
+            let mut lock = instances[n % 2].lock(KEY, Duration::from_secs(10));
             let (inside, overlaps) = (inside.clone(), overlaps.clone());
             tokio::spawn(async move {
                 let held = lock

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
-use seckill_lock::{HolderIds, Lock, LockError, Namespace, WatchdogLocks};
+use seckill_lock::{Lock, LockError, Namespace, WatchdogLocks};
 use seckill_testkit::RedisServer;
 
 /// Waits until `replica` has its link with the master up (bounded: a hang).
@@ -45,18 +45,20 @@ async fn a_grant_is_returned_only_once_the_replicas_have_it() {
         .await
         .unwrap();
     let before = crate::subscribers(&master).await;
-    let locks = WatchdogLocks::start(client, conn, Duration::from_secs(30), Namespace::new("r"));
+    let locks = WatchdogLocks::builder(client, conn)
+        .lease(Duration::from_secs(30))
+        .namespace(Namespace::new("r"))
+        .start();
     crate::subscribed(&master, before).await;
-    let holders = HolderIds::new();
     let confirmed = || {
         locks
-            .lock("{replicated}", &holders.next())
+            .lock("{replicated}")
             .fenced(true)
             .confirmed_by_replicas(1, Duration::from_secs(2))
     };
 
     let guard = confirmed()
-        .acquire(Duration::ZERO)
+        .try_acquire()
         .await
         .unwrap()
         .expect("free, and the replica answers");
@@ -73,11 +75,8 @@ async fn a_grant_is_returned_only_once_the_replicas_have_it() {
     assert!(guard.release().await.unwrap());
 
     replica.signal("STOP");
-    let refused = confirmed().acquire(Duration::ZERO).await;
-    let unconfirmed = locks
-        .lock("{replicated}", &holders.next())
-        .acquire(Duration::ZERO)
-        .await;
+    let refused = confirmed().try_acquire().await;
+    let unconfirmed = locks.lock("{replicated}").try_acquire().await;
     replica.signal("CONT");
     assert!(
         matches!(

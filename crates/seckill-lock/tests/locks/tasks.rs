@@ -33,15 +33,13 @@ async fn dropped_watchdog_locks_leave_no_subscription_behind() {
     let client = redis::Client::open(redis.url()).unwrap();
     let conn = ConnectionManager::new(client.clone()).await.unwrap();
     let (tasks, listening) = (alive_tasks(), crate::subscribers(&redis).await);
-    let locks = WatchdogLocks::start(
-        client,
-        conn.clone(),
-        Duration::from_secs(30),
-        Namespace::new("quiet"),
-    );
+    let locks = WatchdogLocks::builder(client, conn.clone())
+        .lease(Duration::from_secs(30))
+        .namespace(Namespace::new("quiet"))
+        .start();
     crate::subscribed(&redis, listening).await;
-    let lock = locks.lock("{quiet}", &HolderIds::new().next());
-    let guard = lock.acquire(Duration::ZERO).await.unwrap().unwrap();
+    let lock = locks.lock("{quiet}");
+    let guard = lock.try_acquire().await.unwrap().unwrap();
     assert!(guard.release().await.unwrap());
     assert!(
         alive_tasks() > tasks,
@@ -110,12 +108,10 @@ async fn a_subscription_whose_server_stops_answering_is_noticed() {
     let client = redis::Client::open(redis.url()).unwrap();
     let conn = ConnectionManager::new(client.clone()).await.unwrap();
     let listening = crate::subscribers(&redis).await;
-    let locks = WatchdogLocks::start(
-        client,
-        conn,
-        Duration::from_secs(30),
-        Namespace::new("frozen"),
-    );
+    let locks = WatchdogLocks::builder(client, conn)
+        .lease(Duration::from_secs(30))
+        .namespace(Namespace::new("frozen"))
+        .start();
     crate::subscribed(&redis, listening).await;
     let counters = locks.counters();
     redis.signal("STOP");

@@ -2,11 +2,10 @@
 //! wake-up (two when it lands while a try is on its way), the end of its nap. Never a
 //! loop: before issue 44 a waiter woken while trying tried back to back until it won.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use seckill_lock::{HolderIds, Lock, Namespace, WatchdogLocks};
+use seckill_lock::{Lock, Namespace, WatchdogLocks};
 use seckill_testkit::RedisServer;
 
 const PER_INSTANCE: usize = 12;
@@ -25,28 +24,24 @@ async fn waiters_try_once_per_reason_under_two_instances_contention() {
         let client = redis::Client::open(redis.url()).unwrap();
         let conn = ConnectionManager::new(client.clone()).await.unwrap();
         let before = crate::subscribers(&redis).await;
-        let locks = WatchdogLocks::start(
-            client,
-            conn,
-            Duration::from_secs(30),
-            Namespace::new("tries"),
-        );
+        let locks = WatchdogLocks::builder(client, conn)
+            .lease(Duration::from_secs(30))
+            .namespace(Namespace::new("tries"))
+            .handoffs(0)
+            .start();
         crate::subscribed(&redis, before).await;
-        locks.set_handoffs(0);
         instances.push(locks);
     }
-    let holders = Arc::new(HolderIds::new());
     let mut waiters = Vec::new();
     for locks in &instances {
         for _ in 0..PER_INSTANCE {
-            let (locks, holders) = (locks.clone(), holders.clone());
+            let locks = locks.clone();
             waiters.push(tokio::spawn(async move {
                 for _ in 0..ROUNDS {
                     let guard = locks
-                        .lock("{contended}", &holders.next())
-                        .acquire(Duration::MAX)
+                        .lock("{contended}")
+                        .acquire()
                         .await
-                        .unwrap()
                         .expect("a wait as long as it takes ends with the lock");
                     assert!(guard.release().await.unwrap());
                 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use seckill_lock::watchdog::DEFAULT_LEASE;
-use seckill_lock::{HolderIds, Lock, Namespace};
+use seckill_lock::{Lease, Lock, Namespace};
 use seckill_testkit::RedisServer;
 
 use crate::cancel::{Cut, cut};
@@ -23,10 +23,19 @@ type WatchdogLock = seckill_lock::WatchdogLock<ConnectionManager>;
 
 /// One "instance": a connection and the shared subscription.
 async fn instance(redis: &RedisServer, lease: Duration) -> WatchdogLocks {
+    handing_off(redis, lease, seckill_lock::watchdog::DEFAULT_HANDOFFS).await
+}
+
+/// One "instance" whose holders hand a lock on at most `in_a_row` times in a row.
+async fn handing_off(redis: &RedisServer, lease: Duration, in_a_row: u32) -> WatchdogLocks {
     let client = redis::Client::open(redis.url()).unwrap();
     let conn = ConnectionManager::new(client.clone()).await.unwrap();
     let before = subscribers(redis).await;
-    let locks = WatchdogLocks::start(client, conn, lease, Namespace::new("test"));
+    let locks = WatchdogLocks::builder(client, conn)
+        .lease(lease)
+        .namespace(Namespace::new("test"))
+        .handoffs(in_a_row)
+        .start();
     // The subscription started (Redis names it), so the first unlock message is not missed
     // (a missed one would only be caught by the TTL retry, which these tests tell apart
     // from a wake-up).
@@ -34,8 +43,8 @@ async fn instance(redis: &RedisServer, lease: Duration) -> WatchdogLocks {
     locks
 }
 
-fn handle(locks: &WatchdogLocks, name: &str, holders: &HolderIds) -> WatchdogLock {
-    locks.lock(name, &holders.next())
+fn handle(locks: &WatchdogLocks, name: &str) -> WatchdogLock {
+    locks.lock(name)
 }
 
 async fn key_count(redis: &RedisServer) -> u64 {
@@ -50,9 +59,8 @@ async fn key_count(redis: &RedisServer) -> u64 {
 async fn ten_thousand_lock_unlock_cycles_on_fresh_keys() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
-    let holders = HolderIds::new();
     for n in 0..10_000 {
-        let mut lock = handle(&locks, &format!("cycle{n}"), &holders);
+        let mut lock = handle(&locks, &format!("cycle{n}"));
         lock.take(FOREVER).await.unwrap();
         assert!(
             lock.give_back().await.unwrap(),
@@ -72,12 +80,11 @@ async fn ten_thousand_lock_unlock_cycles_on_fresh_keys() {
 async fn reentrant_lock_counts_holds() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
-    let holders = HolderIds::new();
-    let mut lock = handle(&locks, "reentrant", &holders);
+    let mut lock = handle(&locks, "reentrant");
     lock.take(FOREVER).await.unwrap();
     assert!(lock.take(Duration::ZERO).await.unwrap(), "re-entry refused");
     assert_eq!(lock.hold_count().await.unwrap(), 2);
-    let mut other = handle(&locks, "reentrant", &holders);
+    let mut other = handle(&locks, "reentrant");
     assert!(
         !other.take(Duration::ZERO).await.unwrap(),
         "another owner got in"
@@ -103,8 +110,7 @@ async fn reentrant_lock_counts_holds() {
 async fn a_handle_that_finds_the_lock_already_its_own_takes_one_hold() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
-    let holders = HolderIds::new();
-    let mut lock = handle(&locks, "handed", &holders);
+    let mut lock = handle(&locks, "handed");
     let mut conn = redis.conn().await;
     let _: () = redis::pipe()
         .hset("test:handed:lock", lock.holder(), 1)
@@ -126,12 +132,10 @@ async fn a_handle_that_finds_the_lock_already_its_own_takes_one_hold() {
 #[tokio::test]
 async fn waiter_acquires_when_holder_releases() {
     let redis = RedisServer::start();
-    let locks = instance(&redis, DEFAULT_LEASE).await;
-    locks.set_handoffs(0);
-    let holders = HolderIds::new();
-    let mut a = handle(&locks, "handoff", &holders);
+    let locks = handing_off(&redis, DEFAULT_LEASE, 0).await;
+    let mut a = handle(&locks, "handoff");
     a.take(FOREVER).await.unwrap();
-    let mut b = handle(&locks, "handoff", &holders);
+    let mut b = handle(&locks, "handoff");
     let since = script_calls(&redis).await;
     let waiting = tokio::spawn(async move {
         let got = b.take(Duration::from_secs(10)).await.unwrap();
@@ -156,15 +160,14 @@ async fn waiter_acquires_when_holder_releases() {
 async fn three_way_handoff() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
-    let holders = Arc::new(HolderIds::new());
-    let mut a = handle(&locks, "three", &holders);
+    let mut a = handle(&locks, "three");
     a.take(FOREVER).await.unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let since = script_calls(&redis).await;
     let waiters: Vec<_> = ["B", "C"]
         .into_iter()
         .map(|name| {
-            let mut lock = handle(&locks, "three", &holders);
+            let mut lock = handle(&locks, "three");
             let order = order.clone();
             tokio::spawn(async move {
                 assert!(
@@ -196,10 +199,9 @@ async fn three_way_handoff() {
 async fn acquire_with_a_short_wait_fails_while_held() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
-    let holders = HolderIds::new();
-    let mut a = handle(&locks, "short", &holders);
+    let mut a = handle(&locks, "short");
     a.take(FOREVER).await.unwrap();
-    let mut b = handle(&locks, "short", &holders);
+    let mut b = handle(&locks, "short");
     assert!(!b.take(Duration::from_millis(100)).await.unwrap());
     assert!(a.is_held().await.unwrap());
     a.give_back().await.unwrap();
@@ -210,8 +212,7 @@ async fn acquire_with_a_short_wait_fails_while_held() {
 async fn lease_expires_without_watchdog() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
-    let holders = HolderIds::new();
-    let mut a = handle(&locks, "lease", &holders).with_lease(Some(Duration::from_millis(200)));
+    let mut a = handle(&locks, "lease").with_lease(Lease::Fixed(Duration::from_millis(200)));
     assert!(a.take(Duration::ZERO).await.unwrap());
     assert!(
         !a.is_renewing(),
@@ -221,7 +222,7 @@ async fn lease_expires_without_watchdog() {
     assert!(ttl <= Duration::from_millis(200));
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(!a.is_locked().await.unwrap(), "the lease did not expire");
-    let mut b = handle(&locks, "lease", &holders);
+    let mut b = handle(&locks, "lease");
     assert!(b.take(Duration::ZERO).await.unwrap());
     b.give_back().await.unwrap();
 }
@@ -231,11 +232,10 @@ async fn lease_expires_without_watchdog() {
 async fn thousand_concurrent_acquires_exactly_one_succeeds() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
-    let holders = Arc::new(HolderIds::new());
     let acquired = Arc::new(AtomicUsize::new(0));
     let tasks: Vec<_> = (0..1000)
         .map(|_| {
-            let mut lock = handle(&locks, "thousand", &holders);
+            let mut lock = handle(&locks, "thousand");
             let acquired = acquired.clone();
             tokio::spawn(async move {
                 if lock.take(Duration::from_millis(10)).await.unwrap() {
@@ -264,11 +264,10 @@ async fn thousand_concurrent_acquires_exactly_one_succeeds() {
 async fn hundred_concurrent_with_long_wait_and_tiny_lease_all_acquire() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
-    let holders = Arc::new(HolderIds::new());
     let tasks: Vec<_> = (0..100)
         .map(|_| {
             let mut lock =
-                handle(&locks, "hundred", &holders).with_lease(Some(Duration::from_millis(20)));
+                handle(&locks, "hundred").with_lease(Lease::Fixed(Duration::from_millis(20)));
             tokio::spawn(async move { lock.take(Duration::from_secs(30)).await.unwrap() })
         })
         .collect();
@@ -291,8 +290,7 @@ async fn hundred_concurrent_with_long_wait_and_tiny_lease_all_acquire() {
 async fn renewal_keeps_lock_alive_past_its_lease() {
     let redis = RedisServer::start();
     let locks = instance(&redis, Duration::from_millis(1_000)).await;
-    let holders = HolderIds::new();
-    let mut a = handle(&locks, "renew", &holders);
+    let mut a = handle(&locks, "renew");
     a.take(FOREVER).await.unwrap();
     renewed(&locks, 0, 4).await;
     assert!(
@@ -300,7 +298,7 @@ async fn renewal_keeps_lock_alive_past_its_lease() {
         "the lock expired under a live holder"
     );
     assert!(!a.is_lost());
-    let mut b = handle(&locks, "renew", &holders);
+    let mut b = handle(&locks, "renew");
     assert!(!b.take(Duration::ZERO).await.unwrap());
     assert!(a.give_back().await.unwrap());
 }
@@ -310,8 +308,7 @@ async fn renewal_keeps_lock_alive_past_its_lease() {
 async fn nothing_renews_after_unlock() {
     let redis = RedisServer::start();
     let locks = instance(&redis, Duration::from_millis(300)).await;
-    let holders = HolderIds::new();
-    let mut a = handle(&locks, "zombie", &holders);
+    let mut a = handle(&locks, "zombie");
     a.take(FOREVER).await.unwrap();
     tokio::time::sleep(Duration::from_millis(250)).await;
     a.give_back().await.unwrap();
@@ -330,7 +327,7 @@ async fn nothing_renews_after_unlock() {
     );
 
     // Abandoned (the holder "died"): the watchdog stops and the lock expires one lease later.
-    let mut b = handle(&locks, "zombie", &holders);
+    let mut b = handle(&locks, "zombie");
     b.take(FOREVER).await.unwrap();
     b.abandon();
     assert!(!b.is_renewing());
@@ -349,8 +346,7 @@ async fn nothing_renews_after_unlock() {
 async fn released_lock_leaves_no_key_behind() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
-    let holders = HolderIds::new();
-    let mut a = handle(&locks, "clean", &holders);
+    let mut a = handle(&locks, "clean");
     for _ in 0..3 {
         a.take(FOREVER).await.unwrap();
     }
@@ -369,8 +365,7 @@ async fn released_lock_leaves_no_key_behind() {
 async fn watchdog_reports_a_lost_lock() {
     let redis = RedisServer::start();
     let locks = instance(&redis, Duration::from_millis(300)).await;
-    let holders = HolderIds::new();
-    let mut a = handle(&locks, "lost", &holders);
+    let mut a = handle(&locks, "lost");
     a.take(FOREVER).await.unwrap();
     let _: () = redis.conn().await.del("test:lost:lock").await.unwrap();
     // Its next tick finds it gone (the bound says a hang).
@@ -404,10 +399,9 @@ fn holders_are_per_task_not_per_thread() {
     runtime.block_on(async {
         let redis = RedisServer::start();
         let locks = instance(&redis, DEFAULT_LEASE).await;
-        let holders = Arc::new(HolderIds::new());
-        let mut first = handle(&locks, "tasks", &holders);
+        let mut first = handle(&locks, "tasks");
         first.take(FOREVER).await.unwrap();
-        let mut second = handle(&locks, "tasks", &holders);
+        let mut second = handle(&locks, "tasks");
         let other_task = tokio::spawn(async move { second.take(Duration::ZERO).await.unwrap() });
         assert!(
             !other_task.await.unwrap(),
@@ -421,13 +415,9 @@ fn holders_are_per_task_not_per_thread() {
 #[tokio::test]
 async fn unlock_wakes_one_waiter_per_instance() {
     let redis = RedisServer::start();
-    let one = instance(&redis, DEFAULT_LEASE).await;
-    let two = instance(&redis, DEFAULT_LEASE).await;
-    for locks in [&one, &two] {
-        locks.set_handoffs(0);
-    }
-    let holders = Arc::new(HolderIds::new());
-    let mut holder = handle(&one, "wake", &holders);
+    let one = handing_off(&redis, DEFAULT_LEASE, 0).await;
+    let two = handing_off(&redis, DEFAULT_LEASE, 0).await;
+    let mut holder = handle(&one, "wake");
     holder.take(FOREVER).await.unwrap();
     let acquired = Arc::new(AtomicUsize::new(0));
     // The first waiter in holds the lock until told, so that the first hand-off can be
@@ -437,7 +427,7 @@ async fn unlock_wakes_one_waiter_per_instance() {
     let mut waiters = Vec::new();
     for locks in [&one, &two] {
         for _ in 0..3 {
-            let mut lock = handle(locks, "wake", &holders);
+            let mut lock = handle(locks, "wake");
             let (acquired, mut gone) = (acquired.clone(), gone.clone());
             waiters.push(tokio::spawn(async move {
                 if lock.take(Duration::from_secs(20)).await.unwrap() {
@@ -494,10 +484,9 @@ async fn unlock_wakes_one_waiter_per_instance() {
 async fn holder_hands_the_lock_to_a_waiter_of_its_instance() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
-    let holders = HolderIds::new();
-    let mut a = handle(&locks, "direct", &holders);
+    let mut a = handle(&locks, "direct");
     a.take(FOREVER).await.unwrap();
-    let mut b = handle(&locks, "direct", &holders);
+    let mut b = handle(&locks, "direct");
     let since = script_calls(&redis).await;
     let waiting = tokio::spawn(async move {
         let got = b.take(Duration::from_secs(10)).await.unwrap();
@@ -524,10 +513,9 @@ async fn holder_hands_the_lock_to_a_waiter_of_its_instance() {
 async fn a_cancelled_release_does_not_leave_its_reserved_waiter_asleep() {
     let redis = RedisServer::start();
     let locks = instance(&redis, Duration::from_millis(500)).await;
-    let holders = HolderIds::new();
-    let mut a = handle(&locks, "cancelled", &holders);
+    let mut a = handle(&locks, "cancelled");
     a.take(FOREVER).await.unwrap();
-    let mut b = handle(&locks, "cancelled", &holders);
+    let mut b = handle(&locks, "cancelled");
     let wait = Duration::from_secs(3);
     let waiting = tokio::spawn(async move {
         let got = b.take(wait).await;
@@ -559,8 +547,7 @@ async fn a_lease_run_out_while_redis_is_away_is_lost() {
     let redis = RedisServer::start();
     let lease = Duration::from_millis(600);
     let locks = instance(&redis, lease).await;
-    let holders = HolderIds::new();
-    let mut a = handle(&locks, "frozen", &holders);
+    let mut a = handle(&locks, "frozen");
     assert!(a.take(FOREVER).await.unwrap());
     renewed(&locks, 0, 1).await;
     assert!(!a.is_lost(), "renewed by its watchdog: still held");
@@ -585,9 +572,8 @@ async fn a_lease_run_out_while_redis_is_away_is_lost() {
 async fn a_lease_without_a_watchdog_is_lost_when_it_runs_out() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
-    let holders = HolderIds::new();
     let lease = Duration::from_millis(300);
-    let mut a = handle(&locks, "leased", &holders).with_lease(Some(lease));
+    let mut a = handle(&locks, "leased").with_lease(Lease::Fixed(lease));
     assert!(a.take(FOREVER).await.unwrap());
     assert!(!a.is_lost());
     tokio::time::sleep(lease + Duration::from_millis(100)).await;
@@ -601,9 +587,8 @@ async fn a_lease_without_a_watchdog_is_lost_when_it_runs_out() {
 async fn a_partial_release_keeps_the_handles_own_lease() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
-    let holders = HolderIds::new();
     let lease = Duration::from_millis(1_000);
-    let mut lock = handle(&locks, "own-lease", &holders).with_lease(Some(lease));
+    let mut lock = handle(&locks, "own-lease").with_lease(Lease::Fixed(lease));
     assert!(lock.take(FOREVER).await.unwrap());
     assert!(lock.take(FOREVER).await.unwrap());
     assert!(lock.give_back().await.unwrap());
@@ -618,15 +603,10 @@ async fn a_partial_release_keeps_the_handles_own_lease() {
 async fn a_holder_awaiting_the_loss_wakes_when_the_lock_is_gone() {
     let redis = RedisServer::start();
     let locks = instance(&redis, Duration::from_millis(1_000)).await;
-    let holders = HolderIds::new();
 
     // Taken away under a watchdog: its next tick (every third of a lease) finds it gone. Not
     // before: while the watchdog renews it — past its lease — lost() has not returned.
-    let guard = handle(&locks, "awaited", &holders)
-        .acquire(FOREVER)
-        .await
-        .unwrap()
-        .expect("free");
+    let guard = handle(&locks, "awaited").acquire().await.expect("free");
     let renewals = locks.counters().renewals();
     {
         let lost = guard.lost();
@@ -651,11 +631,10 @@ async fn a_holder_awaiting_the_loss_wakes_when_the_lock_is_gone() {
     // acquire was sent (a lower bound no slowness can break).
     let lease = Duration::from_millis(200);
     let started = std::time::Instant::now();
-    let guard = handle(&locks, "leased-awaited", &holders)
-        .with_lease(Some(lease))
-        .acquire(FOREVER)
+    let guard = handle(&locks, "leased-awaited")
+        .with_lease(Lease::Fixed(lease))
+        .acquire()
         .await
-        .unwrap()
         .expect("free");
     tokio::time::timeout(Duration::from_secs(10), guard.lost())
         .await
@@ -663,21 +642,19 @@ async fn a_holder_awaiting_the_loss_wakes_when_the_lock_is_gone() {
     assert!(started.elapsed() >= lease, "woke before the lease ended");
 }
 
-/// Hand-offs in a row are bounded: past `set_handoffs`, a holder releases the lock for
+/// Hand-offs in a row are bounded: past the instance's `handoffs`, a holder releases the lock for
 /// every instance (a message), then hands on again.
 #[tokio::test]
 async fn handoffs_in_a_row_are_bounded() {
     let redis = RedisServer::start();
-    let locks = instance(&redis, DEFAULT_LEASE).await;
-    locks.set_handoffs(2);
-    let holders = Arc::new(HolderIds::new());
-    let mut a = handle(&locks, "bounded", &holders);
+    let locks = handing_off(&redis, DEFAULT_LEASE, 2).await;
+    let mut a = handle(&locks, "bounded");
     a.take(FOREVER).await.unwrap();
     let served = Arc::new(AtomicUsize::new(0));
     let since = script_calls(&redis).await;
     let waiters: Vec<_> = (0..4)
         .map(|_| {
-            let mut lock = handle(&locks, "bounded", &holders);
+            let mut lock = handle(&locks, "bounded");
             let served = served.clone();
             tokio::spawn(async move {
                 assert!(lock.take(Duration::from_secs(10)).await.unwrap());
@@ -701,8 +678,8 @@ async fn handoffs_in_a_row_are_bounded() {
     assert_eq!(key_count(&redis).await, 0);
 }
 
-fn fair_handle(locks: &WatchdogLocks, name: &str, holders: &HolderIds) -> WatchdogLock {
-    handle(locks, name, holders).fair(true)
+fn fair_handle(locks: &WatchdogLocks, name: &str) -> WatchdogLock {
+    handle(locks, name).fair(true)
 }
 
 /// Waits until the fair lock `name`'s queue in Redis holds `waiters` (the bound says a
@@ -730,14 +707,13 @@ async fn fair_lock_serves_waiters_in_arrival_order_across_instances() {
     let redis = RedisServer::start();
     let one = instance(&redis, DEFAULT_LEASE).await;
     let two = instance(&redis, DEFAULT_LEASE).await;
-    let holders = Arc::new(HolderIds::new());
-    let mut holder = fair_handle(&one, "fair", &holders);
+    let mut holder = fair_handle(&one, "fair");
     holder.take(FOREVER).await.unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut waiters = Vec::new();
     for n in 0..8 {
         let locks = if n % 2 == 0 { &one } else { &two };
-        let mut lock = fair_handle(locks, "fair", &holders);
+        let mut lock = fair_handle(locks, "fair");
         let order = order.clone();
         waiters.push(tokio::spawn(async move {
             assert!(lock.take(Duration::from_secs(20)).await.unwrap());
@@ -768,17 +744,16 @@ async fn fair_lock_serves_waiters_in_arrival_order_across_instances() {
 async fn fair_waiter_that_gives_up_leaves_the_queue() {
     let redis = RedisServer::start();
     let locks = instance(&redis, DEFAULT_LEASE).await;
-    let holders = Arc::new(HolderIds::new());
-    let mut a = fair_handle(&locks, "quit", &holders);
+    let mut a = fair_handle(&locks, "quit");
     a.take(FOREVER).await.unwrap();
-    let mut quitter = fair_handle(&locks, "quit", &holders);
+    let mut quitter = fair_handle(&locks, "quit");
     let quitter_id = quitter.holder().to_owned();
     // The quitter's wait outlasts the two joining the queue (seen in Redis), and then
     // runs out while the lock is still held.
     let quits =
         tokio::spawn(async move { quitter.take(Duration::from_millis(1_500)).await.unwrap() });
     queued(&redis, "quit", 1).await;
-    let mut patient = fair_handle(&locks, "quit", &holders);
+    let mut patient = fair_handle(&locks, "quit");
     let waits = tokio::spawn(async move {
         let got = patient.take(Duration::from_secs(10)).await.unwrap();
         patient.give_back().await.unwrap();
@@ -808,18 +783,17 @@ async fn fair_waiter_that_gives_up_leaves_the_queue() {
 async fn dead_fair_waiter_drops_out_of_the_queue() {
     let redis = RedisServer::start();
     let alive = instance(&redis, DEFAULT_LEASE).await;
-    let holders = Arc::new(HolderIds::new());
-    let mut holder = fair_handle(&alive, "dead", &holders);
+    let mut holder = fair_handle(&alive, "dead");
     holder.take(FOREVER).await.unwrap();
     {
         let doomed = instance(&redis, DEFAULT_LEASE).await;
-        let mut lock = fair_handle(&doomed, "dead", &holders);
+        let mut lock = fair_handle(&doomed, "dead");
         let task = tokio::spawn(async move { lock.take(Duration::from_secs(60)).await });
         queued(&redis, "dead", 1).await;
         // The instance dies: its waiter never tries again, nor leaves.
         task.abort();
     }
-    let mut next = fair_handle(&alive, "dead", &holders);
+    let mut next = fair_handle(&alive, "dead");
     let waits = tokio::spawn(async move {
         let got = next.take(Duration::from_secs(20)).await.unwrap();
         next.give_back().await.unwrap();

@@ -11,7 +11,7 @@
 //!   each call lands on one slot; what spans shards goes as one call per shard. A command
 //!   is sent again only when it cannot have run ([`ClusterConn`]): a lost answer stays an
 //!   unknown outcome, whatever a later try would have met.
-//! - `sentinel`: a master found through Redis Sentinel ([`SentinelConn`]); on a connection
+//! - `sentinel`: a master found through Redis Sentinel ([`SentinelConnection`]); on a connection
 //!   error or a `READONLY` answer the connection is dropped and the sentinels are asked
 //!   again, so an instance follows a failover by itself.
 //!
@@ -22,13 +22,12 @@
 mod cluster;
 mod confirm;
 mod pools;
-mod sentinel;
 mod topology;
 
 pub use cluster::{ClusterConn, never_ran};
 pub use confirm::{Confirmations, Confirmed};
 pub use pools::{Checkout, MasterPool, MasterPools, drop_broken};
-pub use sentinel::SentinelConn;
+pub use seckill_lock::sentinel::SentinelConnection;
 pub use topology::{Master, key_slot, master_of};
 
 use topology::{node_address, parse_cluster_slots};
@@ -84,7 +83,7 @@ impl StoreConfig {
 pub enum RedisConn {
     Single(ConnectionManager),
     Cluster(ClusterConn),
-    Sentinel(SentinelConn),
+    Sentinel(SentinelConnection),
 }
 
 impl ConnectionLike for RedisConn {
@@ -159,7 +158,7 @@ pub enum Nodes {
     /// hears every `PUBLISH`, so the subscriber moves to the next when one goes away.
     Fixed(Vec<redis::Client>),
     /// The master the sentinels name at the time.
-    Sentinel(SentinelConn),
+    Sentinel(SentinelConnection),
 }
 
 /// The watchdog locks' subscription listens on these.
@@ -168,13 +167,7 @@ impl seckill_lock::watchdog::Subscriber for Nodes {
     async fn client(&self, attempt: usize) -> Option<redis::Client> {
         match self {
             Self::Fixed(clients) => clients.client(attempt).await,
-            Self::Sentinel(conn) => match conn.master_client().await {
-                Ok(client) => Some(client),
-                Err(err) => {
-                    tracing::warn!(error = %err, "no master from the sentinels");
-                    None
-                }
-            },
+            Self::Sentinel(conn) => conn.client(attempt).await,
         }
     }
 }
@@ -190,7 +183,7 @@ impl Store {
                 .sentinel_master
                 .as_deref()
                 .context("sentinel mode needs the master's name (--redis-sentinel-master)")?;
-            let conn = SentinelConn::new(&urls, master, config.timeout)
+            let conn = SentinelConnection::new(&urls, master, config.timeout)
                 .context("--redis-url (sentinels)")?;
             return Ok(Self {
                 config,

@@ -23,7 +23,7 @@ pub struct Deduction {
     pub product: Arc<ProductKeys>,
     pub knobs: Knobs,
     /// Who this request is, in locks and in the audit.
-    pub holder: String,
+    pub holder: seckill_lock::HolderId,
     /// The claim on the request's idempotency key, when it carries one.
     pub claim: Option<Claim>,
     /// How long the work really took, µs (0 until it ran): `work_ms` is what was asked.

@@ -38,7 +38,7 @@ pub(super) async fn guarded(d: &Deduction, rw: bool) -> Result<Outcome, AppError
     } else {
         Duration::from_millis(DEFAULT_LOCK_WAIT_MS)
     };
-    let Some(read) = read.acquire(wait).await? else {
+    let Some(read) = read.try_acquire_for(wait).await? else {
         return Ok(Outcome::LockBusy);
     };
     // A lost answer is looked up under the read lock: until it is known, the sale may
@@ -50,16 +50,16 @@ pub(super) async fn guarded(d: &Deduction, rw: bool) -> Result<Outcome, AppError
     if matches!(outcome, Ok(Outcome::Unknown { .. })) {
         // The sale's answer was lost and it may still run: a close must wait for it, so the
         // read lock (renewed meanwhile) is held until the sale is looked up.
-        let holder = d.holder.clone();
-        d.after_settled(Box::new(move || Box::pin(release(read, holder))));
+        d.after_settled(Box::new(move || Box::pin(release(read))));
     } else {
-        release(read, d.holder.clone()).await;
+        release(read).await;
     }
     outcome
 }
 
-/// Gives `holder`'s read lock back; one that fails expires with its lease.
-async fn release<L: Lock>(read: seckill_lock::Guard<L>, holder: String) {
+/// Gives a read lock back; one that fails expires with its lease.
+async fn release<L: Lock>(read: seckill_lock::Guard<L>) {
+    let holder = read.holder().to_owned();
     match read.release().await {
         Ok(true) => {}
         Ok(false) => tracing::warn!(holder, "read lock gone at release"),

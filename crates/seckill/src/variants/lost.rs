@@ -151,7 +151,7 @@ impl Deduction {
         let settle = Settle {
             app: self.app.clone(),
             product: self.product.clone(),
-            holder: self.holder.clone(),
+            holder: self.holder.to_string(),
             sale,
             claim: self.claim.clone(),
             reserved: self.reserved.load(Ordering::Relaxed),

@@ -113,7 +113,7 @@ impl Sale {
         Self {
             order,
             user: d.user().to_owned(),
-            holder: d.holder.clone(),
+            holder: d.holder.to_string(),
             key: key.to_owned(),
         }
     }

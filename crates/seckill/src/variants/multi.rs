@@ -85,7 +85,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let locks = cart.iter().map(|product| {
         d.app
             .locks
-            .lock(&product.whole().lock_name, &d.holder)
+            .lock_as(&product.whole().lock_name, &d.holder)
             .expecting_to_hold(d.knobs.work() + INSIDE_MARGIN)
     });
     // Sorted by the locks' keys (one global order), or in the order of the request.
@@ -94,7 +94,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     } else {
         MultiLock::new(locks)
     };
-    let taken = locks.acquire(d.knobs.wait()).await?;
+    let taken = locks.try_acquire_for(d.knobs.wait()).await?;
     let metrics = &d.app.metrics;
     metrics.lock_acquired(d.variant.name(), taken.is_some(), started.elapsed());
     let Some(held) = taken else {
@@ -108,7 +108,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     // holder would read the stock before it) until it is looked up.
     let sold = d.learn(sell(d, &cart).await).await;
     if matches!(sold, Ok(Outcome::Unknown { .. })) {
-        let (variant, holder) = (d.variant, d.holder.clone());
+        let (variant, holder) = (d.variant, d.holder.to_string());
         d.after_settled(Box::new(move || {
             Box::pin(async move {
                 if let Err(err) = held.release().await {
@@ -287,7 +287,7 @@ async fn stopped_after(
 /// Leaves the critical sections of `shards` without selling.
 async fn leave(d: &Deduction, shards: &[Arc<ShardKeys>]) -> Result<(), AppError> {
     for shard in shards {
-        let _: u64 = d.redis().zrem(&shard.inside, &d.holder).await?;
+        let _: u64 = d.redis().zrem(&shard.inside, d.holder.as_str()).await?;
     }
     Ok(())
 }

@@ -41,7 +41,9 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
     let ttl = d.knobs.millis(&TTL_MS);
     let lease = d.app.locks.default_lease();
-    let lock = redlock.lock(&shard.lock, ttl.unwrap_or(lease), ttl.is_none(), &d.holder);
+    let lock = redlock
+        .lock_as(&shard.lock, ttl.unwrap_or(lease), &d.holder)
+        .extending(ttl.is_none());
     d.under_lock(
         &shard,
         Shared::new(lock, LockStore::OwnServers),

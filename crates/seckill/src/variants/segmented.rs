@@ -93,7 +93,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
             user = d.user(),
             "a reservation no sale used was not given back: trying again until Redis answers"
         );
-        lost::give_back_later(d.app.clone(), d.product.clone(), d.holder.clone());
+        lost::give_back_later(d.app.clone(), d.product.clone(), d.holder.to_string());
     }
     outcome
 }

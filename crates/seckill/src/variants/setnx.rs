@@ -3,7 +3,7 @@
 //! Correct while nothing fails. A holder that dies before its DEL leaves the lock held
 //! forever (every later request is 429), and the DEL removes whoever holds the lock.
 
-use seckill_lock::SetnxLock;
+use seckill_lock::teaching::SetnxLock;
 
 use super::shared::{LockStore, Shared};
 use super::{Deduction, Outcome, Spec};

@@ -215,7 +215,7 @@ impl<L: Lock> Trips for Shared<L> {
     ) -> Result<Entry, AppError> {
         let started = Instant::now();
         let lock = self.lock.take().expect("a lock is taken once");
-        self.guard = lock.acquire(wait).await?.map(Holding::new);
+        self.guard = lock.try_acquire_for(wait).await?.map(Holding::new);
         let acquired = self.guard.is_some();
         let metrics = &d.app.metrics;
         metrics.lock_acquired(d.variant.name(), acquired, started.elapsed());

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use redis::{RedisError, Value};
 use seckill_lock::watchdog::{Attempt, Released, sleep_for};
-use seckill_lock::{Lock, LockError, WatchdogLock};
+use seckill_lock::{Lease, Lock, LockError, WatchdogLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -101,10 +101,13 @@ pub(super) async fn deduct_from(
     let lock = d
         .app
         .locks
-        .lock(&shard.lock_name, &d.holder)
+        .lock_as(&shard.lock_name, &d.holder)
         .fair(d.knobs.switch(&FAIR))
-        .with_lease(d.knobs.millis(&LEASE_MS))
-        .renewing(d.knobs.switch(&RENEW))
+        .with_lease(match (d.knobs.millis(&LEASE_MS), d.knobs.switch(&RENEW)) {
+            (None, _) => Lease::Watched,
+            (Some(lease), false) => Lease::Fixed(lease),
+            (Some(lease), true) => Lease::Renewed(lease),
+        })
         .expecting_to_hold(d.knobs.work() + INSIDE_MARGIN)
         .handing_off(d.knobs.switch(&HANDOFF))
         // Beside the stock, the lock issues the fencing token itself, in its take (where

@@ -49,7 +49,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         ));
     };
     let shard = d.whole_stock();
-    let lock = zookeeper.lock(&lock_path(d.product.product.as_str()), &d.holder);
+    let lock = zookeeper.lock_as(&lock_path(d.product.product.as_str()), &d.holder);
     d.under_lock(
         &shard,
         Shared::new(lock, LockStore::OwnServers),

@@ -323,7 +323,7 @@ async fn a_cut_database_acquire_leaves_nothing_behind() {
     for held in [false, true] {
         let holder = if held {
             let lock = UniqueLock::new(db.clone(), "cut", "holder", None);
-            Some(lock.acquire(Duration::ZERO).await.unwrap().expect("free"))
+            Some(lock.try_acquire().await.unwrap().expect("free"))
         } else {
             None
         };
@@ -331,7 +331,7 @@ async fn a_cut_database_acquire_leaves_nothing_behind() {
             let lock = UniqueLock::new(db.clone(), "cut", &format!("cut-{i}"), None);
             // Uncut acquires of a free lock are given back at once.
             if let Ok(Ok(Some(guard))) =
-                tokio::time::timeout(cut, lock.acquire(Duration::from_millis(200))).await
+                tokio::time::timeout(cut, lock.try_acquire_for(Duration::from_millis(200))).await
             {
                 guard.release().await.unwrap();
             }
@@ -344,14 +344,14 @@ async fn a_cut_database_acquire_leaves_nothing_behind() {
 
         let holder = if held {
             let lock = AdvisoryLock::new(db.clone(), "cut", "holder");
-            Some(lock.acquire(Duration::ZERO).await.unwrap().expect("free"))
+            Some(lock.try_acquire().await.unwrap().expect("free"))
         } else {
             None
         };
         for (i, cut) in cuts().enumerate() {
             let lock = AdvisoryLock::new(db.clone(), "cut", &format!("cut-{i}"));
             if let Ok(Ok(Some(guard))) =
-                tokio::time::timeout(cut, lock.acquire(Duration::from_millis(200))).await
+                tokio::time::timeout(cut, lock.try_acquire_for(Duration::from_millis(200))).await
             {
                 guard.release().await.unwrap();
             }
@@ -363,7 +363,7 @@ async fn a_cut_database_acquire_leaves_nothing_behind() {
         settled("advisory locks after the release", "0", &advisory);
         // Every pooled connection is usable: none was given back mid-transaction.
         let again = AdvisoryLock::new(db.clone(), "cut", "after");
-        let guard = again.acquire(Duration::ZERO).await.unwrap().expect("free");
+        let guard = again.try_acquire().await.unwrap().expect("free");
         assert!(guard.release().await.unwrap());
     }
 }

@@ -1,5 +1,6 @@
--- redlock_extend.lua: extend a Redlock lock on one of its servers, only if it is still the
--- caller's, so a late extension can never lengthen somebody else's lock.
+-- token_extend.lua: extend a string lock (a token lock; Redlock's, on one of its servers),
+-- only if it is still the caller's, so a late extension can never lengthen somebody else's
+-- lock.
 --
 -- KEYS[1]  lock (string: the holder's token)
 -- ARGV[1]  the holder's token

@@ -1,10 +1,15 @@
-//! A master found through Redis Sentinel, followed across failovers.
+//! A master found through Redis Sentinel, followed across failovers (feature `sentinel`).
 //!
-//! redis-rs asks the sentinels for the master once; this keeps the multiplexed connection
-//! it got, and drops it when the master stops being one — a connection error, a timeout,
-//! or a `READONLY`/`MASTERDOWN` answer from a node that was demoted. The next command asks
-//! the sentinels again. While they still name the dead master (they need
-//! `down-after-milliseconds` and an election to agree), commands fail fast with 503.
+//! redis-rs asks the sentinels for the master once, and a connection it makes stays on that
+//! node after a failover. [`SentinelConnection`] keeps the multiplexed connection it got,
+//! and drops it when the master stops being one — a connection error, a timeout, or a
+//! `READONLY`/`MASTERDOWN` answer from a node that was demoted; the next command asks the
+//! sentinels again. While they still name the dead master (they need
+//! `down-after-milliseconds` and an election to agree), commands fail fast.
+//!
+//! It never sends a command twice: the command that met the failover fails with its own
+//! error (a timeout is a lost answer, [`LockError::may_have_run`](crate::LockError::may_have_run)),
+//! and only the next one goes to the new master.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,9 +19,26 @@ use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{AsyncConnectionConfig, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 use tokio::sync::Mutex;
 
-/// A connection to whichever node the sentinels call the master now. Cheap to clone.
+use crate::watchdog::Subscriber;
+
+/// A connection to whichever node the sentinels call the master now, for the locks to be
+/// taken on and, as a [`Subscriber`], for their subscription to listen on. Cheap to clone.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// use seckill_lock::sentinel::SentinelConnection;
+/// use seckill_lock::{Namespace, WatchdogLocks};
+///
+/// # async fn run() -> Result<(), redis::RedisError> {
+/// let sentinels = ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"];
+/// let conn = SentinelConnection::new(&sentinels, "mymaster", Duration::from_secs(2))?;
+/// let locks = WatchdogLocks::builder(conn.clone(), conn)
+///     .namespace(Namespace::new("myapp"))
+///     .start();
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
-pub struct SentinelConn {
+pub struct SentinelConnection {
     shared: Arc<Shared>,
 }
 
@@ -28,8 +50,10 @@ struct Shared {
     timeout: Duration,
 }
 
-impl SentinelConn {
-    /// Nothing is asked of the sentinels until the first command.
+impl SentinelConnection {
+    /// The master named `master`, as `sentinel_urls` name it; every command, and every
+    /// question to the sentinels, bounded by `timeout`. Nothing is asked of the sentinels
+    /// until the first command.
     pub fn new(
         sentinel_urls: &[&str],
         master: &str,
@@ -50,7 +74,8 @@ impl SentinelConn {
         })
     }
 
-    /// A client for the master the sentinels name now (for a subscription of its own).
+    /// A client for the master the sentinels name now (for a connection of its own, such as
+    /// a subscription's).
     pub async fn master_client(&self) -> redis::RedisResult<redis::Client> {
         let mut sentinels = self.shared.sentinels.lock().await;
         tokio::time::timeout(self.shared.timeout, sentinels.async_get_client())
@@ -110,7 +135,7 @@ fn timed_out(what: &str) -> RedisError {
     ))
 }
 
-impl ConnectionLike for SentinelConn {
+impl ConnectionLike for SentinelConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let (mut conn, _) = self.connection().await?;
@@ -136,5 +161,19 @@ impl ConnectionLike for SentinelConn {
 
     fn get_db(&self) -> i64 {
         0
+    }
+}
+
+/// The subscription listens on the master the sentinels name at each (re)connection, so it
+/// follows a failover as the connection does.
+impl Subscriber for SentinelConnection {
+    async fn client(&self, _attempt: usize) -> Option<redis::Client> {
+        match self.master_client().await {
+            Ok(client) => Some(client),
+            Err(err) => {
+                tracing::warn!(%err, "no master from the sentinels");
+                None
+            }
+        }
     }
 }
