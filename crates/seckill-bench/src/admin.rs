@@ -203,11 +203,9 @@ impl Service<'_> {
         Ok(())
     }
 
-    /// A counter's value summed over every instance's `/metrics` (`seckill_<name>_total`),
-    /// 0 where an instance does not have it.
-    pub async fn counter_sum(&self, name: &str) -> anyhow::Result<u64> {
-        let metric = format!("seckill_{name}_total");
-        let mut sum = 0;
+    /// Each instance's `/metrics` text, with its URL.
+    async fn metrics(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let mut pages = Vec::new();
         for url in &self.args.instance_urls {
             let text = self
                 .http
@@ -217,43 +215,54 @@ impl Service<'_> {
                 .error_for_status()?
                 .text()
                 .await?;
-            sum += text
-                .lines()
-                .filter_map(|line| {
-                    let rest = line.strip_prefix(&metric)?;
-                    (rest.starts_with('{') || rest.starts_with(' '))
-                        .then(|| rest.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
-                        .flatten()
-                })
-                .sum::<f64>() as u64;
+            pages.push((url.clone(), text));
         }
-        Ok(sum)
+        Ok(pages)
+    }
+
+    /// A counter's value summed over every instance's `/metrics` (`seckill_<name>_total`),
+    /// 0 where an instance does not have it.
+    pub async fn counter_sum(&self, name: &str) -> anyhow::Result<u64> {
+        let metric = format!("seckill_{name}_total");
+        let pages = self.metrics().await?;
+        Ok(pages
+            .iter()
+            .flat_map(|(_, text)| samples(text, &metric))
+            .sum::<f64>() as u64)
+    }
+
+    /// A gauge's highest value over every instance's `/metrics` (`seckill_<name>`); `None`
+    /// when no instance has it.
+    pub async fn gauge_max(&self, name: &str) -> anyhow::Result<Option<u64>> {
+        let metric = format!("seckill_{name}");
+        let pages = self.metrics().await?;
+        Ok(pages
+            .iter()
+            .flat_map(|(_, text)| samples(text, &metric))
+            .map(|v| v as u64)
+            .max())
     }
 
     /// Each instance's peak resident memory, from its `/metrics`.
     pub async fn peak_rss(&self) -> anyhow::Result<Vec<(String, u64)>> {
         let mut peaks = Vec::new();
-        for url in &self.args.instance_urls {
-            let text = self
-                .http
-                .get(format!("{}/metrics", url.trim_end_matches('/')))
-                .send()
-                .await?
-                .error_for_status()?
-                .text()
-                .await?;
-            let bytes = text
-                .lines()
-                .find_map(|line| {
-                    // `name{instance="…"} value`, or `name value`.
-                    let rest = line.strip_prefix("seckill_process_peak_resident_memory_bytes")?;
-                    let value = rest.rsplit_once(' ')?.1;
-                    (rest.starts_with('{') || rest.starts_with(' ')).then_some(value)
-                })
-                .and_then(|v| v.trim().parse().ok())
+        for (url, text) in self.metrics().await? {
+            let bytes = samples(&text, "seckill_process_peak_resident_memory_bytes")
+                .next()
                 .with_context(|| format!("{url}/metrics has no peak RSS: {:.300}", text))?;
-            peaks.push((url.clone(), bytes));
+            peaks.push((url, bytes as u64));
         }
         Ok(peaks)
     }
+}
+
+/// The values of `metric`'s samples in a `/metrics` text: `name{labels} value` or
+/// `name value` lines (not another metric whose name merely starts the same).
+fn samples<'a>(text: &'a str, metric: &'a str) -> impl Iterator<Item = f64> + 'a {
+    text.lines().filter_map(move |line| {
+        let rest = line.strip_prefix(metric)?;
+        (rest.starts_with('{') || rest.starts_with(' '))
+            .then(|| rest.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
+            .flatten()
+    })
 }

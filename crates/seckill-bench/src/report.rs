@@ -45,6 +45,14 @@ pub struct Row {
     /// sold, every instance's (`seckill_lock_tries_total`, `seckill_lock_wakeups_total`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_tries_per_unit: Option<(f64, f64)>,
+    /// Lock scripts acquires sent with no reason to (beyond one, one per wake-up and one
+    /// per nap that ran out), every instance's (`seckill_lock_tries_without_reason_total`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_tries_without_reason: Option<u64>,
+    /// The most lock scripts one acquire sent, over the instances, since they started
+    /// (`seckill_lock_most_tries`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_most_tries: Option<u64>,
     /// The same, master by master (`host:port`), when the store has more than one.
     pub redis_cpu_us_per_unit_by_master: Vec<(String, f64)>,
     /// The stores suite: the CPU time (user + sys) the lock's own servers spent per unit
@@ -100,6 +108,8 @@ impl Row {
             redis_commands_per_unit: None,
             redis_cpu_us_per_unit: None,
             lock_tries_per_unit: None,
+            lock_tries_without_reason: None,
+            lock_most_tries: None,
             redis_cpu_us_per_unit_by_master: Vec::new(),
             lock_store_cpu_us_per_unit: None,
             drain: None,

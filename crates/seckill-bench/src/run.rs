@@ -169,7 +169,11 @@ pub(crate) async fn run_one(
     let lock_counters = || async {
         let tries = service.counter_sum("lock_tries").await.ok()?;
         let wakeups = service.counter_sum("lock_wakeups").await.ok()?;
-        Some((tries, wakeups))
+        let without_reason = service
+            .counter_sum("lock_tries_without_reason")
+            .await
+            .ok()?;
+        Some((tries, wakeups, without_reason))
     };
     let lock_counters_before = lock_counters().await;
     let lock_pids = lock_store_pids(args, variant);
@@ -193,11 +197,14 @@ pub(crate) async fn run_one(
     };
 
     let lock_tries = match (lock_counters_before, lock_counters().await) {
-        (Some((tries0, wakeups0)), Some((tries1, wakeups1))) => {
-            Some((tries1 - tries0, wakeups1 - wakeups0))
+        (Some((tries0, wakeups0, without0)), Some((tries1, wakeups1, without1))) => {
+            Some((tries1 - tries0, wakeups1 - wakeups0, without1 - without0))
         }
         _ => None,
     };
+    // Since the instances started: a row's own worst would need a reset the service
+    // does not offer; the bench's rows run in one order, so it is the worst so far.
+    let most_tries = service.gauge_max("lock_most_tries").await.ok().flatten();
     let mut stats = service.stats().await?;
     for product in &others {
         add_stats(&mut stats, &service.stats_of(product).await?);
@@ -246,8 +253,12 @@ pub(crate) async fn run_one(
         redis_commands_per_unit: per_unit(commands),
         redis_cpu_us_per_unit: per_unit(cpu_us),
         lock_tries_per_unit: lock_tries
-            .filter(|(tries, _)| *tries > 0 && sold > 0)
-            .map(|(tries, wakeups)| (tries as f64 / sold as f64, wakeups as f64 / sold as f64)),
+            .filter(|(tries, _, _)| *tries > 0 && sold > 0)
+            .map(|(tries, wakeups, _)| (tries as f64 / sold as f64, wakeups as f64 / sold as f64)),
+        lock_tries_without_reason: lock_tries
+            .filter(|(tries, _, _)| *tries > 0)
+            .map(|(_, _, without)| without),
+        lock_most_tries: most_tries.filter(|_| lock_tries.is_some_and(|(t, _, _)| t > 0)),
         redis_cpu_us_per_unit_by_master: by_master,
         lock_store_cpu_us_per_unit: match lock_cpu {
             Some(cpu) => (sold > 0).then(|| cpu / sold as f64),

@@ -10,7 +10,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use seckill_lock::WatchdogCounters;
@@ -233,6 +233,11 @@ impl Collector for LockCounters {
                 counters.tries(),
             ),
             (
+                "lock_tries_without_reason",
+                "Lock scripts an acquire sent beyond one, one per wake-up it received and one per nap that ran out (a spinning waiter; 0)",
+                counters.tries_without_reason(),
+            ),
+            (
                 "lock_subscription_losses",
                 "Times the lock release subscription was lost (dropped, or its server stopped answering its ping) and started again",
                 counters.subscription_losses(),
@@ -243,6 +248,14 @@ impl Collector for LockCounters {
             let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
             counter.encode(metric)?;
         }
+        let most = ConstGauge::new(i64::try_from(counters.most_tries()).unwrap_or(i64::MAX));
+        let metric = encoder.encode_descriptor(
+            "lock_most_tries",
+            "The most lock scripts one watchdog acquire sent since the instance started",
+            None,
+            most.metric_type(),
+        )?;
+        most.encode(metric)?;
         Ok(())
     }
 }

@@ -175,10 +175,10 @@ fn waiting_ratios(rows: &[Row]) -> Vec<Ratio> {
             && let Some(many) = many
             && let Some((tries, wakeups)) = many.lock_tries_per_unit
         {
-            // Issue 44: a woken waiter tried back to back until it won. An acquire tries
-            // once, once more per wake-up (twice when the wake-up lands while it is
-            // trying), and once more at the end of a wait that runs out (a 429): more than
-            // that is a spin.
+            // A waiter tries once, once more per wake-up (twice when the wake-up lands
+            // while it is trying), and once more at the end of a wait that runs out (a
+            // 429): more than that is a spin, as a waiter woken while trying once did,
+            // back to back until it won.
             let busy = many.count(429) as f64 / many.sold.max(1) as f64;
             let bound = 1.0 + 2.0 * wakeups + 2.0 * busy;
             ratios.push(Ratio {
@@ -190,6 +190,20 @@ fn waiting_ratios(rows: &[Row]) -> Vec<Ratio> {
                     "lock scripts sent by acquires per unit sold, {WAITERS} waiters; per unit {wakeups:.2} wake-ups, {busy:.2} 429s"
                 ),
             });
+            if let Some(without) = many.lock_tries_without_reason {
+                let most = many.lock_most_tries.map_or(String::new(), |most| {
+                    format!("; the most one acquire sent: {most}")
+                });
+                ratios.push(Ratio {
+                    name: "watchdog tries without a reason".into(),
+                    value: without as f64,
+                    target: "0".into(),
+                    met: Some(without == 0),
+                    of: format!(
+                        "lock scripts an acquire sent beyond one, one per wake-up it received and one per nap that ran out, {WAITERS} waiters{most}"
+                    ),
+                });
+            }
         }
         if let (Some(one), Some(many)) = (one, many)
             && let (Some(a), Some(b)) = (one.redis_commands_per_unit, many.redis_commands_per_unit)

@@ -11,6 +11,8 @@ pub struct WatchdogCounters {
     wakeups: AtomicU64,
     handoffs: AtomicU64,
     tries: AtomicU64,
+    most_tries: AtomicU64,
+    tries_without_reason: AtomicU64,
     subscription_losses: AtomicU64,
 }
 
@@ -42,6 +44,18 @@ impl WatchdogCounters {
         self.tries.load(Ordering::Relaxed)
     }
 
+    /// The most lock scripts one acquire sent, since the instance started.
+    pub fn most_tries(&self) -> u64 {
+        self.most_tries.load(Ordering::Relaxed)
+    }
+
+    /// Tries that had no reason: an acquire may try once, then once more per wake-up it
+    /// received (a release message, a hand-off that fell through) and per nap that ran
+    /// out; what it sent beyond that is counted here. Zero, unless a waiter spins.
+    pub fn tries_without_reason(&self) -> u64 {
+        self.tries_without_reason.load(Ordering::Relaxed)
+    }
+
     /// Times the release subscription was lost — its connection dropped, or its server
     /// stopped answering the heartbeat's ping — and started again.
     pub fn subscription_losses(&self) -> u64 {
@@ -54,6 +68,17 @@ impl WatchdogCounters {
 
     pub(super) fn try_sent(&self) {
         self.tries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One acquire's account: `tries` sent, for `reasons` to try (the first, wake-ups and
+    /// naps that ran out).
+    pub(super) fn acquire_tried(&self, tries: u64, reasons: u64) {
+        self.most_tries.fetch_max(tries, Ordering::Relaxed);
+        let without = tries.saturating_sub(reasons);
+        if without > 0 {
+            self.tries_without_reason
+                .fetch_add(without, Ordering::Relaxed);
+        }
     }
 
     pub(super) fn renewal(&self) {

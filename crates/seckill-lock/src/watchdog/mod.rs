@@ -162,29 +162,40 @@ impl<C: Connection> WatchdogLock<C> {
         let waiter =
             self.shared
                 .register(&self.keys.channel, &self.holder, self.lease(), self.hold);
+        // This acquire's account: tries sent, and naps that ran out (with the first try
+        // and the wake-ups it received, the reasons it had to try).
+        let (mut tries, mut naps) = (0_u64, 0_u64);
+        let account = |tries: u64, naps: u64, waiter: &waiters::Waiter| {
+            let reasons = 1 + naps + u64::from(waiter.wakes());
+            self.shared.counters.acquire_tried(tries, reasons);
+        };
         loop {
             let sent = std::time::Instant::now();
             self.shared.counters.try_sent();
+            tries += 1;
             let nap = match attempt().await {
                 Ok(Attempt::Acquired(value)) => {
+                    account(tries, naps, waiter.waiter());
                     waiter.leave(true);
                     self.acquired(sent);
                     return Ok(Some(value));
                 }
                 Ok(Attempt::Held(nap)) => nap,
                 Err(err) => {
+                    account(tries, naps, waiter.waiter());
                     waiter.leave(false);
                     return Err(err);
                 }
             };
             let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if left == Some(Duration::ZERO) {
+                account(tries, naps, waiter.waiter());
                 waiter.leave(false);
                 self.leave_queue().await?;
                 return Ok(None);
             }
             if !waiter.waiter().settle() {
-                // Woken while trying: try again at once.
+                // Woken while trying: try again at once (the wake-up is spent on it).
                 continue;
             }
             // Sleep until a release message or a hand-off, or until the lease runs out
@@ -200,10 +211,14 @@ impl<C: Connection> WatchdogLock<C> {
             // A hand-off's lease began when the holder's release ran, before this grant:
             // counted from when this waiter went to sleep, to be safe.
             let asleep = std::time::Instant::now();
-            if let Woke::Granted(value) = waiter.waiter().sleep(nap).await {
-                waiter.leave(true);
-                self.acquired(asleep);
-                return Ok(Some(value));
+            match waiter.waiter().sleep(nap).await {
+                Woke::Granted(value) => {
+                    account(tries, naps, waiter.waiter());
+                    waiter.leave(true);
+                    self.acquired(asleep);
+                    return Ok(Some(value));
+                }
+                Woke::Retry { napped } => naps += u64::from(napped),
             }
         }
     }

@@ -13,6 +13,7 @@
 //! - **by its own timer** (the lock's TTL), so that a lost message never strands it.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -79,6 +80,9 @@ pub(super) struct Waiter {
     pub(super) hold: Duration,
     state: Mutex<State>,
     wake: Notify,
+    /// Times it was asked to try again (a release message, a hand-off that fell through,
+    /// the subscription back after a loss): each is one reason for one more try.
+    wakes: AtomicU32,
 }
 
 enum State {
@@ -99,8 +103,11 @@ enum State {
 
 /// What became of a waiter's sleep.
 pub(super) enum Woke {
-    /// Try again (woken, or the nap is over).
-    Retry,
+    /// Try again: woken, or (`napped`) the nap is over.
+    Retry {
+        /// The nap ran out before anything woke it.
+        napped: bool,
+    },
     /// A holder handed it the lock.
     Granted(Value),
 }
@@ -136,10 +143,10 @@ impl Waiter {
     /// (it waits for that to finish: one Redis round trip), it is about to try again, and
     /// no longer available for a hand-off. It keeps its place in the queue either way.
     pub(super) async fn sleep(&self, nap: Duration) -> Woke {
-        tokio::select! {
-            () = self.wake.notified() => {}
-            () = tokio::time::sleep(nap) => {}
-        }
+        let napped = tokio::select! {
+            () = self.wake.notified() => false,
+            () = tokio::time::sleep(nap) => true,
+        };
         loop {
             {
                 let mut state = self.state();
@@ -147,7 +154,7 @@ impl Waiter {
                     State::Granted(value) => return Woke::Granted(value),
                     State::Reserved => *state = State::Reserved,
                     State::Trying | State::Woken | State::Sleeping | State::Gone => {
-                        return Woke::Retry;
+                        return Woke::Retry { napped };
                     }
                 }
             }
@@ -155,9 +162,30 @@ impl Waiter {
         }
     }
 
+    /// Times it was asked to try again since it queued.
+    pub(super) fn wakes(&self) -> u32 {
+        self.wakes.load(Ordering::Relaxed)
+    }
+
+    /// Moved to `Woken` (the caller holds its state): one more reason to try.
+    fn woken(&self, state: &mut State) {
+        *state = State::Woken;
+        self.wakes.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Whether a wake-up was spent on it (so a waiter leaving without the lock passes it on).
     fn was_woken(&self) -> bool {
         matches!(*self.state(), State::Woken)
+    }
+
+    /// Woken, if it is trying or asleep (not already woken, nor being handed the lock).
+    fn wake_if_trying_or_asleep(&self) -> bool {
+        let mut state = self.state();
+        let wakes = matches!(*state, State::Trying | State::Sleeping);
+        if wakes {
+            self.woken(&mut state);
+        }
+        wakes
     }
 
     /// Moves it to `to` if its state is one `from` accepts; says whether it did.
@@ -267,7 +295,7 @@ impl Reservation {
             if matches!(*state, State::Gone) {
                 return;
             }
-            *state = State::Woken;
+            self.waiter.woken(&mut state);
         }
         self.waiter.wake.notify_one();
     }
@@ -309,6 +337,7 @@ impl<C> Shared<C> {
             hold,
             state: Mutex::new(State::Trying),
             wake: Notify::new(),
+            wakes: AtomicU32::new(0),
         });
         self.queues()
             .entry(channel.to_owned())
@@ -376,13 +405,10 @@ impl<C> Shared<C> {
     fn wake(&self, channel: &str, which: impl Fn(&Waiter) -> bool) {
         let queues = self.queues();
         let woken = queues.get(channel).and_then(|queue| {
-            queue.waiters.iter().find(|w| {
-                which(w)
-                    && w.change(
-                        |s| matches!(s, State::Trying | State::Sleeping),
-                        State::Woken,
-                    )
-            })
+            queue
+                .waiters
+                .iter()
+                .find(|w| which(w) && w.wake_if_trying_or_asleep())
         });
         if let Some(waiter) = woken {
             waiter.wake.notify_one();
@@ -403,10 +429,7 @@ impl<C> Shared<C> {
     pub(super) fn wake_everyone(&self) {
         for queue in self.queues().values() {
             for waiter in &queue.waiters {
-                if waiter.change(
-                    |s| matches!(s, State::Trying | State::Sleeping),
-                    State::Woken,
-                ) {
+                if waiter.wake_if_trying_or_asleep() {
                     waiter.wake.notify_one();
                 }
             }

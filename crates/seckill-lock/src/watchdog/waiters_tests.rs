@@ -61,7 +61,10 @@ async fn a_spent_wake_does_not_cut_the_next_sleep_short() {
     assert!(queued.waiter().settle());
     let nap = Duration::from_secs(10);
     let asleep = tokio::time::Instant::now();
-    assert!(matches!(queued.waiter().sleep(nap).await, Woke::Retry));
+    assert!(matches!(
+        queued.waiter().sleep(nap).await,
+        Woke::Retry { .. }
+    ));
     assert_eq!(asleep.elapsed(), nap, "it slept the whole nap");
     queued.leave(false);
 }
