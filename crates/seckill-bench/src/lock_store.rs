@@ -5,6 +5,10 @@
 //! [`crate::redis_usage`]; a lock that lives in the stock store is counted there.)
 
 use anyhow::Context;
+use seckill::variants::Variant;
+
+use crate::args::BenchArgs;
+use crate::suites::Suite;
 
 /// Clock ticks per second in `/proc/<pid>/stat` (`USER_HZ`): 100 on every Linux the
 /// project runs on.
@@ -80,4 +84,21 @@ mod tests {
         assert_eq!(parent(stat), Some(1));
         assert!(cpu_seconds(&[std::process::id()]).unwrap() >= 0.0);
     }
+}
+
+/// The stores and seed003 suites: the processes of the store `variant` keeps its locks
+/// (or its stock) in, when it has servers of its own and the bench was given their pids.
+pub fn lock_store_pids(args: &BenchArgs, variant: Variant) -> Option<&[u32]> {
+    if !matches!(args.suite, Suite::Stores | Suite::Seed003) {
+        return None;
+    }
+    let pids = match variant.name() {
+        "zookeeper" => &args.zookeeper_pids,
+        "redlock" => &args.redlock_pids,
+        name if name.starts_with("pg_") => {
+            return args.postgres_pid.as_ref().map(std::slice::from_ref);
+        }
+        _ => return None,
+    };
+    (!pids.is_empty()).then_some(pids.as_slice())
 }

@@ -6,13 +6,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use seckill::keys::{ProductId, ProductKeys};
-use seckill::variants::Variant;
 use seckill_load::{Buyers, Control, Load, Method, Report as LoadReport};
 use serde_json::{Value, json};
 
 use crate::admin::{Service, Terms};
 use crate::args::BenchArgs;
-use crate::lock_store::cpu_seconds;
+use crate::lock_store::{cpu_seconds, lock_store_pids};
 use crate::ratios::ratios;
 use crate::redis_usage::{Masters, spent};
 use crate::report::{Drain, Report, Row};
@@ -270,23 +269,6 @@ pub(crate) async fn run_one(
         stats,
         scenario,
     })
-}
-
-/// The stores and seed003 suites: the processes of the store `variant` keeps its locks
-/// (or its stock) in, when it has servers of its own and the bench was given their pids.
-fn lock_store_pids(args: &BenchArgs, variant: Variant) -> Option<&[u32]> {
-    if !matches!(args.suite, Suite::Stores | Suite::Seed003) {
-        return None;
-    }
-    let pids = match variant.name() {
-        "zookeeper" => &args.zookeeper_pids,
-        "redlock" => &args.redlock_pids,
-        name if name.starts_with("pg_") => {
-            return args.postgres_pid.as_ref().map(std::slice::from_ref);
-        }
-        _ => return None,
-    };
-    (!pids.is_empty()).then_some(pids.as_slice())
 }
 
 /// Resets `--product` for the scenario and the products besides it that its load is spread
