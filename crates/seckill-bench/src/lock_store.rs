@@ -73,19 +73,6 @@ fn ticks_of(stat: &str) -> Option<u64> {
     Some(ticks)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_own_and_children_time_after_the_name() {
-        let stat = "4242 (java main) S 1 4242 4242 0 -1 4194560 5000 0 0 0 731 42 5 2 20 0 40 0";
-        assert_eq!(ticks_of(stat), Some(780));
-        assert_eq!(parent(stat), Some(1));
-        assert!(cpu_seconds(&[std::process::id()]).unwrap() >= 0.0);
-    }
-}
-
 /// The stores and seed003 suites: the processes of the store `variant` keeps its locks
 /// (or its stock) in, when it has servers of its own and the bench was given their pids.
 pub fn lock_store_pids(args: &BenchArgs, variant: Variant) -> Option<&[u32]> {
@@ -101,4 +88,17 @@ pub fn lock_store_pids(args: &BenchArgs, variant: Variant) -> Option<&[u32]> {
         _ => return None,
     };
     (!pids.is_empty()).then_some(pids.as_slice())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_and_children_time_after_the_name() {
+        let stat = "4242 (java main) S 1 4242 4242 0 -1 4194560 5000 0 0 0 731 42 5 2 20 0 40 0";
+        assert_eq!(ticks_of(stat), Some(780));
+        assert_eq!(parent(stat), Some(1));
+        assert!(cpu_seconds(&[std::process::id()]).unwrap() >= 0.0);
+    }
 }
