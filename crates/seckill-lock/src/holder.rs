@@ -11,7 +11,7 @@ use uuid::Uuid;
 ///
 /// Cheap to clone, for a caller that records who held a lock. A clone is the same holder:
 /// give each handle on one lock an id of its own, and re-enter a reentrant lock through
-/// the handle that holds it ([`Lock::take`] again).
+/// the handle that holds it ([`Lock::take`](crate::Lock::take) again).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct HolderId(std::sync::Arc<str>);
 

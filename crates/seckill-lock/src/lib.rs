@@ -66,7 +66,7 @@
 //!
 //! # Behind Sentinel (feature `sentinel`)
 //!
-//! [`sentinel::SentinelConnection`] is a connection to whichever node the sentinels call
+//! `sentinel::SentinelConnection` is a connection to whichever node the sentinels call
 //! the master now: after a failover its next command goes to the new master, and as the
 //! subscription's [`Subscriber`](watchdog::Subscriber) it listens there too. A command
 //! that met the failover fails with its own error (never sent twice). Redis replicates
@@ -152,12 +152,12 @@
 //! |---|---|
 //! | (default) | [`WatchdogLock`], [`TokenLock`], [`MultiLock`] on one Redis, on Tokio |
 //! | `cluster` | Redis Cluster connections |
-//! | `sentinel` | [`sentinel::SentinelConnection`]: the master the sentinels name, followed across failovers |
+//! | `sentinel` | `sentinel::SentinelConnection`: the master the sentinels name, followed across failovers |
 //! | `tls` | TLS to Redis (rustls) |
 //! | `redlock` | `Redlock`: one lock over 3 or 5 independent masters |
 //! | `rw` | `RwLock`: Redisson's read-write lock |
 //! | `zookeeper` | `ZooKeeperLock`, Curator's lock recipe |
-//! | `teaching` | [`teaching`]: the seeds' broken steps, for a class |
+//! | `teaching` | the `teaching` module: the seeds' broken steps, for a class |
 //! | `scripting` | the watchdog lock's Lua and the hooks that fuse its take and release with your own script on the lock's slot; no stability promise |
 //!
 //! The minimum supported Rust version is 1.88.

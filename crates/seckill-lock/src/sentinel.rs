@@ -61,7 +61,7 @@ impl SentinelConnection {
     ) -> redis::RedisResult<Self> {
         let sentinels = SentinelClient::build(
             sentinel_urls.to_vec(),
-            master,
+            master.to_string(),
             None,
             SentinelServerType::Master,
         )?;

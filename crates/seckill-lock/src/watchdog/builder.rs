@@ -28,7 +28,7 @@ impl<C: Connection> WatchdogLocks<C> {
     /// [`redis::Client`] for one server, the nodes of a Cluster (`Vec<redis::Client>`: every
     /// node hears every `PUBLISH`, and the subscription moves to the next when one goes
     /// away), or a
-    /// [`SentinelConnection`](crate::sentinel::SentinelConnection) (feature `sentinel`),
+    /// `sentinel::SentinelConnection` (feature `sentinel`),
     /// which follows the master the sentinels name.
     ///
     /// ```no_run

@@ -10,7 +10,7 @@ use super::waiters::{RELEASED, Shared};
 
 /// Where an instance's one subscription listens for every lock's release messages: the
 /// one server, any node of a Cluster (a plain `PUBLISH` reaches them all), or the master
-/// the sentinels name ([`SentinelConnection`](crate::sentinel::SentinelConnection), feature
+/// the sentinels name (`sentinel::SentinelConnection`, feature
 /// `sentinel`).
 pub trait Subscriber: Send + Sync + 'static {
     /// A client for the `attempt`-th (re)connection (0 first); `None` when there is no
