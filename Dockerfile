@@ -3,6 +3,8 @@ FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates crates
+# The book, served by the instance under /book/ (crates/seckill/build.rs builds it in).
+COPY docs/src docs/src
 RUN cargo build --release --locked -p seckill --bin seckill
 
 FROM debian:bookworm-slim

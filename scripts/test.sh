@@ -7,7 +7,7 @@
 #      on a loopback port of its own;
 #   2. scripts/lock-crate.sh: the lock crate with no feature and each feature alone, its
 #      doctests, its docs (no warning) and `cargo publish --dry-run`;
-#   3. scripts/docs-commands.py --run: every shell block of the docs checked against the
+#   3. scripts/book-links.py: the book's links; scripts/docs-commands.py --run: every shell block of the docs checked against the
 #      scripts, the binaries' flags and the routes, and the blocks that start a cluster run
 #      as written on the debug build (SKIP_DOCS=1 leaves it out);
 #   4. the test that needs a network namespace (root only): Nginx refusing /admin to a
@@ -37,6 +37,9 @@ export PATH="$PATH:/usr/sbin:/sbin"
 # The service's modules import one way: no circle among them (scripts/imports.py prints the
 # graph).
 python3 scripts/imports.py --max-cycle 1 >/dev/null
+# The book: every link and image stays inside docs/src and lands, every page is in
+# SUMMARY.md (the instance serves the same pages under /book/, checked by a unit test).
+python3 scripts/book-links.py
 
 cargo test --all-targets "$@"
 

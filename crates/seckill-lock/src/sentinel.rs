@@ -56,12 +56,13 @@ impl SentinelConnection {
     /// until the first command.
     pub fn new(
         sentinel_urls: &[&str],
-        master: &str,
+        master: impl Into<String>,
         timeout: Duration,
     ) -> redis::RedisResult<Self> {
+        let master: String = master.into();
         let sentinels = SentinelClient::build(
             sentinel_urls.to_vec(),
-            master.to_string(),
+            master,
             None,
             SentinelServerType::Master,
         )?;

@@ -9,6 +9,7 @@ const STRINGS = {
     "product": "product",
     "admin-token": "admin token",
     "language": "中文",
+    "plan": "the lesson plan",
     "connecting": "connecting…",
     "live-at": "live · ",
     "no-answer": "no answer from the service",
@@ -100,6 +101,7 @@ const STRINGS = {
     "product": "商品",
     "admin-token": "管理令牌",
     "language": "English",
+    "plan": "课程计划",
     "connecting": "连接中…",
     "live-at": "实时 · ",
     "no-answer": "服务没有响应",
@@ -203,6 +205,9 @@ function translatePage() {
   document.documentElement.lang = LANG === "zh" ? "zh-CN" : "en";
   document.title = t("title");
   for (const el of document.querySelectorAll("[data-i18n]")) el.textContent = t(el.dataset.i18n);
+  // The 90-minute class, in the book the instance serves, in the page's language.
+  const plan = document.getElementById("plan");
+  if (plan) plan.href = LANG === "zh" ? "/book/teaching.zh-CN" : "/book/teaching";
 }
 
 function toggleLanguage() {

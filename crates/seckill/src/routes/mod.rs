@@ -1,6 +1,7 @@
 //! The HTTP surface: one module per resource, each with its own `router()`, merged here.
 
 mod admin;
+mod book;
 mod deduct;
 mod health;
 pub mod openapi;
@@ -27,6 +28,7 @@ pub fn router(state: AppState) -> Router {
         .merge(orders::router())
         .merge(health::router())
         .merge(page::router())
+        .merge(book::router())
         .nest("/admin", admin::router(state.clone(), lessons))
         .with_state(state)
 }

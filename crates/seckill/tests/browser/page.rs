@@ -286,6 +286,12 @@ async fn page_in_chinese_leaves_no_english_label() {
         json!([]),
         "strings not in English"
     );
+    let plan = "return document.querySelector('#plan').getAttribute('href')";
+    assert_eq!(
+        browser.run(plan).await,
+        json!("/book/teaching"),
+        "the plan in English"
+    );
     browser.click("#language").await;
     assert_eq!(
         browser.run(check).await,
@@ -293,7 +299,22 @@ async fn page_in_chinese_leaves_no_english_label() {
         "strings not in Chinese again"
     );
 
+
     browser.assert_no_errors().await;
+    // The lesson plan, in the page's language, from the book the instance serves.
+    assert_eq!(
+        browser.run(plan).await,
+        json!("/book/teaching.zh-CN"),
+        "the plan in Chinese"
+    );
+    browser.open(&nginx.url("/book/teaching.zh-CN")).await;
+    assert_eq!(
+        browser
+            .run("return [document.documentElement.lang, document.querySelector('h1').textContent.length > 0, document.querySelectorAll('h2').length > 5]")
+            .await,
+        json!(["zh-CN", true, true]),
+        "the Chinese plan, served"
+    );
     browser.quit().await;
 }
 
