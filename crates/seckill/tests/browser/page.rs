@@ -299,7 +299,6 @@ async fn page_in_chinese_leaves_no_english_label() {
         "strings not in Chinese again"
     );
 
-
     browser.assert_no_errors().await;
     // The lesson plan, in the page's language, from the book the instance serves.
     assert_eq!(
