@@ -24,6 +24,10 @@
 -- An order id already sold is answered 1 and sold nothing more: a call sent again (by a
 -- client library, after a dropped connection) sells nothing twice. A voided one is 'voided'.
 --
+-- The steps are lib/critical.lua's (`unsold`, `over_limit`, `keyed`, `record`,
+-- `keyed_sale`), batch-aware: what they write is collected and written once (`flush`). A
+-- sale after `/admin/close` is counted (`sold_after_close`), as under a lock.
+--
 -- Returns: {units in stock before this call, then per deduction 1 (sold), 0 (sold out),
 --          or why it sold nothing: 'limit_reached', 'user_required', 'taken_over' or
 --          'voided' (as lib/critical.lua's `sell`)}; the i-th unit sold leaves
@@ -34,17 +38,16 @@ if not stock then
   return false
 end
 stock = tonumber(stock)
-local limit = tonumber(redis.call('HGET', KEYS[4], 'per_user') or '0')
-local who = ARGV[1] .. ' ' .. ARGV[2]
+local instance, variant = ARGV[1], ARGV[2]
 local left = stock
 local answers = { stock }
-local orders = {}
-local bought = {}
-local sold, sold_out, refused = 0, 0, 0
+local sold_out, refused = 0, 0
 local claims = 9
--- The sale's terms (lib/critical.lua's `terms`): read at the first sale, once per call;
--- the call's orders, streamed in one entry at the end.
+-- The call's sales, written once at the end (lib/critical.lua's `batch`); the sale's terms
+-- (`terms`) read at the first sale, and its orders streamed in one entry at the end.
 local call = { lines = {} }
+local batch = { bought = {}, sold = 0, orders = {}, closed = 0 }
+local limit = per_user(KEYS[4], batch)
 -- Which of the call's order ids were sold already, and whether any order id of the product
 -- was ever voided: read once per call, not once per deduction.
 local ids = {}
@@ -52,7 +55,7 @@ for i = 3, #ARGV, 4 do
   ids[#ids + 1] = ARGV[i]
 end
 local already = redis.call('HMGET', KEYS[2], unpack(ids))
-local voids = redis.call('EXISTS', KEYS[9]) == 1
+local void = redis.call('EXISTS', KEYS[9]) == 1 and KEYS[9] or nil
 -- The sale of every deduction without an idempotency key: one table, not one each.
 local unkeyed = { key = '', split = '0', keys = KEYS[6], shard = '0', stream = KEYS[7],
   unpaid = KEYS[8], call = call }
@@ -67,22 +70,15 @@ for i = 3, #ARGV, 4 do
     claims = claims + 1
     sale.claim = KEYS[claims]
   end
-  local answer
-  if already[n] then
-    -- Sold by an earlier send of this same call: sold, and nothing more.
-    answer = 1
-  elseif voids and redis.call('HEXISTS', KEYS[9], order) == 1 then
-    answer = 'voided'
+  -- Sold by an earlier send of this same call: sold, and nothing more.
+  local answer = unsold(KEYS[1], KEYS[2], void, order, already[n] ~= false)
+  if answer then
+    answer = answer == 'voided' and answer or 1
   else
-    if limit > 0 and user == '' then
-      answer = 'user_required'
-    elseif limit > 0 and left > 0 then
-      if not bought[user] then
-        bought[user] = tonumber(redis.call('HGET', KEYS[5], user) or '0')
-      end
-      if bought[user] >= limit then
-        answer = 'limit_reached'
-      end
+    -- A buyer is refused at their limit only while there is stock to refuse them: once it
+    -- is gone, every buyer is sold out alike.
+    if limit > 0 and (user == '' or left > 0) then
+      answer = over_limit(KEYS[4], KEYS[5], user, batch)
     end
     if answer then
       refused = refused + (answer == 'limit_reached' and 1 or 0)
@@ -95,28 +91,15 @@ for i = 3, #ARGV, 4 do
     if not answer then
       answer = 1
       left = left - 1
-      sold = sold + 1
-      orders[#orders + 1] = order
-      if user ~= '' then
-        orders[#orders + 1] = who .. ' ' .. user
-        bought[user] = (bought[user] or 0) + 1
-        redis.call('HINCRBY', KEYS[5], user, 1)
-      else
-        orders[#orders + 1] = who
-      end
-      ordered(sale, KEYS[3], order, ARGV[1], ARGV[2], user)
-      keyed_sale(sale, KEYS[3], order, ARGV[1], left)
+      record(KEYS[2], KEYS[5], KEYS[3], order, instance, variant, user, sale, batch)
+      keyed_sale(sale, KEYS[3], order, instance, left)
     end
   end
   answers[#answers + 1] = answer
 end
-if sold > 0 then
-  redis.call('DECRBY', KEYS[1], sold)
-  redis.call('HSET', KEYS[2], unpack(orders))
-  redis.call('HINCRBY', KEYS[3], 'sold/' .. ARGV[1] .. '/' .. ARGV[2], sold)
-end
+flush(batch, KEYS[1], KEYS[2], KEYS[3], instance, variant)
 if #call.lines > 0 then
-  stream_orders(KEYS[7], call, '0', ARGV[1], ARGV[2], table.concat(call.lines, ','))
+  stream_orders(KEYS[7], call, '0', instance, variant, table.concat(call.lines, ','))
 end
 if sold_out > 0 then
   redis.call('HINCRBY', KEYS[3], 'sold_out', sold_out)

@@ -1,6 +1,6 @@
 -- lib/critical.lua: entering and leaving a critical section, with the audit around it, as
--- Lua functions. Not a script by itself: src/scripts.rs puts it in front of each script in
--- lua/ that uses it, so every step is written once.
+-- Lua functions. Not a script by itself: src/scripts/mod.rs puts it in front of each script
+-- in lua/ that uses it, so every step is written once.
 --
 -- The keys of one shard, all on one slot:
 --   stock   string: units left
@@ -43,6 +43,11 @@
 -- product, a cart's line), and `call`, a table every sale of one script call shares (what
 -- `terms` read) }.
 -- A fencing token is '' when the holder presents none.
+-- A script that sells several deductions of one product in one call (deduct.lua) passes a
+-- `batch` = { limit = the product's per-user limit, bought = user -> units (read once
+-- each), sold = units sold so far, orders = the HSET arguments collected, closed = the
+-- sale was closed }: the steps below then collect what they would write, and `flush`
+-- writes it once. A script that sells one unit passes no batch.
 
 -- The time in Redis, ms.
 local function now_ms()
@@ -125,8 +130,13 @@ end
 -- Whether order id `order` may still be sold here: nil when it may; the units left when it
 -- already was (a command sent again — by a client library after a dropped connection —
 -- sells nothing twice); 'voided' when its answer was lost and lua/resolve.lua voided it.
-local function unsold(stock, orders, void, order)
-  if redis.call('HEXISTS', orders, order) == 1 then
+-- `sold_already`, when given, is whether `orders` has it (a batch reads its call's ids in
+-- one HMGET), and `void` is nil when the product has no voided order at all.
+local function unsold(stock, orders, void, order, sold_already)
+  if sold_already == nil then
+    sold_already = redis.call('HEXISTS', orders, order) == 1
+  end
+  if sold_already then
     return tonumber(redis.call('GET', stock))
   end
   if void and redis.call('HEXISTS', void, order) == 1 then
@@ -183,18 +193,41 @@ local function enter(stock, inside, audit, fence, holder, stay, token, trace)
   return { units, overlap, on_timeline }
 end
 
+-- The product's per-user limit (0: none); a batch reads it once (a script that passes a
+-- batch asks for it before its first sale).
+local function per_user(meta, batch)
+  if batch then
+    if batch.limit == nil then
+      batch.limit = tonumber(redis.call('HGET', meta, 'per_user') or '0')
+    end
+    return batch.limit
+  end
+  return tonumber(redis.call('HGET', meta, 'per_user') or '0')
+end
+
+-- Units sold to `user` here; a batch reads each buyer's once and counts its own sales.
+local function bought(buyers, user, batch)
+  if batch then
+    if batch.bought[user] == nil then
+      batch.bought[user] = tonumber(redis.call('HGET', buyers, user) or '0')
+    end
+    return batch.bought[user]
+  end
+  return tonumber(redis.call('HGET', buyers, user) or '0')
+end
+
 -- Whether `user` may buy one more unit here: nil when they may; 'user_required' when the
 -- product limits each buyer and the request named none; 'limit_reached' when the user has
 -- bought their limit.
-local function over_limit(meta, buyers, user)
-  local limit = tonumber(redis.call('HGET', meta, 'per_user') or '0')
+local function over_limit(meta, buyers, user, batch)
+  local limit = per_user(meta, batch)
   if limit <= 0 then
     return nil
   end
   if user == '' then
     return 'user_required'
   end
-  if tonumber(redis.call('HGET', buyers, user) or '0') >= limit then
+  if bought(buyers, user, batch) >= limit then
     return 'limit_reached'
   end
   return nil
@@ -269,16 +302,49 @@ local function settle(k, order, outcome, now)
   return user
 end
 
--- Records the order of one unit sold to `user` ('' for nobody named).
-local function record(orders, buyers, audit, order, instance, variant, user, sale)
+-- Records the order of one unit sold to `user` ('' for nobody named). With a batch, the
+-- order and the sales count wait for `flush`.
+local function record(orders, buyers, audit, order, instance, variant, user, sale, batch)
   local who = instance .. ' ' .. variant
   if user ~= '' then
     who = who .. ' ' .. user
+    -- A batch with a limit counts the buyer's units for its next check (read before the
+    -- increment, when not read yet); without a limit nothing checks them.
+    if batch and per_user(nil, batch) > 0 then
+      batch.bought[user] = bought(buyers, user, batch) + 1
+    end
     redis.call('HINCRBY', buyers, user, 1)
   end
-  redis.call('HSET', orders, order, who)
-  redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, 1)
+  if batch then
+    batch.orders[#batch.orders + 1] = order
+    batch.orders[#batch.orders + 1] = who
+    batch.sold = batch.sold + 1
+  else
+    redis.call('HSET', orders, order, who)
+    redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, 1)
+  end
   ordered(sale, audit, order, instance, variant, user)
+  -- A sale after `/admin/close` marked the product closed: it checked "open" before.
+  if terms(sale, audit).closed then
+    if batch then
+      batch.closed = batch.closed + 1
+    else
+      redis.call('HINCRBY', audit, 'sold_after_close', 1)
+    end
+  end
+end
+
+-- A batch's sales written at once: the units taken from the stock, the orders, the
+-- counters. Returns nothing; the caller answers each deduction.
+local function flush(batch, stock, orders, audit, instance, variant)
+  if batch.sold > 0 then
+    redis.call('DECRBY', stock, batch.sold)
+    redis.call('HSET', orders, unpack(batch.orders))
+    redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, batch.sold)
+  end
+  if batch.closed > 0 then
+    redis.call('HINCRBY', audit, 'sold_after_close', batch.closed)
+  end
 end
 
 -- The holder leaves: `take` is 'decr' (take one unit in Redis), 'set' (write `value`, a
@@ -291,7 +357,7 @@ end
 -- stream, the idempotency key: see the top of this file).
 -- Returns the units left, a number (also when order id `order` was sold already: nothing
 -- is sold twice under one id; below 0 when a broken lock let two holders sell the last
--- unit), or, when nothing is sold, why, by name (src/scripts.rs's `Refusal`): 'gone' (the
+-- unit), or, when nothing is sold, why, by name (src/scripts/replies.rs's `Refusal`): 'gone' (the
 -- stock key is gone: a reset, or Redis lost it), 'lock_lost' (that holder no longer holds
 -- the lock; counted), 'fenced' (the token is older than one the stock has seen; counted),
 -- 'limit_reached' (the user has bought their limit), 'user_required' (the product has a
@@ -343,10 +409,6 @@ local function sell(stock, inside, orders, audit, lock, fence, buyers, meta, hol
   end
   record(orders, buyers, audit, order, instance, variant, user, sale)
   keyed_sale(sale, audit, order, instance, remaining)
-  -- A sale after `/admin/close` marked the product closed: it checked "open" before.
-  if terms(sale, audit).closed then
-    redis.call('HINCRBY', audit, 'sold_after_close', 1)
-  end
   return remaining
 end
 

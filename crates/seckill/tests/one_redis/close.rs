@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use seckill_testkit::{Report, Service, assert_every_200_an_order, int};
 use serde_json::{Value, json};
 
-use crate::{service, spread};
+use crate::{keys, service, spread};
 
 /// 100 connections of `optimistic` with `guard` and 20 ms of work, spread over both
 /// instances, and a close 400 ms in: the load's report, the close's answer and how long
@@ -105,6 +105,31 @@ async fn close_with_guard_check_reports_the_sales_after_it() {
     assert!(close(&stats, "refused") > 0, "{stats}");
     assert_every_200_an_order(&report, &stats, "guard=check");
     assert_eq!(int(&stats, "oversold"), 0, "{stats}");
+}
+
+/// The lock-free `lua` counts a sale that lands after the close, as the locked variants'
+/// scripts do: the close's mark put in the audit by hand, as a close that lands between a
+/// deduction's check ("open": the product's meta is untouched) and its sale leaves it.
+#[tokio::test]
+async fn a_lua_sale_after_the_close_is_counted() {
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("101", 10, 1).await;
+    let _: () = redis::AsyncCommands::hset(
+        &mut cluster.redis.conn().await,
+        keys("101").audit,
+        "closed_at",
+        1,
+    )
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        let (status, body) = api.deduct("101", "lua").await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let stats = api.stats("101").await;
+    assert_eq!(close(&stats, "sold_after_close"), 2, "{stats}");
+    assert_eq!(int(&stats, "sold"), 2, "{stats}");
 }
 
 /// Reopened, the product sells again; closing an unknown product is a 404.
