@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The import graph of the seckill crate's modules, and its circles.
+"""The import graph of a crate's modules (the seckill crate's, or --crate's, or --all's), and its circles.
 
 Maps every file under crates/seckill/src to its top-level module (src/variants/section.rs
 -> variants, src/error.rs -> error; lib.rs and main.rs are skipped) and collects each
@@ -13,7 +13,7 @@ With --within MOD, the same for the files of one module (src/MOD/*.rs), followin
 `super::x`, `crate::MOD::x` and mod.rs's `x::` paths, and mod.rs's `pub use` re-exports.
 
 Run from the repository root:
-  scripts/imports.py [--max-cycle 3] [--no-tests] [--within variants]
+  scripts/imports.py [--max-cycle 3] [--no-tests] [--within variants] [--crate seckill-bench | --all]
 --max-cycle N exits 1 when a circle has more than N modules (for CI).
 Standard library only; it reads the sources and never builds them.
 """
@@ -23,7 +23,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "crates/seckill/src"
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "crates/seckill/src"
 # Comments (line and nested block are both cut short enough), strings and char literals.
 TOKENS = re.compile(r'//[^\n]*|/\*.*?\*/|r(#*)".*?"\1|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\\\'\n])\'', re.S)
 
@@ -132,7 +133,31 @@ def main():
     ap.add_argument("--max-cycle", type=int, metavar="N", help="fail when a circle has more than N modules")
     ap.add_argument("--no-tests", action="store_true", help="leave out uses under #[cfg(test)]")
     ap.add_argument("--within", metavar="MOD", help="the files of one module instead of the modules")
+    ap.add_argument("--crate", metavar="NAME", default="seckill",
+                    help="the crate under crates/ to read (default: seckill)")
+    ap.add_argument("--all", action="store_true",
+                    help="every crate under crates/, one after the other (with --max-cycle: each)")
     args = ap.parse_args()
+    if args.all:
+        worst = 0
+        for crate in sorted(p.parent.parent.name for p in ROOT.glob("crates/*/src/lib.rs")):
+            print(f"#### {crate}")
+            worst = max(worst, report(crate, args))
+            print()
+        if args.max_cycle is not None and worst > args.max_cycle:
+            print(f"FAIL: a circle of {worst} > --max-cycle {args.max_cycle}", file=sys.stderr)
+            sys.exit(1)
+        return
+    biggest = report(args.crate, args)
+    if args.max_cycle is not None and biggest > args.max_cycle:
+        print(f"\nFAIL: a circle of {biggest} > --max-cycle {args.max_cycle}", file=sys.stderr)
+        sys.exit(1)
+
+
+def report(crate, args):
+    """Prints one crate's graph and circles; returns the size of its biggest circle."""
+    global SRC
+    SRC = ROOT / "crates" / crate / "src"
     uses = file_uses(args.within, args.no_tests) if args.within else module_uses(args.no_tests)
     graph = {n: sorted(deps) for n, deps in uses.items()}
 
@@ -149,10 +174,7 @@ def main():
             for dep in graph[node]:
                 if dep in comp:
                     print(f"{node} -> {dep}: {' '.join(dict.fromkeys(uses[node][dep]))}")
-    biggest = max(map(len, circles), default=0)
-    if args.max_cycle is not None and biggest > args.max_cycle:
-        print(f"\nFAIL: a circle of {biggest} > --max-cycle {args.max_cycle}", file=sys.stderr)
-        sys.exit(1)
+    return max(map(len, circles), default=0)
 
 
 if __name__ == "__main__":

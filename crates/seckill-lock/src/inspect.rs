@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::watchdog::LockKeys;
+use crate::keys::LockKeys;
 use crate::{Connection, LockError, scripts};
 
 /// A lock as Redis has it now.

@@ -169,6 +169,7 @@ mod error;
 mod guard;
 mod holder;
 pub mod inspect;
+mod keys;
 mod multi;
 #[cfg(feature = "redlock")]
 pub mod redlock;

@@ -15,7 +15,7 @@
 //! is in line (see [`seckill_lock::rw`]), so a stream of buyers cannot hold a close off.
 //!
 //! This module is the admin's side, the close and the reopen; the deduction's side — the
-//! `guard` knob, the check and the read lock — is `variants/guard.rs`.
+//! `guard` knob, the check and the read lock — is `variants/close_guard.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,7 @@ use serde::Serialize;
 
 use crate::error::AppError;
 use crate::keys::{ProductId, ProductKeys};
+use crate::outcome::Outcome;
 use crate::state::AppState;
 
 /// What a close came to.
@@ -81,7 +82,7 @@ pub async fn close(
     released?;
     tracing::info!(%product, waited_ms, "sale closed");
     Ok(Closed {
-        outcome: "closed",
+        outcome: Outcome::CLOSED,
         product: product.to_string(),
         waited_ms,
     })

@@ -57,8 +57,7 @@ pub enum AppError {
     /// `rate_limited` past a buyer's rate (with `Retry-After`).
     #[error("{message}")]
     TurnedAway {
-        outcome: &'static str,
-        status: StatusCode,
+        why: crate::outcome::TurnedAway,
         message: String,
         retry_after_s: Option<u64>,
     },
@@ -99,7 +98,7 @@ impl AppError {
             Self::Expired(_) => StatusCode::GONE,
             Self::KeyReused(..) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Forbidden => StatusCode::FORBIDDEN,
-            Self::TurnedAway { status, .. } => *status,
+            Self::TurnedAway { why, .. } => why.status(),
             Self::RedisUnavailable(_)
             | Self::LockStoreUnavailable(_)
             | Self::DatabaseUnavailable(_)
@@ -121,7 +120,7 @@ impl AppError {
             Self::NotReserved(_) => "not_reserved",
             Self::KeyReused(..) => "key_reused",
             Self::Forbidden => "forbidden",
-            Self::TurnedAway { outcome, .. } => outcome,
+            Self::TurnedAway { why, .. } => why.name(),
             Self::RedisUnavailable(_) => "redis_unavailable",
             Self::LockStoreUnavailable(_) => "lock_store_unavailable",
             Self::DatabaseUnavailable(_) => "database_unavailable",

@@ -106,7 +106,7 @@ impl Claim {
 
 /// What claiming a key came to.
 #[derive(Debug)]
-pub enum Claimed {
+enum Claimed {
     /// This request serves the key.
     Ours(Claim),
     /// This request serves the key, which it took over from another ([`TakenFrom`]): it
@@ -128,7 +128,7 @@ pub struct TakenFrom {
 }
 
 /// Where a request may sell under its key besides its claim's own slot: what a repeat
-/// that takes the claim over must fence first ([`take_over`]).
+/// that takes the claim over must fence first (`take_over`, from [`claim_for`]).
 #[derive(Debug)]
 pub enum Elsewhere {
     /// Nowhere: the claim is on the slot of the one stock it sells from, whose sale script
@@ -180,7 +180,7 @@ impl Replay {
 /// Claims `key` for `holder`, serving `request` (what was asked, to tell a repeat from
 /// another request), for up to `lease`; waits while another request holds it (up to
 /// [`patience`]).
-pub async fn claim(
+async fn claim(
     keys: &Keys,
     product: &ProductKeys,
     key: IdempotencyKey,
@@ -252,13 +252,57 @@ pub async fn claim(
     }
 }
 
+/// What a request's key came to, its claim taken over and fenced where it had to be.
+#[derive(Debug)]
+pub enum Keyed {
+    /// This request serves the key: it sells, and gives the claim its answer after.
+    Serve(Claim),
+    /// The key has its answer already, or the request it took the claim over from had
+    /// sold: that answer, given again.
+    Replay(Replay),
+    /// Another request still serves the key, past [`patience`].
+    InFlight,
+}
+
+/// Claims `key` for `holder` (`claim`) and, when the claim was taken over from another
+/// request, fences every place that request may have sold (`take_over`), asking
+/// `elsewhere` where that is only then: the one call a deduction makes for its key.
+pub async fn claim_for<F, Fut>(
+    keys: &Keys,
+    product: &ProductKeys,
+    key: IdempotencyKey,
+    request: &str,
+    holder: &str,
+    lease: Duration,
+    elsewhere: F,
+) -> Result<Keyed, AppError>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Elsewhere, AppError>>,
+{
+    match claim(keys, product, key, request, holder, lease).await? {
+        Claimed::Ours(claim) => Ok(Keyed::Serve(claim)),
+        Claimed::TookOver(claim, from) => {
+            // Boxed: the path of a take-over only, kept out of every claim's future.
+            let elsewhere = Box::pin(elsewhere()).await?;
+            let replay = Box::pin(take_over(keys, product, &claim, holder, &from, &elsewhere));
+            Ok(match replay.await? {
+                Some(replay) => Keyed::Replay(replay),
+                None => Keyed::Serve(claim),
+            })
+        }
+        Claimed::Answered(replay) => Ok(Keyed::Replay(replay)),
+        Claimed::InFlight => Ok(Keyed::InFlight),
+    }
+}
+
 /// `holder` just took `claim` over `from` another request. Before it sells, every place
 /// the other may have sold under the key besides the claim's own slot (`elsewhere`) is
 /// fenced (`lua/idem_fence.lua`), which finds the other's sale there if it ran and keeps it
 /// from running after. On a split product a sale found is the key's answer, given again;
 /// none found, the other's reservation was never used, and goes back to the buyer. A cart's
 /// lines found are kept: the repeat completes the cart around them.
-pub async fn take_over(
+async fn take_over(
     keys: &Keys,
     product: &ProductKeys,
     claim: &Claim,
@@ -298,7 +342,7 @@ pub async fn take_over(
     // The other request sold, and its answer was lost.
     let replay = Replay {
         status: StatusCode::OK,
-        outcome: "deducted",
+        outcome: Outcome::DEDUCTED,
         order: Some(order),
         shard: Some(shard),
         remaining: None,

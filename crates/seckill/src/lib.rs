@@ -23,10 +23,11 @@
 //!    ([`error::AppError`], the one error type, and its statuses), [`outcome`] (what a
 //!    deduction came to, and each answer's status), [`metrics`] (the Prometheus registry
 //!    behind `/metrics`), [`telemetry`], [`timer`] (a sleep that lasts what it says).
-//! 2. **What a request asks, and the scripts** — [`knobs`] (the per-request teaching knobs,
-//!    declared, parsed and bounded before anything touches Redis, and the bounds
-//!    themselves), [`scripts`] (the Lua scripts from `lua/`, each loaded once, with their
-//!    arguments and reply codes).
+//! 2. **What a request asks, and the scripts** — [`admission`] (the sale's front door: the
+//!    waiting room, a buyer's rate limit, the sold-out flag, before any stock is touched),
+//!    [`knobs`] (the per-request teaching knobs, declared, parsed and bounded before
+//!    anything touches Redis, and the bounds themselves), [`scripts`] (the Lua scripts
+//!    from `lua/`, each loaded once, with their arguments and reply codes).
 //! 3. **A product** — [`product`] (reset, where its shards live, the audit behind
 //!    `/stats`), [`trace`] (the lock timeline, while a product is traced),
 //!    [`idempotency`] (`Idempotency-Key`: a retried click sells once).
@@ -41,7 +42,7 @@
 //!    database), [`close`] (the admin's close under a read-write lock), [`lessons`] (the
 //!    lessons, defined once for the page and the bench, and their runner).
 //! 7. **HTTP** — [`routes`] (one module per resource: `deduct`, `stock` and `/stats`,
-//!    `admin`, `health`, `page`, `openapi`), and [`startup`] ([`startup::Application`]:
+//!    `admin`, `health`, `room`, `page`, `book`, `openapi`), and [`startup`] ([`startup::Application`]:
 //!    binds, builds the router, runs until a signal).
 
 pub mod admission;

@@ -72,9 +72,15 @@ impl Outcome {
         "unknown",
     ];
 
+    /// The name of a sale (`deducted`), for an answer built without an `Outcome` (a
+    /// repeat's replay of a sale whose answer was lost).
+    pub const DEDUCTED: &'static str = "deducted";
+    /// The name of a closed sale's refusal, and of `/admin/close`'s answer.
+    pub const CLOSED: &'static str = "closed";
+
     pub fn name(&self) -> &'static str {
         match self {
-            Self::Deducted { .. } => "deducted",
+            Self::Deducted { .. } => Self::DEDUCTED,
             Self::SoldOut { .. } => "sold_out",
             Self::LockBusy => "lock_busy",
             Self::LockLost => "lock_lost",
@@ -86,7 +92,7 @@ impl Outcome {
             Self::InFlight => "in_flight",
             Self::Conflict => "conflict",
             Self::TxBusy => "tx_busy",
-            Self::Closed => "closed",
+            Self::Closed => Self::CLOSED,
             Self::Unknown { .. } => "unknown",
         }
     }
@@ -234,6 +240,52 @@ impl Counter {
         Self::ALL.into_iter().find(|c| c.field() == field)
     }
 }
+
+/// Why the front door turned a buyer away before any stock was touched — the waiting room,
+/// the rate limit, the instance's sold-out flag: each a name of its own (the body's
+/// `outcome`) and a status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnedAway {
+    /// 409: sold out, known at the door (the instance's sold-out flag, or the room's).
+    SoldOut,
+    /// 429: the buyer asks faster than the product's rate limit allows.
+    RateLimited,
+    /// 403: the product sells through its waiting room and the request brought no pass.
+    NoPass,
+    /// 403: the pass does not let this buyer in (forged, expired, another buyer's).
+    PassRefused,
+    /// 403: the waiting room's ticket is refused.
+    TicketRefused,
+    /// 404: the product has no waiting room to take a ticket for.
+    NoWaitingRoom,
+}
+
+impl TurnedAway {
+    /// The body's `outcome`.
+    pub fn name(self) -> &'static str {
+        match self {
+            // The same word as a deduction that found nothing left.
+            Self::SoldOut => "sold_out",
+            Self::RateLimited => "rate_limited",
+            Self::NoPass => "no_pass",
+            Self::PassRefused => "pass_refused",
+            Self::TicketRefused => "ticket_refused",
+            Self::NoWaitingRoom => "no_waiting_room",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::SoldOut => StatusCode::CONFLICT,
+            Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            Self::NoPass | Self::PassRefused | Self::TicketRefused => StatusCode::FORBIDDEN,
+            Self::NoWaitingRoom => StatusCode::NOT_FOUND,
+        }
+    }
+}
+
+/// A buyer's place in the waiting room, as `POST /room/{product}/ticket` answers it.
+pub const WAITING: &str = "waiting";
 
 /// What an idempotency key keeps of a request's answer ([`Outcome::for_its_key`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,10 +4,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::keys::Namespace;
 use super::subscription::{Subscriber, subscribe};
 use super::waiters::{DEFAULT_HANDOFFS, Shared, WatchdogLocks};
 use super::{DEFAULT_LEASE, WatchdogLock};
+use crate::keys::Namespace;
 use crate::{Connection, HolderId, HolderIds};
 
 /// The options of an instance's watchdog locks, set before they start

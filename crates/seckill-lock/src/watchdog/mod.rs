@@ -31,7 +31,6 @@ mod builder;
 mod counters;
 mod fused;
 mod grant;
-mod keys;
 mod options;
 mod release;
 mod renewal;
@@ -39,11 +38,11 @@ mod state;
 mod subscription;
 mod waiters;
 
+pub use crate::keys::{LockKeys, Namespace};
 pub use builder::WatchdogLocksBuilder;
 pub use counters::WatchdogCounters;
 #[cfg(feature = "scripting")]
 pub use fused::{Attempt, sleep_for};
-pub use keys::{LockKeys, Namespace};
 pub use options::Lease;
 #[cfg(feature = "scripting")]
 pub use release::{ReleaseArgs, Released, Successor};

@@ -22,8 +22,8 @@ use redis::Value;
 use tokio::sync::Notify;
 
 use super::counters::WatchdogCounters;
-use super::keys::Namespace;
 use crate::Connection;
+use crate::keys::Namespace;
 
 /// What an unlock publishes when it names no waiter: anyone may try.
 pub(super) const RELEASED: &str = "released";

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{DEFAULT_HANDOFFS, Shared, Woke};
-use crate::watchdog::keys::Namespace;
+use crate::keys::Namespace;
 
 const CHANNEL: &str = "test:{lock}:channel";
 

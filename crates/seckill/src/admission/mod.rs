@@ -11,7 +11,7 @@
 //! - **the sold-out flag**: an instance that saw the product sold out answers 409 from
 //!   memory, without Redis, until a unit may be back.
 //!
-//! Every instance keeps each product's front-door [`Terms`] in memory, read from the
+//! Every instance keeps each product's front-door [`DoorTerms`] in memory, read from the
 //! product's meta. A reset, a reopen and a reservation that expired and gave its unit back
 //! each `PUBLISH` a notice (on [`CHANNEL`]), and every instance forgets what it kept of
 //! the product — its terms and its flag. A notice can be lost (the subscription down, or
@@ -37,15 +37,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use redis::Script;
 use tokio::time::Instant;
 
-pub use terms::{Flag, LimitTerms, Opening, RoomTerms, Terms};
+pub use terms::{DoorTerms, Flag, LimitTerms, Opening, RoomTerms};
 
 use crate::error::AppError;
 use crate::keys::{ProductId, ProductKeys, UserId};
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, TurnedAway};
 use crate::store::{Nodes, Store};
 
 /// Where resets, reopens and units given back are announced.
@@ -87,7 +86,7 @@ struct Shared {
     doors: Mutex<HashMap<ProductId, Arc<Door>>>,
     /// Bumped by every notice: terms read before it are not kept.
     notices: AtomicU64,
-    /// `Flag::Sticky`: the sale each product was seen sold out in ([`Terms::sale`]).
+    /// `Flag::Sticky`: the sale each product was seen sold out in ([`DoorTerms::sale`]).
     sticky: Mutex<HashMap<ProductId, (i64, i64)>>,
     /// Buyers the bucket turned away, until their next token: their clicks before it are
     /// turned away from memory (the bucket would refuse them too), without Redis.
@@ -102,7 +101,7 @@ type Counts = BTreeMap<&'static str, i64>;
 
 /// A product's front door, as this instance knows it.
 pub struct Door {
-    pub terms: Terms,
+    pub terms: DoorTerms,
     read_at: Instant,
     /// `Flag::On`: this instance saw the sale sold out since it read the terms.
     sold_out: AtomicBool,
@@ -130,10 +129,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// A front-door refusal.
-fn turned_away(outcome: &'static str, status: StatusCode, message: String) -> AppError {
+fn turned_away(why: TurnedAway, message: String) -> AppError {
     AppError::TurnedAway {
-        outcome,
-        status,
+        why,
         message,
         retry_after_s: None,
     }
@@ -141,8 +139,7 @@ fn turned_away(outcome: &'static str, status: StatusCode, message: String) -> Ap
 
 fn rate_limited(product: &ProductId, user: &str, limit: LimitTerms, wait_ms: u64) -> AppError {
     AppError::TurnedAway {
-        outcome: "rate_limited",
-        status: StatusCode::TOO_MANY_REQUESTS,
+        why: TurnedAway::RateLimited,
         message: format!(
             "{user} asks faster than product {product} allows ({} a second): try again in \
              {wait_ms} ms",
@@ -184,7 +181,7 @@ impl Admission {
             .query_async(&mut self.shared.store.conn())
             .await?;
         let door = Arc::new(Door {
-            terms: Terms::from_meta(&values),
+            terms: DoorTerms::from_meta(&values),
             read_at: Instant::now(),
             sold_out: AtomicBool::new(false),
             stock_seen: Mutex::new(None),
@@ -226,6 +223,26 @@ impl Admission {
         }
     }
 
+    /// The front door for one deduction: at once when the product's door is known to be
+    /// wide open and the request brings no pass (most requests: no Redis), else through
+    /// [`gate`](Self::gate). `whole`: the deduction sells from the product's one stock, so
+    /// the sold-out flag speaks for it.
+    pub async fn admit(
+        &self,
+        keys: &ProductKeys,
+        user: Option<&UserId>,
+        pass: Option<&str>,
+        whole: bool,
+    ) -> Result<Arc<Door>, AppError> {
+        if pass.is_none()
+            && let Some(door) = self.open_now(&keys.product)
+        {
+            return Ok(door);
+        }
+        // Boxed: the path of a door not known open, kept out of every request's future.
+        Box::pin(self.gate(keys, user, pass, whole)).await
+    }
+
     /// The door a deduction of `keys`' product by `user` with `pass` must pass, in order:
     /// the sold-out flag (409), the waiting room's pass (403), the buyer's bucket (429).
     /// Returns the door, for [`Admission::saw`].
@@ -251,8 +268,7 @@ impl Admission {
         if use_flag && self.flagged(product, &door) {
             self.count(product, terms.epoch, counted::FLAGGED);
             return Err(turned_away(
-                "sold_out",
-                StatusCode::CONFLICT,
+                TurnedAway::SoldOut,
                 format!("product {product} is sold out (this instance's sold-out flag)"),
             ));
         }
@@ -275,8 +291,7 @@ impl Admission {
             let Some(pass) = pass else {
                 self.count(product, terms.epoch, counted::NO_PASS);
                 return Err(turned_away(
-                    "no_pass",
-                    StatusCode::FORBIDDEN,
+                    TurnedAway::NoPass,
                     format!(
                         "product {product} sells through its waiting room: take a ticket \
                          (POST /room/{product}/ticket?user={user}), poll it until you are \
@@ -295,8 +310,7 @@ impl Admission {
             if let Err(refusal) = checked {
                 self.count(product, terms.epoch, counted::PASS_REFUSED);
                 return Err(turned_away(
-                    "pass_refused",
-                    StatusCode::FORBIDDEN,
+                    TurnedAway::PassRefused,
                     format!("the pass does not let {user} in: {}", refusal.reason()),
                 ));
             }
@@ -381,12 +395,6 @@ impl Admission {
         let mut pending = lock(&self.shared.pending);
         let counts = pending.entry((product.clone(), epoch)).or_default();
         *counts.entry(field).or_default() += 1;
-    }
-
-    /// Adds what was counted in memory to the audits now (tests, and `/stats` callers that
-    /// must see every answer).
-    pub async fn flush_now(&self) -> Result<(), AppError> {
-        notices::flush_once(&self.shared).await
     }
 }
 

@@ -1,5 +1,5 @@
 //! A sale's front-door terms: what a reset opens it with ([`Opening`]), and what each
-//! instance reads back from the product's meta and keeps ([`Terms`]).
+//! instance reads back from the product's meta and keeps ([`DoorTerms`]).
 
 use std::collections::HashMap;
 
@@ -129,7 +129,7 @@ impl Flag {
     }
 }
 
-/// The meta fields [`Terms::from_meta`] reads.
+/// The meta fields [`DoorTerms::from_meta`] reads.
 pub const META_FIELDS: [&str; 9] = [
     "epoch",
     "room_rate_per_s",
@@ -144,7 +144,7 @@ pub const META_FIELDS: [&str; 9] = [
 
 /// A product's front door, as an instance knows it.
 #[derive(Debug, Clone, Default)]
-pub struct Terms {
+pub struct DoorTerms {
     /// The sale (0: the product was never reset).
     pub epoch: i64,
     /// When the sale opened (its reset), on the wall clock, ms.
@@ -164,7 +164,7 @@ pub struct Room {
     pub key: Vec<u8>,
 }
 
-impl Terms {
+impl DoorTerms {
     /// From the values of [`META_FIELDS`], in order (`None` where the meta has none).
     pub fn from_meta(values: &[Option<String>]) -> Self {
         let fields: HashMap<&str, &str> = META_FIELDS
@@ -257,7 +257,7 @@ mod tests {
                     .map(|(_, v)| v.clone()),
             })
             .collect();
-        let terms = Terms::from_meta(&values);
+        let terms = DoorTerms::from_meta(&values);
         assert_eq!(terms.epoch, 3);
         let room = terms.room.clone().expect("a room");
         assert_eq!(
@@ -274,7 +274,7 @@ mod tests {
             .map(|name| open.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()))
             .collect();
         assert!(
-            Terms::from_meta(&values).wide_open(),
+            DoorTerms::from_meta(&values).wide_open(),
             "a reset without terms opens the door"
         );
     }

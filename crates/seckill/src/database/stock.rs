@@ -17,7 +17,7 @@ use super::{Database, Failure, Tx};
 use crate::error::AppError;
 
 /// One sale as the database records it: the order row.
-pub struct Sale<'a> {
+pub struct OrderRow<'a> {
     pub product: &'a str,
     /// The sale's number (its reset's): a row of another sale is not sold.
     pub epoch: i64,
@@ -27,7 +27,7 @@ pub struct Sale<'a> {
     pub buyer: Option<&'a str>,
 }
 
-impl Sale<'_> {
+impl OrderRow<'_> {
     /// The sale's parameters, `$1`–`$5` of [`sale!`], then `more`.
     fn params<'a>(&'a self, more: &[&'a (dyn ToSql + Sync)]) -> Vec<&'a (dyn ToSql + Sync)> {
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![
@@ -131,7 +131,7 @@ impl Database {
     }
 
     /// `pg_update`: one statement takes a unit if there is one and records the order.
-    pub async fn sell_by_update(&self, sale: &Sale<'_>) -> Result<Sold, Failure> {
+    pub async fn sell_by_update(&self, sale: &OrderRow<'_>) -> Result<Sold, Failure> {
         let sql = sale!(
             "UPDATE seckill_stock SET stock = stock - 1
              WHERE product = $1 AND epoch = $6 AND stock > 0"
@@ -157,7 +157,7 @@ impl Database {
 
     /// `pg_version`: takes a unit and records the order if the row is still at `read`'s
     /// version — the seed's optimistic rule, `UPDATE … WHERE version = $read`.
-    pub async fn sell_if_version(&self, sale: &Sale<'_>, read: Row) -> Result<Sold, Failure> {
+    pub async fn sell_if_version(&self, sale: &OrderRow<'_>, read: Row) -> Result<Sold, Failure> {
         let sql = sale!(
             "UPDATE seckill_stock SET stock = $6, version = version + 1
              WHERE product = $1 AND version = $7 AND epoch = $8"
@@ -275,7 +275,7 @@ impl RowLock {
     /// Writes the stock read minus one (the seed's `GET`-then-`SET`, safe under the row
     /// lock), records the order, and commits: the units left. A failed `COMMIT` is
     /// an unknown outcome.
-    pub async fn sell(self, sale: &Sale<'_>, read: Row) -> Result<i64, Failure> {
+    pub async fn sell(self, sale: &OrderRow<'_>, read: Row) -> Result<i64, Failure> {
         let sql =
             sale!("UPDATE seckill_stock SET stock = $6, version = version + 1 WHERE product = $1");
         let left = read.stock - 1;

@@ -2,15 +2,15 @@
 //! before anything touches Redis.
 //!
 //! A [`Knob`] is a declaration — its name, what it does, and how its value is read and
-//! bounded. The knobs the lock variants share are declared in `shared.rs`; a knob only one
+//! bounded. The knobs the lock variants share are declared in `lock_knobs.rs`; a knob only one
 //! variant uses is declared in that variant's file (lua's `batch`, shares' `share_units`). Each
 //! variant lists the knobs it takes in its [`Spec`](crate::variants::Spec), and asking it for
 //! any other is a 400 that says which it takes, never a value silently ignored. The API's
 //! description (`/openapi.json`) is written from the same declarations.
 
 mod limits;
+mod lock_knobs;
 mod read;
-mod shared;
 
 pub use limits::Limits;
 
@@ -19,7 +19,7 @@ pub use limits::Limits;
 /// counting as inside after its work plus this margin; a request's idempotency claim is
 /// taken over only past its longest time plus this margin.
 pub const INSIDE_MARGIN: Duration = Duration::from_secs(2);
-pub use shared::{
+pub use lock_knobs::{
     DEFAULT_LOCK_WAIT_MS, FAULT, FENCE, LEASE_MS, PAUSE_MS, STOP_FAULT, TTL_MS, WAIT_MS, WORK_MS,
 };
 

@@ -174,7 +174,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         payment.reserved = reserved_units;
         payment.balanced = stats.initial == stats.remaining + payment.reserved + payment.paid;
     }
-    let door = crate::admission::Terms::from_meta(
+    let door = crate::admission::DoorTerms::from_meta(
         &crate::admission::terms::META_FIELDS.map(|f| meta.get(f).cloned()),
     );
     if !door.wide_open() || stats.admission.is_some() {

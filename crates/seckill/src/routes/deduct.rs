@@ -16,7 +16,7 @@ use redis::AsyncCommands;
 
 use super::params;
 use crate::error::AppError;
-use crate::idempotency::{self, Claimed, Replay};
+use crate::idempotency::{self, Keyed, Replay};
 use crate::knobs::Knobs;
 use crate::outcome::Counter;
 use crate::state::AppState;
@@ -141,40 +141,21 @@ async fn run(
     }
     if let Some(key) = key {
         let request = fingerprint(variant, params);
-        let (holder, lease) = (&deduction.holder, deduction.knobs.longest());
-        // Boxed, as every path that a request without a key does not take: inline, it
-        // would make every request's future larger.
-        match Box::pin(idempotency::claim(
+        let claimed = idempotency::claim_for(
             &state.idempotency,
             &deduction.product,
             key,
             &request,
-            holder,
-            lease,
-        ))
-        .await?
-        {
-            Claimed::Ours(claim) => deduction.claim = Some(claim),
-            Claimed::TookOver(claim, from) => {
-                let elsewhere = Box::pin(deduction.elsewhere()).await?;
-                let product_keys = &deduction.product;
-                let holder = &deduction.holder;
-                if let Some(replay) = Box::pin(idempotency::take_over(
-                    &state.idempotency,
-                    product_keys,
-                    &claim,
-                    holder,
-                    &from,
-                    &elsewhere,
-                ))
-                .await?
-                {
-                    return Ok((product, Served::Replayed(replay)));
-                }
-                deduction.claim = Some(claim);
-            }
-            Claimed::Answered(replay) => return Ok((product, Served::Replayed(replay))),
-            Claimed::InFlight => {
+            &deduction.holder,
+            deduction.knobs.longest(),
+            || deduction.elsewhere(),
+        );
+        // Boxed, as every path that a request without a key does not take: inline, it
+        // would make every request's future larger.
+        match Box::pin(claimed).await? {
+            Keyed::Serve(claim) => deduction.claim = Some(claim),
+            Keyed::Replay(replay) => return Ok((product, Served::Replayed(replay))),
+            Keyed::InFlight => {
                 Box::pin(count_in_flight(&deduction)).await;
                 return Ok((product, Served::Now(Outcome::InFlight, None)));
             }
@@ -182,27 +163,22 @@ async fn run(
     }
     // The front door (`crate::admission`): after the key's claim, so that a repeat gets
     // its first answer whatever the door says now; a refusal gives the claim back.
-    let whole = !variant.spec().splits_stock && !matches!(variant.name(), "shares" | "multi");
-    let door = match state.admission.open_now(&deduction.product.product) {
-        Some(door) if deduction.knobs.pass.is_none() => door,
-        _ => {
-            let knobs = &deduction.knobs;
-            let gate = state.admission.gate(
-                &deduction.product,
-                knobs.user.as_ref(),
-                knobs.pass.as_deref(),
-                whole,
-            );
-            match Box::pin(gate).await {
-                Ok(door) => door,
-                Err(err) => {
-                    if let Some(claim) = &deduction.claim {
-                        let (keys, holder) = (&state.idempotency, &deduction.holder);
-                        Box::pin(idempotency::finish(keys, claim, holder, None, false)).await;
-                    }
-                    return Err(err);
-                }
+    let whole = variant.spec().whole_stock;
+    let knobs = &deduction.knobs;
+    let admitted = state.admission.admit(
+        &deduction.product,
+        knobs.user.as_ref(),
+        knobs.pass.as_deref(),
+        whole,
+    );
+    let door = match admitted.await {
+        Ok(door) => door,
+        Err(refused) => {
+            if let Some(claim) = &deduction.claim {
+                let (keys, holder) = (&state.idempotency, &deduction.holder);
+                Box::pin(idempotency::finish(keys, claim, holder, None, false)).await;
             }
+            return Err(refused);
         }
     };
     let product_keys = deduction.product.clone();

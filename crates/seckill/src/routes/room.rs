@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
@@ -16,6 +16,7 @@ use crate::admission::terms::Room;
 use crate::admission::{Door, room, wall_clock_ms};
 use crate::error::AppError;
 use crate::keys::{ProductId, ProductKeys, UserId};
+use crate::outcome::{self, TurnedAway};
 use crate::product;
 use crate::state::AppState;
 
@@ -102,12 +103,12 @@ async fn poll(
         }
     };
     if ticket.len() > room::MAX_TOKEN_LEN {
-        return Err(refused("ticket_refused", room::Refusal::Malformed));
+        return Err(refused(room::Refusal::Malformed));
     }
     let (door, room) = room_of(&state, &keys).await?;
     let epoch = door.terms.epoch;
     let number = room::read_ticket(&room, keys.product.as_str(), user.as_str(), epoch, ticket)
-        .map_err(|refusal| refused("ticket_refused", refusal))?;
+        .map_err(refused)?;
     // Everyone still waiting is told at their next poll, and nobody is let in any more.
     if stock_gone(&state, &keys, &door).await? {
         return Err(sold_out(&keys.product));
@@ -162,8 +163,7 @@ async fn room_of(state: &AppState, keys: &ProductKeys) -> Result<(Arc<Door>, Roo
     }
     let Some(room) = door.terms.room.clone() else {
         return Err(AppError::TurnedAway {
-            outcome: "no_waiting_room",
-            status: StatusCode::NOT_FOUND,
+            why: TurnedAway::NoWaitingRoom,
             message: format!(
                 "product {} has no waiting room: deduct directly (a reset with waiting_room \
                  opens one)",
@@ -193,7 +193,7 @@ fn standing(product: &ProductId, user: &UserId, room: &Room, number: i64, now: i
     let serving = room::serving(room, now);
     let wait_ms = room::wait_ms(room, number, now);
     Standing {
-        outcome: "waiting",
+        outcome: outcome::WAITING,
         product: product.to_string(),
         user: user.as_str().to_owned(),
         number,
@@ -209,17 +209,15 @@ fn standing(product: &ProductId, user: &UserId, room: &Room, number: i64, now: i
 
 fn sold_out(product: &ProductId) -> AppError {
     AppError::TurnedAway {
-        outcome: "sold_out",
-        status: StatusCode::CONFLICT,
+        why: TurnedAway::SoldOut,
         message: format!("product {product} is sold out: the waiting room lets nobody in now"),
         retry_after_s: None,
     }
 }
 
-fn refused(outcome: &'static str, refusal: room::Refusal) -> AppError {
+fn refused(refusal: room::Refusal) -> AppError {
     AppError::TurnedAway {
-        outcome,
-        status: StatusCode::FORBIDDEN,
+        why: TurnedAway::TicketRefused,
         message: format!("the ticket is refused: {}", refusal.reason()),
         retry_after_s: None,
     }

@@ -67,9 +67,9 @@ impl Deduction {
         let spec = self.variant.spec();
         // The rare paths are boxed: inline, their futures would make every request's
         // several kilobytes larger, moved at each await.
-        let outcome = match self.knobs.choice(&super::guard::GUARD) {
+        let outcome = match self.knobs.choice(&super::close_guard::GUARD) {
             None => (spec.deduct)(self).await,
-            Some(guard) => Box::pin(super::guard::guarded(self, guard == "rw")).await,
+            Some(guard) => Box::pin(super::close_guard::guarded(self, guard == "rw")).await,
         };
         let outcome = match outcome {
             Err(err) if err.answer_may_be_lost() => Box::pin(self.learn(Err(err))).await,
@@ -122,9 +122,9 @@ impl Deduction {
     }
 
     /// Where the request may sell under its key besides its claim's own slot, for a repeat
-    /// that takes the claim over to fence ([`idempotency::take_over`]).
+    /// that takes the claim over to fence ([`idempotency::claim_for`]).
     ///
-    /// [`idempotency::take_over`]: crate::idempotency::take_over
+    /// [`idempotency::claim_for`]: crate::idempotency::claim_for
     pub async fn elsewhere(&self) -> Result<Elsewhere, AppError> {
         if let Some(cart) = self.cart() {
             let lines = cart

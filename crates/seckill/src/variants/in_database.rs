@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{Deduction, Outcome};
-use crate::database::stock::{Sale, Sold};
+use crate::database::stock::{OrderRow, Sold};
 use crate::database::{Database, Failure};
 use crate::error::AppError;
 
@@ -42,8 +42,8 @@ impl Deduction {
     }
 
     /// This deduction's sale of sale `epoch` as the database records it, as `order`.
-    pub(super) fn database_sale<'a>(&'a self, epoch: i64, order: &'a str) -> Sale<'a> {
-        Sale {
+    pub(super) fn database_sale<'a>(&'a self, epoch: i64, order: &'a str) -> OrderRow<'a> {
+        OrderRow {
             epoch,
             product: self.product.product.as_str(),
             order,

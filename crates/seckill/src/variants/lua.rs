@@ -43,6 +43,7 @@ pub static SPEC: Spec = Spec {
     knobs: &[BATCH],
     in_progression: true,
     splits_stock: false,
+    whole_stock: true,
     stock_in_database: false,
     // One atomic script: if it is sent at all, it runs whole.
     must_finish: false,
@@ -67,7 +68,7 @@ pub(super) fn start(start: &Start<'_>) -> LuaBatches {
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let shard = d.whole_stock();
     let index = shard.index;
-    let sale = Sale::of(d, Uuid::now_v7().to_string());
+    let sale = Batched::of(d, Uuid::now_v7().to_string());
     let order = sale.order.clone();
     d.sending(&shard, &order);
     let unit = if d.knobs.switch(&BATCH) {
@@ -98,7 +99,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
 
 /// One deduction as the script takes it.
 #[derive(Debug)]
-struct Sale {
+struct Batched {
     order: String,
     /// The buyer, or `""`.
     user: String,
@@ -107,7 +108,7 @@ struct Sale {
     key: String,
 }
 
-impl Sale {
+impl Batched {
     fn of(d: &Deduction, order: String) -> Self {
         let key = d.claim.as_ref().map_or("", |c| c.key.as_str());
         Self {
@@ -166,7 +167,7 @@ async fn call<'a>(
     redis: &mut RedisConn,
     instance: &str,
     shard: &ShardKeys,
-    sales: impl IntoIterator<Item = &'a Sale>,
+    sales: impl IntoIterator<Item = &'a Batched>,
     confirm: Option<Arc<Confirmations>>,
 ) -> Result<Vec<Unit>, RedisError> {
     let mut count = 0;
@@ -191,7 +192,7 @@ async fn call<'a>(
 /// A deduction waiting for its call.
 struct Waiting {
     shard: Arc<ShardKeys>,
-    sale: Sale,
+    sale: Batched,
     answer: oneshot::Sender<Result<Unit, RedisError>>,
 }
 
@@ -214,7 +215,7 @@ impl LuaBatches {
         Self { queue }
     }
 
-    async fn deduct(&self, shard: Arc<ShardKeys>, sale: Sale) -> Result<Unit, AppError> {
+    async fn deduct(&self, shard: Arc<ShardKeys>, sale: Batched) -> Result<Unit, AppError> {
         let (answer, answered) = oneshot::channel();
         let waiting = Waiting {
             shard,

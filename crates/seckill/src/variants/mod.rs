@@ -21,13 +21,13 @@
 //! field of [`VariantState`], made once at start by its `start(&Start)`, and reached as
 //! `d.app.variant_state.<name>`.
 
+pub mod close_guard;
 mod context;
 mod deduction;
-pub mod guard;
+mod four_trips;
 mod in_database;
 mod lost;
 pub(crate) mod section;
-mod shared;
 
 pub mod lua;
 pub mod multi;
@@ -99,6 +99,10 @@ pub struct Spec {
     pub in_progression: bool,
     /// It sells a product split into shards (the others sell an unsplit one).
     pub splits_stock: bool,
+    /// It sells from the product's one stock (not its shards, an instance's share or a
+    /// cart's several products): a "sold out" it answers speaks for the whole product, so
+    /// the front door's sold-out flag may be raised on it.
+    pub whole_stock: bool,
     /// It sells a product whose stock is in PostgreSQL (reset with `"stock_in":
     /// "postgres"`), and records its orders there; the others sell Redis's stock.
     pub stock_in_database: bool,

@@ -29,8 +29,8 @@ use seckill_lock::{Lock, MultiLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::four_trips::Holding;
 use super::section::{Credentials, INSIDE_MARGIN, Refusal, Reply, StockWrite};
-use super::shared::Holding;
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::{ProductKeys, ShardKeys};
@@ -72,6 +72,7 @@ pub static SPEC: Spec = Spec {
     ],
     in_progression: false,
     splits_stock: false,
+    whole_stock: false,
     stock_in_database: false,
     must_finish: true,
     // A cart's refusal is counted in every product of the cart.

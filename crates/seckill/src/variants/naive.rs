@@ -20,6 +20,7 @@ pub static SPEC: Spec = Spec {
     knobs: &[WORK_MS],
     in_progression: true,
     splits_stock: false,
+    whole_stock: true,
     stock_in_database: false,
     must_finish: false,
     counts_its_refusals: false,

@@ -50,9 +50,10 @@ pub static SPEC: Spec = Spec {
     name: "optimistic",
     summary: "WATCH the stock, MULTI/EXEC the sale: no lock, a changed stock aborts the transaction; retried, then 429 conflict",
     color: "#9e9d24",
-    knobs: &[WORK_MS, RETRIES, super::guard::GUARD],
+    knobs: &[WORK_MS, RETRIES, super::close_guard::GUARD],
     in_progression: true,
     splits_stock: false,
+    whole_stock: true,
     stock_in_database: false,
     // Cut short between WATCH and EXEC, its connection would go back to the pool mid-way.
     must_finish: true,

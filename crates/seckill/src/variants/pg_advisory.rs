@@ -7,7 +7,7 @@
 //! second holder for slow work; but a holder cut off from PostgreSQL (a network partition)
 //! loses the lock while it still works, which only `fence=on` catches at the stock.
 
-use super::shared::{LockStore, Shared};
+use super::four_trips::{FourTrips, LockStore};
 use super::{Deduction, Outcome, Spec};
 use crate::database::locks::AdvisoryLock;
 use crate::error::AppError;
@@ -26,6 +26,7 @@ pub static SPEC: Spec = Spec {
     ],
     in_progression: false,
     splits_stock: false,
+    whole_stock: true,
     stock_in_database: false,
     must_finish: true,
     counts_its_refusals: false,
@@ -38,7 +39,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let lock = AdvisoryLock::new(db.clone(), &shard.lock, &d.holder);
     d.under_lock(
         &shard,
-        Shared::new(d.pausing(lock), LockStore::OwnServers),
+        FourTrips::new(d.pausing(lock), LockStore::OwnServers),
         d.knobs.wait(),
     )
     .await

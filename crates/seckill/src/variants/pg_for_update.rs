@@ -19,6 +19,7 @@ pub static SPEC: Spec = Spec {
     knobs: &[WORK_MS, WAIT_MS.defaulting_to(DEFAULT_LOCK_WAIT_MS)],
     in_progression: false,
     splits_stock: false,
+    whole_stock: true,
     stock_in_database: true,
     // Cut short, its transaction would end with its connection: safe, but a lost answer.
     must_finish: true,

@@ -11,7 +11,7 @@
 //! lease, and a holder whose work outlasts it has a second holder beside it — which only
 //! `fence=on` keeps from selling.
 
-use super::shared::{LockStore, Shared};
+use super::four_trips::{FourTrips, LockStore};
 use super::{Deduction, Outcome, Spec};
 use crate::database::locks::UniqueLock;
 use crate::error::AppError;
@@ -31,6 +31,7 @@ pub static SPEC: Spec = Spec {
     ],
     in_progression: false,
     splits_stock: false,
+    whole_stock: true,
     stock_in_database: false,
     must_finish: true,
     counts_its_refusals: false,
@@ -44,7 +45,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let lock = UniqueLock::new(db.clone(), &shard.lock, &d.holder, lease);
     d.under_lock(
         &shard,
-        Shared::new(d.pausing(lock), LockStore::OwnServers),
+        FourTrips::new(d.pausing(lock), LockStore::OwnServers),
         d.knobs.wait(),
     )
     .await

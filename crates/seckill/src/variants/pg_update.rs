@@ -19,6 +19,7 @@ pub static SPEC: Spec = Spec {
     knobs: &[],
     in_progression: false,
     splits_stock: false,
+    whole_stock: true,
     stock_in_database: true,
     // One statement: cut short, it is a lost answer like any other, and looked up.
     must_finish: true,

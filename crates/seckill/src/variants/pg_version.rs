@@ -19,6 +19,7 @@ pub static SPEC: Spec = Spec {
     knobs: &[WORK_MS, RETRIES],
     in_progression: false,
     splits_stock: false,
+    whole_stock: true,
     stock_in_database: true,
     must_finish: true,
     counts_its_refusals: false,

@@ -8,7 +8,7 @@
 //! lock_lost`). With `ttl_ms` shorter than the work, the lock expires under its holder as
 //! the token lock's does.
 
-use super::shared::{LockStore, Shared};
+use super::four_trips::{FourTrips, LockStore};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, FAULT, FENCE, TTL_MS, WAIT_MS, WORK_MS};
@@ -26,6 +26,7 @@ pub static SPEC: Spec = Spec {
     ],
     in_progression: false,
     splits_stock: false,
+    whole_stock: true,
     stock_in_database: false,
     must_finish: true,
     counts_its_refusals: false,
@@ -46,7 +47,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         .extending(ttl.is_none());
     d.under_lock(
         &shard,
-        Shared::new(lock, LockStore::OwnServers),
+        FourTrips::new(lock, LockStore::OwnServers),
         d.knobs.wait(),
     )
     .await

@@ -21,7 +21,7 @@ use crate::timer;
 pub use crate::knobs::INSIDE_MARGIN;
 
 /// How a lock variant's critical section reaches Redis: the one thing the lock variants'
-/// sequences differ in ([`Deduction::under_lock`] is the sequence). [`Shared`] takes the
+/// sequences differ in ([`Deduction::under_lock`] is the sequence). [`FourTrips`] takes the
 /// lock, enters, commits and gives the lock back in four round trips, for every lock and
 /// lock store; the watchdog lock beside the stock does it in two (`watchdog::TwoTrips`:
 /// the lock's try enters, the commit gives the lock back or hands it on).

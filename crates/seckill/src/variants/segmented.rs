@@ -29,6 +29,7 @@ pub static SPEC: Spec = Spec {
     knobs: watchdog::KNOBS,
     in_progression: true,
     splits_stock: true,
+    whole_stock: false,
     stock_in_database: false,
     must_finish: true,
     counts_its_refusals: false,

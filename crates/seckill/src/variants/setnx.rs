@@ -5,7 +5,7 @@
 
 use seckill_lock::teaching::SetnxLock;
 
-use super::shared::{LockStore, Shared};
+use super::four_trips::{FourTrips, LockStore};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{FAULT, FENCE, PAUSE_MS, WORK_MS};
@@ -17,6 +17,7 @@ pub static SPEC: Spec = Spec {
     knobs: &[WORK_MS, FAULT, PAUSE_MS, FENCE],
     in_progression: true,
     splits_stock: false,
+    whole_stock: true,
     stock_in_database: false,
     must_finish: true,
     counts_its_refusals: false,
@@ -30,7 +31,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     // No wait: the seed fails fast when the lock is held.
     d.under_lock(
         &shard,
-        Shared::new(d.pausing(lock), LockStore::Instance),
+        FourTrips::new(d.pausing(lock), LockStore::Instance),
         d.knobs.wait(),
     )
     .await

@@ -49,6 +49,7 @@ pub static SPEC: Spec = Spec {
     ],
     in_progression: true,
     splits_stock: false,
+    whole_stock: false,
     stock_in_database: false,
     must_finish: true,
     counts_its_refusals: false,

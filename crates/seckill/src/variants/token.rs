@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use seckill_lock::TokenLock;
 
-use super::shared::{LockStore, Shared};
+use super::four_trips::{FourTrips, LockStore};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{FAULT, FENCE, PAUSE_MS, TTL_MS, WAIT_MS, WORK_MS};
@@ -24,6 +24,7 @@ pub static SPEC: Spec = Spec {
     knobs: &[WORK_MS, TTL_MS, WAIT_MS, FAULT, PAUSE_MS, FENCE],
     in_progression: true,
     splits_stock: false,
+    whole_stock: true,
     stock_in_database: false,
     must_finish: true,
     counts_its_refusals: false,
@@ -41,7 +42,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     }
     d.under_lock(
         &shard,
-        Shared::new(lock, LockStore::Instance),
+        FourTrips::new(lock, LockStore::Instance),
         d.knobs.wait(),
     )
     .await

@@ -24,8 +24,8 @@ use seckill_lock::{Lease, Lock, LockError, WatchdogLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::four_trips::{FourTrips, LockStore};
 use super::section::{Entry, INSIDE_MARGIN, Refusal, Reply, Trips};
-use super::shared::{LockStore, Shared};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
@@ -71,7 +71,7 @@ pub const KNOBS: &[Knob] = &[
     FAIR,
     HANDOFF,
     RENEW,
-    super::guard::GUARD,
+    super::close_guard::GUARD,
 ];
 
 pub static SPEC: Spec = Spec {
@@ -81,6 +81,7 @@ pub static SPEC: Spec = Spec {
     knobs: KNOBS,
     in_progression: true,
     splits_stock: false,
+    whole_stock: true,
     stock_in_database: false,
     must_finish: true,
     counts_its_refusals: false,
@@ -120,7 +121,7 @@ pub(super) async fn deduct_from(
         };
         d.under_lock(shard, lock, wait).await
     } else {
-        let lock = Shared::new(d.pausing(lock), LockStore::Instance);
+        let lock = FourTrips::new(d.pausing(lock), LockStore::Instance);
         d.under_lock(shard, lock, wait).await
     }
 }

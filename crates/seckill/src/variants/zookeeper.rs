@@ -12,7 +12,7 @@
 //! and its commit, so it cannot have noticed. The ensemble electing a leader answers 503
 //! `lock_store_unavailable` until it has one.
 
-use super::shared::{LockStore, Shared};
+use super::four_trips::{FourTrips, LockStore};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, FENCE, PAUSE_MS, STOP_FAULT, WAIT_MS, WORK_MS};
@@ -30,6 +30,7 @@ pub static SPEC: Spec = Spec {
     ],
     in_progression: false,
     splits_stock: false,
+    whole_stock: true,
     stock_in_database: false,
     must_finish: true,
     counts_its_refusals: false,
@@ -52,7 +53,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let lock = zookeeper.lock_as(&lock_path(d.product.product.as_str()), &d.holder);
     d.under_lock(
         &shard,
-        Shared::new(lock, LockStore::OwnServers),
+        FourTrips::new(lock, LockStore::OwnServers),
         d.knobs.wait(),
     )
     .await

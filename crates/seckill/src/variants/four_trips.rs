@@ -1,4 +1,4 @@
-//! The shared lock sequence's trips ([`Shared`]): any [`Lock`] on its own, then the
+//! Four trips for any lock ([`FourTrips`]): the lock taken on its own, then the
 //! critical section's scripts, then the lock's release — and the locks a request holds
 //! through them.
 
@@ -120,7 +120,7 @@ impl<L: Lock> Drop for Holding<L> {
 
 /// The shared lock sequence's trips: the lock (any [`Lock`]) on its own, then `enter.lua`,
 /// then `commit.lua` (or `leave.lua`), then the lock's release.
-pub(super) struct Shared<L: Lock> {
+pub(super) struct FourTrips<L: Lock> {
     /// The handle, until it is taken.
     lock: Option<L>,
     /// The lock held, once taken: given back by [`Trips::release`], or abandoned should
@@ -132,7 +132,7 @@ pub(super) struct Shared<L: Lock> {
     token: Option<i64>,
 }
 
-impl<L: Lock> Shared<L> {
+impl<L: Lock> FourTrips<L> {
     pub(super) fn new(lock: L, store: LockStore) -> Self {
         Self {
             lock: Some(lock),
@@ -144,7 +144,7 @@ impl<L: Lock> Shared<L> {
     }
 }
 
-impl<L: Lock> Shared<L> {
+impl<L: Lock> FourTrips<L> {
     /// The lock held.
     fn held_lock(&self) -> &L {
         self.guard
@@ -197,14 +197,14 @@ impl<L: Lock> Shared<L> {
     }
 }
 
-impl<L: Lock> Trips for Shared<L> {
+impl<L: Lock> Trips for FourTrips<L> {
     type Lock = L;
 
     fn lock(&self) -> &L {
         self.held_lock()
     }
 
-    /// Acquire; then, holding the lock, the steps before entering ([`Shared::held`]) and
+    /// Acquire; then, holding the lock, the steps before entering ([`FourTrips::held`]) and
     /// the entry. Whatever keeps it from getting inside gives the lock back (but an
     /// abandoned lock, which the request asked to leave held).
     async fn enter(

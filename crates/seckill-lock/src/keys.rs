@@ -38,7 +38,7 @@ impl Namespace {
 
     /// Refuses, at [`keys`](Self::keys) (so at `WatchdogLocks::lock`), a lock whose keys
     /// carry no hash tag: on a Redis Cluster its scripts would fail with `CROSSSLOT` at the
-    /// first take instead. [`WatchdogLocksBuilder::start`](super::WatchdogLocksBuilder::start) asks for
+    /// first take instead. [`WatchdogLocksBuilder::start`](crate::WatchdogLocksBuilder::start) asks for
     /// it by itself on redis-rs's `ClusterConnection`; a connection of the caller's that
     /// may be a Cluster's asks for it here.
     pub fn requiring_hash_tags(mut self) -> Self {
