@@ -4,7 +4,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::args::BenchArgs;
-use crate::report::Row;
+use crate::row::Row;
 
 /// What a reset sets.
 #[derive(Debug, Clone, Copy)]

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use crate::report::Row;
+use crate::row::Row;
 
 const ROW_HEIGHT: f64 = 28.0;
 const LABEL_WIDTH: f64 = 210.0;

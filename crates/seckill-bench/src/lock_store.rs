@@ -8,7 +8,7 @@ use anyhow::Context;
 use seckill::variants::Variant;
 
 use crate::args::BenchArgs;
-use crate::suites::Suite;
+use crate::args::Suite;
 
 /// Clock ticks per second in `/proc/<pid>/stat` (`USER_HZ`): 100 on every Linux the
 /// project runs on.

@@ -17,10 +17,10 @@ use seckill::variants::Variant;
 use seckill_load::{Control, Load, Method};
 
 use crate::admin::Service;
-use crate::ratios::Ratio;
+use crate::measure::run_one;
+use crate::ratio::Ratio;
 use crate::redis_usage::Masters;
-use crate::report::Row;
-use crate::run::run_one;
+use crate::row::{Row, find};
 use crate::scenario::{Key, Scenario};
 
 pub const CONFIRMED: &str = "confirmed sales @40";
@@ -77,7 +77,7 @@ pub async fn run(service: &Service<'_>, info: &mut Option<Masters>) -> anyhow::R
         scenario.stock = 1_000_000;
         rows.push(run_one(service, info, scenario).await?);
     }
-    ratios.extend(crate::ratios::partial_ratios(&rows));
+    ratios.extend(self::ratios(&rows));
     Ok(Partial { rows, ratios })
 }
 
@@ -196,4 +196,66 @@ fn signal(pid: u32, signal: &str) -> anyhow::Result<()> {
         bail!("kill -{signal} {pid} failed");
     }
     Ok(())
+}
+
+/// The partial suite: what a stopped replica does to what runs beside the sales it
+/// cannot confirm, and what two of five servers down do to Redlock.
+fn ratios(rows: &[Row]) -> Vec<Ratio> {
+    let stall = |probe, stopped| find(rows, Key::Stall { probe, stopped });
+    let mut ratios = Vec::new();
+    for probe in [READYZ, STATS, OTHER] {
+        if let (Some(up), Some(stopped)) = (stall(probe, false), stall(probe, true)) {
+            let value = stopped.p99_ms / up.p99_ms.max(1e-9);
+            ratios.push(Ratio::new(
+                format!("stalled replica: {probe} p99"),
+                value,
+                Some(("<= 3", value <= 3.0)),
+                format!(
+                    "p99 with the replica stopped ({:.1} ms) / up ({:.1} ms); answers {} / {}",
+                    stopped.p99_ms,
+                    up.p99_ms,
+                    stopped.statuses.values().sum::<usize>(),
+                    up.statuses.values().sum::<usize>()
+                ),
+            ));
+        }
+    }
+    if let (Some(up), Some(stopped)) = (stall(CONFIRMED, false), stall(CONFIRMED, true)) {
+        let value = stopped.throughput / up.throughput.max(1e-9);
+        ratios.push(Ratio::new(
+            "stalled replica: confirmed answers/s".into(),
+            value,
+            Some((">= 0.5", value >= 0.5)),
+            format!(
+                "answers/s with the replica stopped ({:.0}: {} 200, {} 503) / up ({:.0}: {} 200); p99 {:.0} / {:.0} ms, slowest {:.0} / {:.0} ms",
+                stopped.throughput,
+                stopped.count(200),
+                stopped.count(503),
+                up.throughput,
+                up.count(200),
+                stopped.p99_ms,
+                up.p99_ms,
+                stopped.max_ms,
+                up.max_ms
+            ),
+        ));
+    }
+    if let (Some(five), Some(three)) =
+        (find(rows, Key::RedlockUp(5)), find(rows, Key::RedlockUp(3)))
+    {
+        let value = three.goodput / five.goodput.max(1e-9);
+        ratios.push(Ratio::new(
+            "redlock, 3 of 5 servers up".into(),
+            value,
+            Some((">= 0.5", value >= 0.5)),
+            format!(
+                "units/s with 3 of 5 up ({:.0}; {} sold, {} 429) / all 5 up ({:.0}); 100 connections, no work",
+                three.goodput,
+                three.sold,
+                three.count(429),
+                five.goodput
+            ),
+        ));
+    }
+    ratios
 }

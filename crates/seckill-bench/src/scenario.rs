@@ -275,6 +275,11 @@ pub fn progression(args: &BenchArgs) -> Vec<Scenario> {
     rows
 }
 
+/// A variant the suites are about, by name.
+pub fn variant(name: &str) -> Variant {
+    Variant::parse(name).unwrap_or_else(|| panic!("no variant {name} in the registry"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

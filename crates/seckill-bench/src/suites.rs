@@ -1,73 +1,9 @@
 //! The bench's suites: which scenarios each runs. Their ratios are in [`crate::ratios`].
 
 use seckill::variants::Variant;
-use serde::Serialize;
 
-use crate::args::BenchArgs;
-use crate::scenario::{Key, Scenario, WAITERS, knobs, progression};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Suite {
-    /// Every variant under the same load (and the lessons with --lessons).
-    Progression,
-    /// lua against the no-Redis /healthz through the same Nginx: the lock-free ceiling.
-    Ceiling,
-    /// Redis commands per unit sold with 200 waiters against one client: watchdog's
-    /// pub/sub wait, and token's spin-and-retry for contrast.
-    Waiting,
-    /// watchdog against segmented with 1 to 64 shards, 2 ms of work in the lock.
-    Shards,
-    /// Every variant at 200 connections, for p50/p99, every request selling a unit.
-    Latency,
-    /// 2,000 connections at lua and watchdog; peak RSS per instance (needs --instance-urls).
-    Memory,
-    /// Lock hand-off: 200 waiters on one lock, with 2 ms of work (lock utilization) and
-    /// with none (units/s against one client's lua requests/s).
-    Handoff,
-    /// The fair lock against the unfair one at 200 waiters: p99 wait against the queue's
-    /// length in time, and what fairness costs.
-    Fair,
-    /// The seed's per-instance shares against segmented x8, with and without work.
-    Shares,
-    /// A failure of one part stays partial: the stock store's replica stopped under
-    /// `--redis-wait-replicas` load (health, `/stats` and other sales beside it), and
-    /// Redlock with two of five servers down. Needs --replica-pid and --redlock-down-pids
-    /// (`scripts/partial-failure.sh` gives them); not part of `performance`.
-    Partial,
-    /// Orders of record: lua and watchdog with their orders streamed into PostgreSQL
-    /// against kept in Redis only, rounds alternating; and how fast the consumers drain
-    /// the streams. Needs instances with --orders-db (`POSTGRES=1 scripts/cluster.sh`).
-    Orders,
-    /// Seed 000's 20 % rule, measured: optimistic against watchdog and lua with the same
-    /// load spread over 1 to 64 products (the conflicts fall as the products grow): the
-    /// conflict rate, goodput and units left unsold at each step, and where optimistic
-    /// starts to pay.
-    Contention,
-    /// Redis against ZooKeeper (seed 000's comparison): watchdog, redlock and zookeeper at
-    /// 200 waiters on one lock, with no work and with --work-ms: units/s, p99 and the lock
-    /// store's CPU per unit. Needs instances with --zookeeper-urls and --zookeeper-pids
-    /// (redlock rows with --redlock-urls and --redlock-pids); not part of `performance`.
-    Stores,
-    /// Seed 003's table of lock schemes, measured whole: the PostgreSQL unique-key and
-    /// advisory locks, ZooKeeper, Redis SETNX, the token lock, the watchdog lock and
-    /// Redlock at [`WAITERS`] on one lock with no work and with --work-ms; the stock in a
-    /// PostgreSQL row (pg_update, pg_for_update) beside lua; then the seed's four
-    /// conditions probed (`crate::seed003`). `scripts/seed003.sh` starts what it needs.
-    Seed003,
-    /// The sale's front door: fairness with and without a waiting room, overload held by
-    /// it, the sold-out flag's Redis commands, a bot against its rate limit
-    /// (`crate::admission`); not part of `performance`.
-    Admission,
-    /// All of the performance suites, one after the other.
-    Performance,
-}
-
-impl Suite {
-    pub fn reads_memory(self) -> bool {
-        matches!(self, Self::Memory | Self::Performance)
-    }
-}
+use crate::args::{BenchArgs, Suite};
+use crate::scenario::{Key, Scenario, WAITERS, knobs, progression, variant};
 
 /// Past 16 the curve bends on this 2-core machine: 32 and 64 show where.
 pub const SHARD_CURVE: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
@@ -87,11 +23,6 @@ fn contenders(args: &BenchArgs) -> Vec<&'static str> {
         names.push("pg_version");
     }
     names
-}
-
-/// A variant the suites are about, by name.
-pub fn variant(name: &str) -> Variant {
-    Variant::parse(name).unwrap_or_else(|| panic!("no variant {name} in the registry"))
 }
 
 /// The scenarios of the suite the flags ask for.

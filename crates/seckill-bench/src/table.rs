@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::report::Row;
+use crate::row::Row;
 
 const HEADER: [&str; 21] = [
     "variant",

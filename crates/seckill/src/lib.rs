@@ -12,7 +12,8 @@
 //! # Layout
 //!
 //! The modules import one way, bottom to top: a module uses only those in the layers
-//! below it (`scripts/imports.py` prints the graph; `scripts/test.sh` fails on a circle).
+//! below it (`scripts/imports.py` prints the graph, `--all` every crate's; `scripts/test.sh`
+//! fails on a circle in any).
 //! Read from the bottom and you are never sent back up.
 //!
 //! 1. **Names and plumbing** — [`keys`] (every Redis key, built in one place; product ids

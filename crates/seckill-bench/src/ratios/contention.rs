@@ -4,10 +4,12 @@
 //! the highest conflict rate at which it still serves its buyers, and what it sells below
 //! 20 %.
 
-use super::{Ratio, median, row};
-use crate::report::Row;
+use super::{median, row};
+use crate::ratio::Ratio;
+use crate::row::Row;
 use crate::scenario::Key;
-use crate::suites::{PRODUCT_CURVE, variant};
+use crate::scenario::variant;
+use crate::suites::PRODUCT_CURVE;
 
 /// The conflict rate of a row's optimistic transactions (0 without any).
 fn conflict_rate(row: &Row) -> f64 {

@@ -2,59 +2,17 @@
 //! because figures on a shared machine drift from run to run and ratios in one run do not
 //! (much). Rows are found by their [`Key`], never by their labels.
 
-use std::fmt;
-
-use serde::Serialize;
-
 use crate::args::BenchArgs;
-use crate::report::Row;
+use crate::ratio::Ratio;
+use crate::row::Row;
+use crate::scenario::variant;
 use crate::scenario::{Key, WAITERS};
-use crate::suites::{SHARD_CURVE, variant};
+use crate::suites::SHARD_CURVE;
 
 mod contention;
 mod orders;
 mod stores;
 mod waiting;
-
-/// A ratio a suite reports, against its target.
-#[derive(Debug, Clone, Serialize)]
-pub struct Ratio {
-    pub name: String,
-    pub value: f64,
-    pub target: String,
-    pub met: Option<bool>,
-    /// What it is the ratio of.
-    pub of: String,
-}
-
-impl Ratio {
-    /// A ratio held against `target` (its text, and whether `value` meets it), or only
-    /// reported when there is none.
-    fn new(name: String, value: f64, target: Option<(&str, bool)>, of: String) -> Self {
-        Self {
-            name,
-            value,
-            target: target.map_or("reported".into(), |(text, _)| text.into()),
-            met: target.map(|(_, met)| met),
-            of,
-        }
-    }
-}
-
-impl fmt::Display for Ratio {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let verdict = match self.met {
-            Some(true) => "met",
-            Some(false) => "NOT met",
-            None => "reported",
-        };
-        write!(
-            f,
-            "{}: {:.2} (target {}: {verdict}) = {}",
-            self.name, self.value, self.target, self.of
-        )
-    }
-}
 
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -66,7 +24,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 fn row(rows: &[Row], key: Key) -> Option<&Row> {
-    rows.iter().find(|r| r.scenario.key == key)
+    crate::row::find(rows, key)
 }
 
 /// The ratios the suite's rows allow.
@@ -326,66 +284,4 @@ fn shares_ratios(args: &BenchArgs, rows: &[Row]) -> Vec<Ratio> {
             ))
         })
         .collect()
-}
-
-/// The partial suite: what a stopped replica does to what runs beside the sales it
-/// cannot confirm, and what two of five servers down do to Redlock.
-pub fn partial_ratios(rows: &[Row]) -> Vec<Ratio> {
-    use crate::partial::{CONFIRMED, OTHER, READYZ, STATS};
-    let stall = |probe, stopped| row(rows, Key::Stall { probe, stopped });
-    let mut ratios = Vec::new();
-    for probe in [READYZ, STATS, OTHER] {
-        if let (Some(up), Some(stopped)) = (stall(probe, false), stall(probe, true)) {
-            let value = stopped.p99_ms / up.p99_ms.max(1e-9);
-            ratios.push(Ratio::new(
-                format!("stalled replica: {probe} p99"),
-                value,
-                Some(("<= 3", value <= 3.0)),
-                format!(
-                    "p99 with the replica stopped ({:.1} ms) / up ({:.1} ms); answers {} / {}",
-                    stopped.p99_ms,
-                    up.p99_ms,
-                    stopped.statuses.values().sum::<usize>(),
-                    up.statuses.values().sum::<usize>()
-                ),
-            ));
-        }
-    }
-    if let (Some(up), Some(stopped)) = (stall(CONFIRMED, false), stall(CONFIRMED, true)) {
-        let value = stopped.throughput / up.throughput.max(1e-9);
-        ratios.push(Ratio::new(
-            "stalled replica: confirmed answers/s".into(),
-            value,
-            Some((">= 0.5", value >= 0.5)),
-            format!(
-                "answers/s with the replica stopped ({:.0}: {} 200, {} 503) / up ({:.0}: {} 200); p99 {:.0} / {:.0} ms, slowest {:.0} / {:.0} ms",
-                stopped.throughput,
-                stopped.count(200),
-                stopped.count(503),
-                up.throughput,
-                up.count(200),
-                stopped.p99_ms,
-                up.p99_ms,
-                stopped.max_ms,
-                up.max_ms
-            ),
-        ));
-    }
-    if let (Some(five), Some(three)) = (row(rows, Key::RedlockUp(5)), row(rows, Key::RedlockUp(3)))
-    {
-        let value = three.goodput / five.goodput.max(1e-9);
-        ratios.push(Ratio::new(
-            "redlock, 3 of 5 servers up".into(),
-            value,
-            Some((">= 0.5", value >= 0.5)),
-            format!(
-                "units/s with 3 of 5 up ({:.0}; {} sold, {} 429) / all 5 up ({:.0}); 100 connections, no work",
-                three.goodput,
-                three.sold,
-                three.count(429),
-                five.goodput
-            ),
-        ));
-    }
-    ratios
 }

@@ -1,11 +1,12 @@
 //! The orders suite's ratios: what streaming the orders into PostgreSQL costs each variant,
 //! and whether the consumers keep up with lua's sales.
 
-use super::{Ratio, median, row};
+use super::{median, row};
 use crate::args::BenchArgs;
-use crate::report::{Drain, Row};
+use crate::ratio::Ratio;
+use crate::row::{Drain, Row};
 use crate::scenario::Key;
-use crate::suites::variant;
+use crate::scenario::variant;
 
 /// Orders of record: each variant's units/s with its orders streamed into the database
 /// over the same without, round by round (the median); what the stream adds in Redis

@@ -3,11 +3,12 @@
 //! its own (redlock) and on a ZooKeeper ensemble (zookeeper), with no work and with
 //! `--work-ms`.
 
-use super::{Ratio, row};
+use super::row;
 use crate::args::BenchArgs;
-use crate::report::Row;
+use crate::ratio::Ratio;
+use crate::row::Row;
 use crate::scenario::Key;
-use crate::suites::variant;
+use crate::scenario::variant;
 
 fn at(rows: &[Row], name: &str, work_ms: u64) -> Option<Row> {
     let key = Key::Waiters {

@@ -1,9 +1,10 @@
 //! The waiting suite's ratios: what waiting for a lock costs Redis, and the lock's tries.
 
-use super::{Ratio, row};
-use crate::report::Row;
+use super::row;
+use crate::ratio::Ratio;
+use crate::row::Row;
+use crate::scenario::variant;
 use crate::scenario::{Key, WAITERS};
-use crate::suites::variant;
 
 /// Waiting: Redis commands per unit sold with [`WAITERS`] against one client.
 pub(super) fn ratios(rows: &[Row]) -> Vec<Ratio> {

@@ -25,10 +25,10 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::args::BenchArgs;
-use crate::ratios::Ratio;
-use crate::report::Row;
+use crate::ratio::Ratio;
+use crate::row::Row;
 use crate::scenario::Key;
-use crate::suites::variant;
+use crate::scenario::variant;
 
 pub use probes::probe;
 

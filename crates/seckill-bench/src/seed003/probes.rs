@@ -19,7 +19,7 @@ use seckill_lock::{HolderId, Lock, Namespace, Redlock, TokenLock, WatchdogLocks,
 
 use super::{Conditions, STOCK, schemes};
 use crate::admin::{Service, Terms};
-use crate::suites::variant;
+use crate::scenario::variant;
 
 /// How long the no-deadlock probe waits for another holder to get in after the kill:
 /// longer than the default lease (30 s), so that "never" means never.

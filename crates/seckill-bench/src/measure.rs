@@ -1,0 +1,335 @@
+//! One scenario measured: reset the stock, drive the load through Nginx, read `/stats`,
+//! Redis's `INFO` and the instances' lock counters — a row.
+
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use indicatif::{ProgressBar, ProgressStyle};
+use seckill_load::{Buyers, Control, Load, Method, Report as LoadReport};
+use serde_json::{Value, json};
+
+use crate::admin::{Service, Terms};
+use crate::args::Suite;
+use crate::lock_store::{cpu_seconds, lock_store_pids};
+use crate::redis_usage::{Masters, spent};
+use crate::row::{Drain, Row};
+use crate::scenario::{Key, Scenario};
+
+pub(crate) async fn run_one(
+    service: &Service<'_>,
+    info: &mut Option<Masters>,
+    scenario: Scenario,
+) -> anyhow::Result<Row> {
+    let args = service.args;
+    let base = args.url.trim_end_matches('/');
+    let Some(variant) = scenario.variant else {
+        return run_baseline(service, base, scenario).await;
+    };
+    let others = reset_products(service, &scenario).await?;
+    let mut url = format!("{base}/deduct_stock/{variant}?product={}", args.product);
+    if let Some(first) = &scenario.first {
+        let response = service.http.post(format!("{url}&{first}")).send().await?;
+        let status = response.status();
+        if status == 400 {
+            bail!(
+                "{}: the instances refused {first}: {} (start them with --faults)",
+                scenario.label,
+                response.text().await.unwrap_or_default()
+            );
+        }
+    }
+    if !scenario.knobs.is_empty() {
+        url = format!("{url}&{}", scenario.knobs);
+    }
+    let mut urls = vec![url];
+    for product in &others {
+        let mut url = format!("{base}/deduct_stock/{variant}?product={product}");
+        if !scenario.knobs.is_empty() {
+            url = format!("{url}&{}", scenario.knobs);
+        }
+        urls.push(url);
+    }
+    let urls = at_random(urls, scenario.requests);
+
+    let before = match info {
+        Some(masters) => Some(masters.read().await?),
+        None => None,
+    };
+    let lock_counters = || async {
+        let tries = service.counter_sum("lock_tries").await.ok()?;
+        let wakeups = service.counter_sum("lock_wakeups").await.ok()?;
+        let without_reason = service
+            .counter_sum("lock_tries_without_reason")
+            .await
+            .ok()?;
+        Some((tries, wakeups, without_reason))
+    };
+    let lock_counters_before = lock_counters().await;
+    let lock_pids = lock_store_pids(args, variant);
+    let lock_cpu_before = lock_pids.map(cpu_seconds).transpose()?;
+    let mut load = Load::to(urls, Method::Post).buyers(Buyers {
+        users: args.users.map(|u| usize::try_from(u).unwrap_or(usize::MAX)),
+        clicks: usize::try_from(args.clicks).unwrap_or(1),
+    });
+    if args.keys {
+        load = load.keyed(key_prefix());
+    }
+    let load = drive(service.http, load, &scenario).await;
+    let ended = Instant::now();
+    let lock_cpu = match (lock_pids, lock_cpu_before) {
+        (Some(pids), Some(before)) => Some((cpu_seconds(pids)? - before).max(0.0) * 1e6),
+        _ => None,
+    };
+    let spent = match (info, before) {
+        (Some(masters), Some(before)) => spent(&before, &masters.read().await?),
+        _ => Vec::new(),
+    };
+
+    let lock_tries = match (lock_counters_before, lock_counters().await) {
+        (Some((tries0, wakeups0, without0)), Some((tries1, wakeups1, without1))) => {
+            Some((tries1 - tries0, wakeups1 - wakeups0, without1 - without0))
+        }
+        _ => None,
+    };
+    // Since the instances started: a row's own worst would need a reset the service
+    // does not offer; the bench's rows run in one order, so it is the worst so far.
+    let most_tries = service.gauge_max("lock_most_tries").await.ok().flatten();
+    let mut stats = service.stats().await?;
+    for product in &others {
+        add_stats(&mut stats, &service.stats_of(product).await?);
+    }
+    let drain = match scenario.key {
+        Key::Orders { on: true, .. } => Some(drained(service, &stats, ended, &load).await?),
+        _ => None,
+    };
+    let field = |name: &str| stats[name].as_i64().unwrap_or_default();
+    let (initial, sold, remaining) = (field("initial"), field("sold"), field("remaining"));
+    let real_units = sold.min(initial - remaining).max(0);
+    let sell_out = (remaining <= 0 && sold > 0)
+        .then_some(load.last_ok)
+        .flatten();
+    let window = sell_out.unwrap_or(load.elapsed).as_secs_f64().max(1e-9);
+    let per_unit = |total: f64| (sold > 0 && !spent.is_empty()).then(|| total / sold as f64);
+    let commands = spent.iter().map(|(_, commands, _)| *commands).sum::<u64>() as f64;
+    let cpu_us: f64 = spent.iter().map(|(_, _, cpu)| cpu).sum();
+    let by_master = if spent.len() > 1 {
+        spent
+            .iter()
+            .filter_map(|(addr, _, cpu)| Some((addr.clone(), per_unit(*cpu)?)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let work = load.work_ms();
+    Ok(Row {
+        throughput: load.throughput(),
+        p50_ms: load.percentile_ms(0.50),
+        p99_ms: load.percentile_ms(0.99),
+        max_ms: load.percentile_ms(1.0),
+        elapsed_s: load.elapsed.as_secs_f64(),
+        statuses: load.statuses,
+        transport_errors: load.transport_errors,
+        sold,
+        remaining,
+        oversold: field("oversold"),
+        lost_updates: field("lost_updates"),
+        lock_overlaps: field("lock_overlaps"),
+        lock_lost: field("lock_lost"),
+        sell_out_s: sell_out.map(|d| d.as_secs_f64()),
+        goodput: real_units as f64 / window,
+        work_mean_ms: work.map(|(mean, _)| mean),
+        work_p99_ms: work.map(|(_, p99)| p99),
+        redis_commands_per_unit: per_unit(commands),
+        redis_cpu_us_per_unit: per_unit(cpu_us),
+        lock_tries_per_unit: lock_tries
+            .filter(|(tries, _, _)| *tries > 0 && sold > 0)
+            .map(|(tries, wakeups, _)| (tries as f64 / sold as f64, wakeups as f64 / sold as f64)),
+        lock_tries_without_reason: lock_tries
+            .filter(|(tries, _, _)| *tries > 0)
+            .map(|(_, _, without)| without),
+        lock_most_tries: most_tries.filter(|_| lock_tries.is_some_and(|(t, _, _)| t > 0)),
+        redis_cpu_us_per_unit_by_master: by_master,
+        lock_store_cpu_us_per_unit: match lock_cpu {
+            Some(cpu) => (sold > 0).then(|| cpu / sold as f64),
+            // The stores and seed003 suites' rows whose lock lives in the stock store.
+            None if matches!(args.suite, Suite::Stores | Suite::Seed003) => per_unit(cpu_us),
+            None => None,
+        },
+        drain,
+        stats,
+        scenario,
+    })
+}
+
+/// Resets `--product` for the scenario and the products besides it that its load is spread
+/// over (`<product>-1`, …), which it returns. Each has the scenario's whole stock: whichever
+/// products the requests pick, none runs out.
+async fn reset_products(service: &Service<'_>, scenario: &Scenario) -> anyhow::Result<Vec<String>> {
+    let args = service.args;
+    let in_database = scenario.variant.is_some_and(|v| v.spec().stock_in_database);
+    service
+        .reset_in(
+            scenario.stock,
+            scenario.shards,
+            scenario.orders,
+            in_database,
+        )
+        .await?;
+    let mut others = Vec::new();
+    for n in 1..scenario.products.max(1) {
+        let product = format!("{}-{n}", args.product);
+        let terms = Terms {
+            stock: scenario.stock,
+            shards: scenario.shards,
+            per_user: args.per_user,
+            orders: true,
+            in_database,
+        };
+        service.reset_with(&product, terms).await?;
+        others.push(product);
+    }
+    Ok(others)
+}
+
+/// Several products' URLs: each request's product drawn at random (the same draw for every
+/// variant at a step, so their rows compare), as buyers spread over a catalogue. Taken in
+/// turn instead, the requests in flight at once would never share a product once there are
+/// as many products as connections. One URL: as it is.
+fn at_random(urls: Vec<String>, requests: u64) -> Vec<String> {
+    if urls.len() < 2 {
+        return urls;
+    }
+    // Request n goes to the n-th (modulo the length): a cycle long enough to look random.
+    let cycle = usize::try_from(requests).unwrap_or(usize::MAX).min(20_000);
+    let mut rng = fastrand::Rng::with_seed(urls.len() as u64);
+    (0..cycle)
+        .map(|_| urls[rng.usize(..urls.len())].clone())
+        .collect()
+}
+
+/// Adds another product's audit to `total`: every count, at the top and in `optimistic`.
+/// (The rest — the product, its shards, its locks — stays the first product's.)
+fn add_stats(total: &mut Value, other: &Value) {
+    fn add(total: &mut Value, other: &Value) {
+        let (Some(total), Some(other)) = (total.as_object_mut(), other.as_object()) else {
+            return;
+        };
+        for (field, value) in other {
+            match (total.get_mut(field), value.as_i64()) {
+                (Some(sum), Some(n)) if sum.is_i64() => *sum = json!(sum.as_i64().unwrap_or(0) + n),
+                (None, Some(n)) => {
+                    total.insert(field.clone(), json!(n));
+                }
+                _ => {}
+            }
+        }
+    }
+    add(total, other);
+    if total["optimistic"].is_null() && other["optimistic"].is_object() {
+        total["optimistic"] = json!({});
+    }
+    add(&mut total["optimistic"], &other["optimistic"]);
+    let tx = &total["optimistic"];
+    let (commits, conflicts) = (tx["commits"].as_i64(), tx["conflicts"].as_i64());
+    if let (Some(commits), Some(conflicts)) = (commits, conflicts)
+        && commits + conflicts > 0
+    {
+        total["optimistic"]["conflict_rate"] =
+            json!(conflicts as f64 / (commits + conflicts) as f64);
+    }
+}
+
+/// Waits (up to a minute) until the orders of a row whose sale was streamed are all in
+/// the database and the two stores agree: how big the backlog was when the load ended,
+/// and how long it took to drain.
+async fn drained(
+    service: &Service<'_>,
+    stats: &Value,
+    ended: Instant,
+    load: &LoadReport,
+) -> anyhow::Result<Drain> {
+    let record = &stats["orders_of_record"];
+    if record["streamed"] != true {
+        bail!(
+            "the orders suite needs instances with --orders-db (POSTGRES=1 scripts/cluster.sh start): {}",
+            if record.is_null() {
+                "no orders_of_record in /stats".into()
+            } else {
+                record.to_string()
+            }
+        );
+    }
+    let backlog_at_end = record["backlog"].as_i64().unwrap_or_default();
+    let sold = stats["sold"].as_i64().unwrap_or_default();
+    let mut last = record.clone();
+    while ended.elapsed() < Duration::from_secs(60) {
+        if last["backlog"] == 0 && last["drift"] == 0 && last["in_database"] == sold {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        last = service.stats().await?["orders_of_record"].clone();
+    }
+    let drained_after = ended.elapsed();
+    let drift = last["drift"].as_i64();
+    if drift != Some(0) {
+        bail!("the orders did not drain within a minute of the load: {last}");
+    }
+    let total = load.elapsed + drained_after;
+    Ok(Drain {
+        backlog_at_end,
+        drained_after_s: drained_after.as_secs_f64(),
+        orders_per_s: sold as f64 / total.as_secs_f64().max(1e-9),
+    })
+}
+
+/// The idempotency keys of one row: `bench-<pid>-<ms>-<n>`, new for every row.
+fn key_prefix() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    format!("bench-{}-{now}", std::process::id())
+}
+
+/// Drives the scenario's requests from its connections, behind a progress bar.
+async fn drive(http: &reqwest::Client, load: Load, scenario: &Scenario) -> LoadReport {
+    let progress = ProgressBar::new(scenario.requests).with_message(scenario.label.clone());
+    progress.set_style(
+        ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} {elapsed}")
+            .expect("a valid progress template")
+            .progress_chars("=> "),
+    );
+    let control = Control::default();
+    let ticker = {
+        let (progress, control) = (progress.clone(), control.clone());
+        tokio::spawn(async move {
+            loop {
+                progress.set_position(control.answered());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let requests = usize::try_from(scenario.requests).unwrap_or(usize::MAX);
+    let concurrency = usize::try_from(scenario.concurrency).unwrap_or(usize::MAX);
+    let report = load
+        .requests(requests)
+        .concurrency(concurrency)
+        .run(http, &control)
+        .await;
+    ticker.abort();
+    progress.finish_and_clear();
+    report
+}
+
+/// A baseline under the same load: GETs of `/healthz` (what Nginx and the instances do
+/// without Redis) or `/readyz` (one `PING` each).
+async fn run_baseline(
+    service: &Service<'_>,
+    base: &str,
+    scenario: Scenario,
+) -> anyhow::Result<Row> {
+    let url = format!("{base}{}", scenario.baseline.unwrap_or("/healthz"));
+    let load = Load::to(vec![url], Method::Get);
+    let load = drive(service.http, load, &scenario).await;
+    Ok(Row::from_load(scenario, load))
+}
