@@ -7,13 +7,68 @@
 use std::collections::BTreeMap;
 
 use super::MAX_SHARDS;
-use super::stats::{Idempotency, LockView, OverLimit, Stats};
+use super::stats::{LockView, Stats};
 use crate::error::AppError;
 use crate::keys::{Layout, ProductId, ProductKeys, ShardKeys};
-use crate::store::{Store, master_of};
+use crate::store::{RedisConn, Store, master_of};
 use futures_util::future::try_join_all;
 use redis::aio::ConnectionLike;
 use redis::{AsyncCommands, RedisError};
+
+/// What one shard holds, read in one pipeline on its slot, and its lock from the lock
+/// store.
+struct ShardRead {
+    stock: Option<i64>,
+    orders: i64,
+    audit: BTreeMap<String, i64>,
+    /// Units in instances' shares (`shares`), each share's units left.
+    in_shares: Vec<i64>,
+    /// Units sold to each buyer here.
+    buyers: BTreeMap<String, i64>,
+    /// Sales under an idempotency key here.
+    keyed: i64,
+    /// Orders reserved, not paid yet.
+    unpaid: i64,
+    lock: seckill_lock::LockState,
+}
+
+/// Every shard of the product, read at once (each pipeline on its own slot).
+async fn read_shards(
+    store: &Store,
+    locks: &Store,
+    keys: &ProductKeys,
+    layout: &Layout,
+) -> Result<Vec<ShardRead>, AppError> {
+    let (conn, lock_conn) = (store.conn(), locks.conn());
+    try_join_all((0..layout.shards()).map(|index| {
+        let shard = keys.shard(layout, index);
+        let (mut conn, mut lock_conn) = (conn.clone(), lock_conn.clone());
+        async move {
+            let mut pipe = redis::pipe();
+            pipe.get(&shard.stock)
+                .hlen(&shard.orders)
+                .hgetall(&shard.audit)
+                .hvals(&shard.claims)
+                .hgetall(&shard.buyers)
+                .hlen(&shard.keys)
+                .zcard(&shard.unpaid);
+            let (stock, orders, audit, in_shares, buyers, keyed, unpaid) =
+                pipe.query_async(&mut conn).await?;
+            let lock = seckill_lock::inspect::inspect(&mut lock_conn, &shard.lock).await?;
+            Ok::<_, AppError>(ShardRead {
+                stock,
+                orders,
+                audit,
+                in_shares,
+                buyers,
+                keyed,
+                unpaid,
+                lock,
+            })
+        }
+    }))
+    .await
+}
 
 pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<Stats, AppError> {
     let keys = ProductKeys::new(product);
@@ -25,39 +80,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
     };
     let shards = u32::try_from(shards).unwrap_or(1).clamp(1, MAX_SHARDS);
     let layout = Layout::from_meta(product, shards, meta.get("tags").map(String::as_str));
-
-    // One pipeline per shard, each on its own slot, all at once; the locks' TTLs from
-    // the lock store.
-    type ShardRow = (
-        Option<i64>,
-        i64,
-        BTreeMap<String, i64>,
-        Vec<i64>,
-        BTreeMap<String, i64>,
-        i64,
-        i64,
-    );
-    let lock_conn = locks.conn();
-    let rows: Vec<(ShardRow, seckill_lock::LockState)> =
-        try_join_all((0..layout.shards()).map(|index| {
-            let shard = keys.shard(&layout, index);
-            let mut conn = conn.clone();
-            let mut lock_conn = lock_conn.clone();
-            async move {
-                let mut pipe = redis::pipe();
-                pipe.get(&shard.stock)
-                    .hlen(&shard.orders)
-                    .hgetall(&shard.audit)
-                    .hvals(&shard.claims)
-                    .hgetall(&shard.buyers)
-                    .hlen(&shard.keys)
-                    .zcard(&shard.unpaid);
-                let row = pipe.query_async::<ShardRow>(&mut conn).await?;
-                let lock = seckill_lock::inspect::inspect(&mut lock_conn, &shard.lock).await?;
-                Ok::<_, AppError>((row, lock))
-            }
-        }))
-        .await?;
+    let reads = read_shards(store, locks, &keys, &layout).await?;
     // A split product keeps its request counters apart from its shards'.
     let (product_audit, reserved): (BTreeMap<String, i64>, BTreeMap<String, i64>) = if shards > 1 {
         redis::pipe()
@@ -75,63 +98,62 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
         initial,
         epoch: number("epoch").unwrap_or(0),
         shards,
-        remaining: 0,
-        in_shares: 0,
-        reclaimed: 0,
-        sold: 0,
-        held: 0,
-        oversold: 0,
-        lost_updates: 0,
-        sold_out: 0,
-        lock_busy: 0,
-        undersold: 0,
-        close: None,
-        multi: None,
-        optimistic: None,
-        lock_overlaps: 0,
-        lock_lost: 0,
-        unconfirmed: 0,
-        fenced: 0,
-        lock_unconfirmed: 0,
         per_user: number("per_user").unwrap_or(0),
-        buyers: 0,
-        over_limit: OverLimit::default(),
-        limit_reached: 0,
-        reserved_unsold: 0,
-        idempotency: Idempotency::default(),
-        by_instance: BTreeMap::new(),
-        by_variant: BTreeMap::new(),
-        shard_remaining: Vec::with_capacity(rows.len()),
         shard_tags: layout.tags().to_vec(),
-        shard_nodes: Vec::with_capacity(rows.len()),
-        locks: Vec::with_capacity(rows.len()),
-        payment: None,
-        orders_of_record: None,
-        admission: None,
-        stock_in: "redis",
+        stock_in: if meta.get("stock_in").map(String::as_str) == Some("postgres") {
+            "postgres"
+        } else {
+            "redis"
+        },
+        ..Stats::default()
     };
     let mut reserved_units = 0;
     let mut bought: BTreeMap<String, i64> = BTreeMap::new();
-    for (index, ((stock, orders, audit, claimed, buyers, keyed, unpaid), lock)) in (0..).zip(rows) {
-        stats.idempotency.keyed_sales += keyed;
-        reserved_units += unpaid;
-        for (user, units) in buyers {
-            *bought.entry(user).or_default() += units;
+    for (index, read) in (0..).zip(reads) {
+        reserved_units += read.unpaid;
+        for (user, units) in &read.buyers {
+            *bought.entry(user.clone()).or_default() += units;
         }
-        let claimed: i64 = claimed.iter().sum();
-        stats.in_shares += claimed;
-        let stock = stock.unwrap_or_default() + claimed;
-        stats.remaining += stock;
-        stats.shard_remaining.push(stock);
-        stats.sold += orders;
-        stats.add(audit);
-        let shard = keys.shard(&layout, index);
-        stats.shard_nodes.push(
-            master_of(&masters, &shard.stock)
-                .map(|m| m.addr.clone())
-                .unwrap_or_default(),
-        );
-        stats.locks.push(LockView {
+        let node = master_of(&masters, &keys.shard(&layout, index).stock)
+            .map(|m| m.addr.clone())
+            .unwrap_or_default();
+        stats.add_shard(index, read, node);
+    }
+    stats.add(product_audit);
+    if shards > 1 && stats.idempotency.keyed_sales > 0 {
+        stats.idempotency.keys_sold_twice +=
+            keys_in_several_shards(&mut conn, &keys, &layout).await?;
+    }
+    stats.add_buyers(&bought, &reserved);
+    if meta.contains_key("closed") {
+        stats.close.get_or_insert_default().closed = true;
+    }
+    let pay_within_ms = number("pay_within_ms").unwrap_or(0);
+    if pay_within_ms > 0 || stats.payment.is_some() {
+        let payment = stats.payment.get_or_insert_default();
+        payment.pay_within_ms = pay_within_ms;
+        payment.reserved = reserved_units;
+        payment.balanced = stats.initial == stats.remaining + payment.reserved + payment.paid;
+    }
+    stats.add_door(&mut conn, &keys, &meta).await?;
+    stats.settle();
+    Ok(stats)
+}
+
+impl Stats {
+    /// Shard `index`, as read, on master `node`.
+    fn add_shard(&mut self, index: u32, read: ShardRead, node: String) {
+        self.idempotency.keyed_sales += read.keyed;
+        let in_shares: i64 = read.in_shares.iter().sum();
+        self.in_shares += in_shares;
+        let stock = read.stock.unwrap_or_default() + in_shares;
+        self.remaining += stock;
+        self.shard_remaining.push(stock);
+        self.sold += read.orders;
+        self.add(read.audit);
+        self.shard_nodes.push(node);
+        let lock = read.lock;
+        self.locks.push(LockView {
             shard: index,
             held: lock.held,
             ttl_ms: lock
@@ -146,39 +168,40 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
                 .map(|(instance, _)| instance.to_owned()),
         });
     }
-    stats.add(product_audit);
-    if shards > 1 && stats.idempotency.keyed_sales > 0 {
-        stats.idempotency.keys_sold_twice +=
-            keys_in_several_shards(&mut conn, &keys, &layout).await?;
-    }
-    stats.buyers = bought.values().filter(|&&units| units > 0).count() as i64;
-    if stats.per_user > 0 {
-        for units in bought.values() {
-            if *units > stats.per_user {
-                stats.over_limit.users += 1;
-                stats.over_limit.units += units - stats.per_user;
+
+    /// The buyers: how many bought, who is past the limit, and units reserved for a
+    /// buyer that their shard never sold (`reserved`: a split product's, per buyer).
+    fn add_buyers(&mut self, bought: &BTreeMap<String, i64>, reserved: &BTreeMap<String, i64>) {
+        self.buyers = bought.values().filter(|&&units| units > 0).count() as i64;
+        if self.per_user > 0 {
+            for units in bought.values() {
+                if *units > self.per_user {
+                    self.over_limit.users += 1;
+                    self.over_limit.units += units - self.per_user;
+                }
             }
         }
+        self.reserved_unsold = reserved
+            .iter()
+            .map(|(user, units)| (units - bought.get(user).copied().unwrap_or(0)).max(0))
+            .sum();
     }
-    stats.reserved_unsold = reserved
-        .iter()
-        .map(|(user, units)| (units - bought.get(user).copied().unwrap_or(0)).max(0))
-        .sum();
-    if meta.contains_key("closed") {
-        stats.close.get_or_insert_default().closed = true;
-    }
-    let pay_within_ms = number("pay_within_ms").unwrap_or(0);
-    if pay_within_ms > 0 || stats.payment.is_some() {
-        let payment = stats.payment.get_or_insert_default();
-        payment.pay_within_ms = pay_within_ms;
-        payment.reserved = reserved_units;
-        payment.balanced = stats.initial == stats.remaining + payment.reserved + payment.paid;
-    }
-    let door = crate::admission::DoorTerms::from_meta(
-        &crate::admission::terms::META_FIELDS.map(|f| meta.get(f).cloned()),
-    );
-    if !door.wide_open() || stats.admission.is_some() {
-        let admission = stats.admission.get_or_insert_default();
+
+    /// The front door's terms, when it is not wide open (or counted something), and the
+    /// waiting room's tickets.
+    async fn add_door(
+        &mut self,
+        conn: &mut RedisConn,
+        keys: &ProductKeys,
+        meta: &BTreeMap<String, String>,
+    ) -> Result<(), AppError> {
+        let door = crate::admission::DoorTerms::from_meta(
+            &crate::admission::terms::META_FIELDS.map(|f| meta.get(f).cloned()),
+        );
+        if door.wide_open() && self.admission.is_none() {
+            return Ok(());
+        }
+        let admission = self.admission.get_or_insert_default();
         admission.waiting_room = door.room.as_ref().map(|r| crate::admission::RoomTerms {
             rate_per_s: r.rate_per_s,
             pass_ttl_ms: r.pass_ttl_ms,
@@ -189,14 +212,8 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
             let tickets: Option<i64> = conn.get(keys.room_counter()).await?;
             admission.tickets = tickets.unwrap_or(0);
         }
+        Ok(())
     }
-    stats.stock_in = if meta.get("stock_in").map(String::as_str) == Some("postgres") {
-        "postgres"
-    } else {
-        "redis"
-    };
-    stats.settle();
-    Ok(stats)
 }
 
 impl Stats {

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::outcome::Counter;
 
 /// The audit of one product.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Stats {
     pub product: String,
     /// Units set by the last reset.

@@ -8,6 +8,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -15,8 +16,10 @@ use tokio::time::Instant;
 use redis::AsyncCommands;
 
 use super::params;
+use crate::admission::Door;
 use crate::error::AppError;
 use crate::idempotency::{self, Keyed, Replay};
+use crate::keys::IdempotencyKey;
 use crate::knobs::Knobs;
 use crate::outcome::Counter;
 use crate::state::AppState;
@@ -141,46 +144,14 @@ async fn run(
     }
     if let Some(key) = key {
         let request = fingerprint(variant, params);
-        let claimed = idempotency::claim_for(
-            &state.idempotency,
-            &deduction.product,
-            key,
-            &request,
-            &deduction.holder,
-            deduction.knobs.longest(),
-            || deduction.elsewhere(),
-        );
         // Boxed, as every path that a request without a key does not take: inline, it
         // would make every request's future larger.
-        match Box::pin(claimed).await? {
-            Keyed::Serve(claim) => deduction.claim = Some(claim),
-            Keyed::Replay(replay) => return Ok((product, Served::Replayed(replay))),
-            Keyed::InFlight => {
-                Box::pin(count_in_flight(&deduction)).await;
-                return Ok((product, Served::Now(Outcome::InFlight, None)));
-            }
+        if let Some(served) = Box::pin(claim_key(state, &mut deduction, key, &request)).await? {
+            return Ok((product, served));
         }
     }
-    // The front door (`crate::admission`): after the key's claim, so that a repeat gets
-    // its first answer whatever the door says now; a refusal gives the claim back.
     let whole = variant.spec().whole_stock;
-    let knobs = &deduction.knobs;
-    let admitted = state.admission.admit(
-        &deduction.product,
-        knobs.user.as_ref(),
-        knobs.pass.as_deref(),
-        whole,
-    );
-    let door = match admitted.await {
-        Ok(door) => door,
-        Err(refused) => {
-            if let Some(claim) = &deduction.claim {
-                let (keys, holder) = (&state.idempotency, &deduction.holder);
-                Box::pin(idempotency::finish(keys, claim, holder, None, false)).await;
-            }
-            return Err(refused);
-        }
-    };
+    let door = admit(state, &deduction, whole).await?;
     let product_keys = deduction.product.clone();
     let (outcome, worked) = if variant.spec().must_finish {
         // Spawned, so that a client hanging up (or the request timeout) cannot cut a
@@ -196,6 +167,58 @@ async fn run(
         .admission
         .saw(&product_keys.product, &door, &outcome, whole);
     Ok((product, Served::Now(outcome, worked)))
+}
+
+/// The request's key claimed for `d` (and taken over, fenced, where it had to be):
+/// `None` to go on and sell, or what to answer at once — the key's answer given again, or
+/// "in flight".
+async fn claim_key(
+    state: &AppState,
+    d: &mut Deduction,
+    key: IdempotencyKey,
+    request: &str,
+) -> Result<Option<Served>, AppError> {
+    let claimed = idempotency::claim_for(
+        &state.idempotency,
+        &d.product,
+        key,
+        request,
+        &d.holder,
+        d.knobs.longest(),
+        || d.elsewhere(),
+    );
+    match claimed.await? {
+        Keyed::Serve(claim) => {
+            d.claim = Some(claim);
+            Ok(None)
+        }
+        Keyed::Replay(replay) => Ok(Some(Served::Replayed(replay))),
+        Keyed::InFlight => {
+            Box::pin(count_in_flight(d)).await;
+            Ok(Some(Served::Now(Outcome::InFlight, None)))
+        }
+    }
+}
+
+/// The front door (`crate::admission`), after the key's claim, so that a repeat gets its
+/// first answer whatever the door says now; a refusal gives the claim back.
+async fn admit(state: &AppState, d: &Deduction, whole: bool) -> Result<Arc<Door>, AppError> {
+    let knobs = &d.knobs;
+    let admitted = state.admission.admit(
+        &d.product,
+        knobs.user.as_ref(),
+        knobs.pass.as_deref(),
+        whole,
+    );
+    let refused = match admitted.await {
+        Ok(door) => return Ok(door),
+        Err(refused) => refused,
+    };
+    if let Some(claim) = &d.claim {
+        let (keys, holder) = (&state.idempotency, &d.holder);
+        Box::pin(idempotency::finish(keys, claim, holder, None, false)).await;
+    }
+    Err(refused)
 }
 
 /// Runs the deduction, and gives its idempotency key's claim the answer.
