@@ -16,7 +16,7 @@ use crate::error::AppError;
 use crate::keys::{
     Layout, ORDER_STREAMS, ProductId, ProductKeys, ShardKeys, UNPAID_SETS, shard_tag,
 };
-use crate::store::{Master, Store, key_slot};
+use crate::store::{Master, RedisConn, Store, key_slot};
 
 /// The most shards a product may be split into.
 pub const MAX_SHARDS: u32 = 64;
@@ -85,36 +85,64 @@ pub async fn reset(
     terms: Terms,
     streaming: Streaming,
 ) -> Result<Layout, AppError> {
-    let streams = streaming == Streaming::Streamed;
-    let Terms {
-        stock,
-        shards,
-        per_user,
-        pay_within_ms,
-        trace,
-        in_database,
-        door,
-    } = terms;
     let keys = ProductKeys::new(product);
     // A new sale: idempotency keys claimed before it no longer answer for it, and its
     // orders carry its number.
     let epoch: i64 = store.conn().hincr(&keys.meta, "epoch", 1).await?;
     let old = recorded_layout(store, product).await?;
-    let new = if shards <= 1 {
+    let new = if terms.shards <= 1 {
         Layout::unsplit(product)
     } else {
-        place(&store.masters().await?, product, shards)
+        place(&store.masters().await?, product, terms.shards)
     };
-
-    // Clear the unsplit layout, the old split and the new one; set the new one's stock.
-    let mut clear: Vec<(ShardKeys, Option<i64>)> = Vec::new();
-    for (index, _) in (0..).zip(new.tags()) {
-        let units =
-            stock / i64::from(shards) + i64::from(i64::from(index) < stock % i64::from(shards));
-        clear.push((keys.shard(&new, index), Some(units)));
+    let sale = NewSale {
+        epoch,
+        terms,
+        streaming,
+    };
+    let clear = shards_to_clear(&keys, &new, old, terms.stock);
+    let (conn, lock_conn) = (store.conn(), locks.conn());
+    try_join_all(
+        clear.iter().map(|(shard, units)| {
+            reset_shard(conn.clone(), lock_conn.clone(), shard, *units, &sale)
+        }),
+    )
+    .await?;
+    write_meta(store, &keys, &new, &sale).await?;
+    if streaming == Streaming::Streamed {
+        let streams: Vec<String> = (0..new.shards())
+            .map(|index| keys.shard(&new, index).stream)
+            .collect();
+        let _: i64 = store.conn().sadd(ORDER_STREAMS, &streams).await?;
     }
-    let others = [Some(Layout::unsplit(product)), old];
-    for layout in others.iter().flatten() {
+    // Every instance forgets the sale's old terms and its sold-out flag.
+    admission::notify(store, product).await;
+    Ok(new)
+}
+
+/// What a reset writes into each shard of the new sale.
+struct NewSale {
+    epoch: i64,
+    terms: Terms,
+    streaming: Streaming,
+}
+
+/// The shards a reset clears: the new layout's (each with its share of `stock`), and the
+/// unsplit layout's and the `old` split's that the new one does not reuse (`None`: cleared,
+/// no stock).
+fn shards_to_clear(
+    keys: &ProductKeys,
+    new: &Layout,
+    old: Option<Layout>,
+    stock: i64,
+) -> Vec<(ShardKeys, Option<i64>)> {
+    let shards = i64::from(new.shards());
+    let mut clear: Vec<(ShardKeys, Option<i64>)> = Vec::new();
+    for index in 0..new.shards() {
+        let units = stock / shards + i64::from(i64::from(index) < stock % shards);
+        clear.push((keys.shard(new, index), Some(units)));
+    }
+    for layout in [Some(Layout::unsplit(&keys.product)), old].iter().flatten() {
         for index in 0..layout.shards() {
             let shard = keys.shard(layout, index);
             if !clear.iter().any(|(c, _)| c.stock == shard.stock) {
@@ -122,53 +150,71 @@ pub async fn reset(
             }
         }
     }
-    let conn = store.conn();
-    let lock_conn = locks.conn();
-    try_join_all(clear.iter().map(|(shard, units)| {
-        let mut conn = conn.clone();
-        let mut lock_conn = lock_conn.clone();
-        async move {
-            // Streamed: this instance streams, or an earlier reset made the stream.
-            let streamed = units.is_some()
-                && match streaming {
-                    Streaming::Streamed => true,
-                    Streaming::AsBefore => conn.exists::<_, bool>(&shard.stream).await?,
-                    Streaming::Off => false,
-                };
-            if streams && units.is_some() {
-                create_stream(&mut conn, &shard.stream).await?;
-            }
-            let mut pipe = redis::pipe();
-            pipe.atomic().del(&shard.stock_side()[..]).ignore();
-            if let Some(units) = units {
-                if !in_database {
-                    pipe.set(&shard.stock, units).ignore();
-                }
-                pipe.hset_multiple(
-                    &shard.audit,
-                    &[
-                        ("epoch", epoch),
-                        ("streamed", i64::from(streamed)),
-                        ("pay_within_ms", pay_within_ms),
-                        ("trace", i64::from(trace)),
-                    ],
-                )
-                .ignore();
-            }
-            pipe.query_async::<()>(&mut conn).await?;
-            if units.is_some() && pay_within_ms > 0 {
-                conn.sadd::<_, _, ()>(UNPAID_SETS, &shard.unpaid).await?;
-            } else {
-                conn.srem::<_, _, ()>(UNPAID_SETS, &shard.unpaid).await?;
-            }
-            lock_conn.del::<_, ()>(&shard.lock_side()[..]).await
-        }
-    }))
-    .await?;
+    clear
+}
 
-    // The door's terms: every field, so that none of an earlier sale's stays; a fresh
-    // key, so that no ticket or pass of an earlier sale is good in this one.
-    let door_fields = door.meta_fields(admission::wall_clock_ms(), &room_key()?);
+/// One shard cleared in one `MULTI` on its slot and, when it is the new sale's (`units`),
+/// set: its stock, the sale's terms in its audit, its orders stream, its unpaid set
+/// listed for the sweepers; its lock deleted in the lock store.
+async fn reset_shard(
+    mut conn: RedisConn,
+    mut lock_conn: RedisConn,
+    shard: &ShardKeys,
+    units: Option<i64>,
+    sale: &NewSale,
+) -> Result<(), AppError> {
+    let terms = &sale.terms;
+    // Streamed: this instance streams, or an earlier reset made the stream.
+    let streamed = units.is_some()
+        && match sale.streaming {
+            Streaming::Streamed => true,
+            Streaming::AsBefore => conn.exists::<_, bool>(&shard.stream).await?,
+            Streaming::Off => false,
+        };
+    if sale.streaming == Streaming::Streamed && units.is_some() {
+        create_stream(&mut conn, &shard.stream).await?;
+    }
+    let mut pipe = redis::pipe();
+    pipe.atomic().del(&shard.stock_side()[..]).ignore();
+    if let Some(units) = units {
+        if !terms.in_database {
+            pipe.set(&shard.stock, units).ignore();
+        }
+        pipe.hset_multiple(
+            &shard.audit,
+            &[
+                ("epoch", sale.epoch),
+                ("streamed", i64::from(streamed)),
+                ("pay_within_ms", terms.pay_within_ms),
+                ("trace", i64::from(terms.trace)),
+            ],
+        )
+        .ignore();
+    }
+    pipe.query_async::<()>(&mut conn).await?;
+    if units.is_some() && terms.pay_within_ms > 0 {
+        conn.sadd::<_, _, ()>(UNPAID_SETS, &shard.unpaid).await?;
+    } else {
+        conn.srem::<_, _, ()>(UNPAID_SETS, &shard.unpaid).await?;
+    }
+    lock_conn.del::<_, ()>(&shard.lock_side()[..]).await?;
+    Ok(())
+}
+
+/// The meta of the new sale, last, on the product's slot: its stock, shards, tags, limit,
+/// payment window, where the stock lives, and the door's terms — every field, so that none
+/// of an earlier sale's stays, with a fresh key, so that no ticket or pass of an earlier
+/// sale is good in this one.
+async fn write_meta(
+    store: &Store,
+    keys: &ProductKeys,
+    new: &Layout,
+    sale: &NewSale,
+) -> Result<(), AppError> {
+    let terms = &sale.terms;
+    let door_fields = terms
+        .door
+        .meta_fields(admission::wall_clock_ms(), &room_key()?);
     let mut pipe = redis::pipe();
     pipe.atomic()
         // (The product's audit hash is its unsplit shard's, cleared with the shards.)
@@ -181,32 +227,29 @@ pub async fn reset(
         .hset_multiple(
             &keys.meta,
             &[
-                ("initial", stock.to_string()),
-                ("shards", shards.to_string()),
+                ("initial", terms.stock.to_string()),
+                ("shards", terms.shards.to_string()),
                 ("tags", new.to_meta()),
-                ("per_user", per_user.to_string()),
-                ("pay_within_ms", pay_within_ms.to_string()),
+                ("per_user", terms.per_user.to_string()),
+                ("pay_within_ms", terms.pay_within_ms.to_string()),
                 (
                     "stock_in",
-                    if in_database { "postgres" } else { "redis" }.to_owned(),
+                    if terms.in_database {
+                        "postgres"
+                    } else {
+                        "redis"
+                    }
+                    .to_owned(),
                 ),
             ],
         )
         .ignore();
-    if shards > 1 {
+    if terms.shards > 1 {
         // A split product's request counters (its own audit hash) know the sale too.
-        pipe.hset(&keys.audit, "epoch", epoch).ignore();
+        pipe.hset(&keys.audit, "epoch", sale.epoch).ignore();
     }
     pipe.query_async::<()>(&mut store.conn()).await?;
-    if streams {
-        let streams: Vec<String> = (0..new.shards())
-            .map(|index| keys.shard(&new, index).stream)
-            .collect();
-        let _: i64 = store.conn().sadd(ORDER_STREAMS, &streams).await?;
-    }
-    // Every instance forgets the sale's old terms and its sold-out flag.
-    admission::notify(store, product).await;
-    Ok(new)
+    Ok(())
 }
 
 /// A waiting room's signing key: 32 bytes from the operating system's generator.
