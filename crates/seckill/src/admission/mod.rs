@@ -246,7 +246,7 @@ impl Admission {
     /// The door a deduction of `keys`' product by `user` with `pass` must pass, in order:
     /// the sold-out flag (409), the waiting room's pass (403), the buyer's bucket (429).
     /// Returns the door, for [`Admission::saw`].
-    pub async fn gate(
+    async fn gate(
         &self,
         keys: &ProductKeys,
         user: Option<&UserId>,
@@ -288,65 +288,86 @@ impl Admission {
             None => "",
         };
         if let Some(room) = &terms.room {
-            let Some(pass) = pass else {
-                self.count(product, terms.epoch, counted::NO_PASS);
-                return Err(turned_away(
-                    TurnedAway::NoPass,
-                    format!(
-                        "product {product} sells through its waiting room: take a ticket \
-                         (POST /room/{product}/ticket?user={user}), poll it until you are \
-                         let in, and bring the pass"
-                    ),
-                ));
-            };
-            let checked = room::check_pass(
-                room,
-                product.as_str(),
-                user,
-                terms.epoch,
-                pass,
-                wall_clock_ms(),
-            );
-            if let Err(refusal) = checked {
-                self.count(product, terms.epoch, counted::PASS_REFUSED);
-                return Err(turned_away(
-                    TurnedAway::PassRefused,
-                    format!("the pass does not let {user} in: {}", refusal.reason()),
-                ));
-            }
+            self.check_pass(product, terms.epoch, room, user, pass)?;
         }
         if let Some(limit) = terms.limit {
-            let held = (product.clone(), user.to_owned());
-            let until = lock(&self.shared.held_back).get(&held).copied();
-            if let Some(until) = until
-                && let Some(left) = until.checked_duration_since(Instant::now())
-            {
-                self.count(product, terms.epoch, counted::RATE_LIMITED);
-                let wait_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
-                return Err(rate_limited(product, user, limit, wait_ms));
-            }
-            let bucket = keys.bucket(user);
-            let wait_ms: u64 = BUCKET
-                .key(&bucket)
-                .key(&keys.audit)
-                .arg(limit.per_s)
-                .arg(limit.burst)
-                .invoke_async(&mut self.shared.store.conn())
-                .await?;
-            if wait_ms > 0 {
-                let mut held_back = lock(&self.shared.held_back);
-                if held_back.len() >= MAX_PRODUCTS {
-                    let now = Instant::now();
-                    held_back.retain(|_, until| *until > now);
-                    if held_back.len() >= MAX_PRODUCTS {
-                        held_back.clear();
-                    }
-                }
-                held_back.insert(held, Instant::now() + Duration::from_millis(wait_ms));
-                return Err(rate_limited(product, user, limit, wait_ms));
-            }
+            self.check_rate(keys, terms.epoch, limit, user).await?;
         }
         Ok(door)
+    }
+
+    /// The waiting room's pass, for `user`: none (403 `no_pass`) or one that does not let
+    /// them in (403 `pass_refused`) is counted and refused.
+    fn check_pass(
+        &self,
+        product: &ProductId,
+        epoch: i64,
+        room: &terms::Room,
+        user: &str,
+        pass: Option<&str>,
+    ) -> Result<(), AppError> {
+        let Some(pass) = pass else {
+            self.count(product, epoch, counted::NO_PASS);
+            return Err(turned_away(
+                TurnedAway::NoPass,
+                format!(
+                    "product {product} sells through its waiting room: take a ticket \
+                     (POST /room/{product}/ticket?user={user}), poll it until you are \
+                     let in, and bring the pass"
+                ),
+            ));
+        };
+        let checked = room::check_pass(room, product.as_str(), user, epoch, pass, wall_clock_ms());
+        if let Err(refusal) = checked {
+            self.count(product, epoch, counted::PASS_REFUSED);
+            return Err(turned_away(
+                TurnedAway::PassRefused,
+                format!("the pass does not let {user} in: {}", refusal.reason()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The buyer's bucket (429 `rate_limited`): refused from memory while this instance
+    /// knows the buyer is held back, else by the bucket's script in Redis, whose answer
+    /// this instance then remembers.
+    async fn check_rate(
+        &self,
+        keys: &ProductKeys,
+        epoch: i64,
+        limit: LimitTerms,
+        user: &str,
+    ) -> Result<(), AppError> {
+        let product = &keys.product;
+        let held = (product.clone(), user.to_owned());
+        let until = lock(&self.shared.held_back).get(&held).copied();
+        if let Some(until) = until
+            && let Some(left) = until.checked_duration_since(Instant::now())
+        {
+            self.count(product, epoch, counted::RATE_LIMITED);
+            let wait_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
+            return Err(rate_limited(product, user, limit, wait_ms));
+        }
+        let wait_ms: u64 = BUCKET
+            .key(keys.bucket(user))
+            .key(&keys.audit)
+            .arg(limit.per_s)
+            .arg(limit.burst)
+            .invoke_async(&mut self.shared.store.conn())
+            .await?;
+        if wait_ms == 0 {
+            return Ok(());
+        }
+        let mut held_back = lock(&self.shared.held_back);
+        if held_back.len() >= MAX_PRODUCTS {
+            let now = Instant::now();
+            held_back.retain(|_, until| *until > now);
+            if held_back.len() >= MAX_PRODUCTS {
+                held_back.clear();
+            }
+        }
+        held_back.insert(held, Instant::now() + Duration::from_millis(wait_ms));
+        Err(rate_limited(product, user, limit, wait_ms))
     }
 
     /// What a deduction through `door` came to: a sold-out answer sets the flag (when the
