@@ -165,15 +165,7 @@ async fn count(
 /// stock; sell one unit of each, or nothing when one is out.
 async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> {
     let shards: Vec<Arc<ShardKeys>> = cart.iter().map(ProductKeys::whole).collect();
-    let stay = d.knobs.work() + INSIDE_MARGIN;
-    let mut stocks = Vec::with_capacity(shards.len());
-    for shard in &shards {
-        let (stock, _overlap, _traced): (Option<i64>, i64, bool) =
-            scripts::enter(shard, &d.holder, stay, None, "")
-                .invoke_async(&mut d.redis())
-                .await?;
-        stocks.push(stock);
-    }
+    let stocks = enter_all(d, &shards).await?;
     let out = stocks.iter().position(|s| s.is_none_or(|units| units <= 0));
     if let Some(out) = out {
         leave(d, &shards).await?;
@@ -191,55 +183,9 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
     };
     let mut first: Option<(String, i64, u32)> = None;
     for (line, shard) in shards.iter().enumerate() {
-        let order = Uuid::now_v7().to_string();
-        let committed: Result<Reply, _> =
-            scripts::commit(&d.sale(shard, &order), StockWrite::Decrement, credentials)
-                .invoke_async(&mut d.redis())
-                .await;
-        let reply = match committed {
-            Ok(reply) => {
-                d.answered();
-                reply
-            }
-            // A line whose answer was lost is looked up before the cart goes on: the
-            // cart's answer stays its first line's.
-            Err(err) => match d.learn(Err(err.into())).await {
-                Ok(Outcome::Deducted { remaining, .. }) => Reply::Units(remaining),
-                // Sold, and not yet on enough replicas: sold all the same.
-                Ok(Outcome::Unconfirmed { .. }) => Reply::Units(0),
-                Ok(Outcome::Unknown { order, shard }) => {
-                    let (order, shard) = first.map_or((order, shard), |(o, _, s)| (o, s));
-                    return Ok(Outcome::Unknown { order, shard });
-                }
-                Ok(other) => return Ok(other),
-                // Voided: the line never sold and never will (the look-up left its
-                // critical section). The lines after it are left unsold; those before
-                // stay sold under the key, and a repeat completes the cart.
-                Err(err) => {
-                    stopped_after(d, cart, shard, line, &err).await;
-                    // Best effort: the error is the cart's answer either way.
-                    if let Err(left) = leave(d, &shards[line + 1..]).await {
-                        tracing::warn!(error = %left, "a cart's later lines were not left");
-                    }
-                    return Err(err);
-                }
-            },
-        };
-        // Sold under this key by an earlier try of this cart, whose answer was lost: that
-        // line is part of the cart (a repeat completes a cart, never buys a line twice).
-        let (order, reply) = match (reply, &d.claim) {
-            (Reply::Refused(Refusal::TakenOver), Some(claim)) => {
-                let (sold, stock): (Option<String>, Option<i64>) = redis::pipe()
-                    .hget(&shard.keys, claim.key.as_str())
-                    .get(&shard.stock)
-                    .query_async(&mut d.redis())
-                    .await?;
-                match sold {
-                    Some(sold) => (sold, Reply::Units(stock.unwrap_or(0))),
-                    None => (order, reply),
-                }
-            }
-            _ => (order, reply),
+        let (order, reply) = match commit_line(d, cart, &shards, line, credentials, &first).await? {
+            Ok(committed) => committed,
+            Err(ends) => return Ok(ends),
         };
         let remaining = match reply {
             Reply::Units(remaining) => remaining,
@@ -260,6 +206,83 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
         order,
         shard,
     })
+}
+
+/// Enters every line's critical section: each product's stock (`None`: no such product).
+async fn enter_all(d: &Deduction, shards: &[Arc<ShardKeys>]) -> Result<Vec<Option<i64>>, AppError> {
+    let stay = d.knobs.work() + INSIDE_MARGIN;
+    let mut stocks = Vec::with_capacity(shards.len());
+    for shard in shards {
+        let (stock, _overlap, _traced): (Option<i64>, i64, bool) =
+            scripts::enter(shard, &d.holder, stay, None, "")
+                .invoke_async(&mut d.redis())
+                .await?;
+        stocks.push(stock);
+    }
+    Ok(stocks)
+}
+
+/// Line `line`'s commit: its order id and the script's reply — its lost answer looked up
+/// first, and a line sold under the key by an earlier try of this cart taken as this
+/// cart's — or, `Err`, the outcome the whole cart ends with now.
+async fn commit_line(
+    d: &Deduction,
+    cart: &[ProductKeys],
+    shards: &[Arc<ShardKeys>],
+    line: usize,
+    credentials: Credentials<'_>,
+    first: &Option<(String, i64, u32)>,
+) -> Result<Result<(String, Reply), Outcome>, AppError> {
+    let shard = &shards[line];
+    let order = Uuid::now_v7().to_string();
+    let committed: Result<Reply, _> =
+        scripts::commit(&d.sale(shard, &order), StockWrite::Decrement, credentials)
+            .invoke_async(&mut d.redis())
+            .await;
+    let reply = match committed {
+        Ok(reply) => {
+            d.answered();
+            reply
+        }
+        // A line whose answer was lost is looked up before the cart goes on: the
+        // cart's answer stays its first line's.
+        Err(err) => match d.learn(Err(err.into())).await {
+            Ok(Outcome::Deducted { remaining, .. }) => Reply::Units(remaining),
+            // Sold, and not yet on enough replicas: sold all the same.
+            Ok(Outcome::Unconfirmed { .. }) => Reply::Units(0),
+            Ok(Outcome::Unknown { order, shard }) => {
+                let (order, shard) = first
+                    .as_ref()
+                    .map_or((order, shard), |(o, _, s)| (o.clone(), *s));
+                return Ok(Err(Outcome::Unknown { order, shard }));
+            }
+            Ok(other) => return Ok(Err(other)),
+            // Voided: the line never sold and never will (the look-up left its
+            // critical section). The lines after it are left unsold; those before
+            // stay sold under the key, and a repeat completes the cart.
+            Err(err) => {
+                stopped_after(d, cart, shard, line, &err).await;
+                // Best effort: the error is the cart's answer either way.
+                if let Err(left) = leave(d, &shards[line + 1..]).await {
+                    tracing::warn!(error = %left, "a cart's later lines were not left");
+                }
+                return Err(err);
+            }
+        },
+    };
+    // Sold under this key by an earlier try of this cart, whose answer was lost: that
+    // line is part of the cart (a repeat completes a cart, never buys a line twice).
+    if let (Reply::Refused(Refusal::TakenOver), Some(claim)) = (&reply, &d.claim) {
+        let (sold, stock): (Option<String>, Option<i64>) = redis::pipe()
+            .hget(&shard.keys, claim.key.as_str())
+            .get(&shard.stock)
+            .query_async(&mut d.redis())
+            .await?;
+        if let Some(sold) = sold {
+            return Ok(Ok((sold, Reply::Units(stock.unwrap_or(0)))));
+        }
+    }
+    Ok(Ok((order, reply)))
 }
 
 /// A cart's line `line` sold nothing (`why`): when lines before it sold, the cart is half
