@@ -97,89 +97,47 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         Some(config) => Some(Store::connect(config).context("--lock-redis-url")?),
         None => None,
     };
-    let redlock = if args.redlock_urls.is_empty() {
-        None
-    } else {
-        let urls = &args.redlock_urls;
-        let servers = Redlock::connect(urls, args.limits.redis_timeout())
-            .with_context(|| format!("--redlock-urls {urls:?}"))?;
-        Some(servers)
-    };
-    let zookeeper = (!args.zookeeper_urls.is_empty()).then(|| {
-        Arc::new(ZooKeeper::new(
-            &args.zookeeper_urls.join(","),
-            Duration::from_millis(args.zookeeper_session_ms),
-            args.limits.redis_timeout(),
-        ))
-    });
+    let (redlock, zookeeper) = (redlock_servers(&args)?, zookeeper_ensemble(&args));
     let settings = args.settings(instance.clone());
     let lock_side = lock_store.as_ref().unwrap_or(&store);
-    let wait_timeout = Duration::from_millis(args.redis_wait_timeout_ms);
-    let pool = usize::try_from(args.confirm_connections).unwrap_or(1);
-    let sale_confirmations = Confirmations::new(
-        &store,
-        args.redis_wait_replicas,
-        wait_timeout,
-        pool,
-        settings.instance.clone(),
-    )?;
-    let lock_confirmations = Confirmations::new(
-        lock_side,
-        args.lock_wait_replicas,
-        wait_timeout,
-        pool,
-        settings.instance.clone(),
-    )?;
-    let lease = Duration::from_millis(args.limits.lock_lease_ms);
+    let confirm = |store: &Store, replicas: u32| {
+        Confirmations::new(
+            store,
+            replicas,
+            Duration::from_millis(args.redis_wait_timeout_ms),
+            usize::try_from(args.confirm_connections).unwrap_or(1),
+            settings.instance.clone(),
+        )
+    };
+    let sale_confirmations = confirm(&store, args.redis_wait_replicas)?;
+    let lock_confirmations = confirm(lock_side, args.lock_wait_replicas)?;
     let locks = WatchdogLocks::builder(lock_side.subscribe_targets(), lock_side.conn())
-        .lease(lease)
+        .lease(Duration::from_millis(args.limits.lock_lease_ms))
         .namespace(lock_namespace())
         .handoffs(args.lock_handoffs)
         .instance(&settings.instance)
         .start();
 
-    let start = Start {
+    let order_counters = OrdersCounters::default();
+    let orders = start_orders(&args, &store, &instance, &order_counters)?;
+    let every = Duration::from_millis(args.expiry_sweep_ms);
+    crate::payment::Sweeper {
+        store: store.clone(),
+        every,
+    }
+    .spawn();
+    // The database's locks and stock variants use the orders' database.
+    let database = args.orders_db.as_deref().map(|url| {
+        Database::new(url, args.pg_connections, args.limits.redis_timeout() * 5).map(Arc::new)
+    });
+    let database = database.transpose()?;
+    let variant_state = VariantState::start(&Start {
         settings: &settings,
         store: &store,
         sale_confirmations: sale_confirmations.as_ref(),
         tx_connections: u64::from(args.tx_connections),
         share_lease: Duration::from_millis(args.share_lease_ms),
-    };
-    let order_counters = OrdersCounters::default();
-    let orders = match &args.orders_db {
-        Some(url) => {
-            let db = Arc::new(OrdersDb::new(url, args.limits.redis_timeout() * 5)?);
-            Consumer {
-                store: store.clone(),
-                db: db.clone(),
-                name: instance.clone(),
-                claim_after: Duration::from_millis(args.orders_claim_ms),
-                batch: usize::try_from(args.orders_batch).unwrap_or(500),
-                counters: order_counters.clone(),
-            }
-            .spawn();
-            tracing::info!("orders of record: PostgreSQL (--orders-db), fed from Redis Streams");
-            Some(db)
-        }
-        None => {
-            tracing::info!("orders live in Redis only (no --orders-db)");
-            None
-        }
-    };
-    crate::payment::Sweeper {
-        store: store.clone(),
-        every: Duration::from_millis(args.expiry_sweep_ms),
-    }
-    .spawn();
-    let database = match &args.orders_db {
-        Some(url) => Some(Arc::new(Database::new(
-            url,
-            args.pg_connections,
-            args.limits.redis_timeout() * 5,
-        )?)),
-        None => None,
-    };
-    let variant_state = VariantState::start(&start)?;
+    })?;
     let admission = Admission::start(store.clone(), store.subscribe_targets());
     let idempotency = crate::idempotency::Keys {
         store: store.clone(),
@@ -209,6 +167,60 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         orders,
         admission,
     }))
+}
+
+/// Redlock's servers (`--redlock-urls`), a lock store of their own, when given.
+fn redlock_servers(
+    args: &ServeArgs,
+) -> anyhow::Result<Option<Redlock<redis::aio::ConnectionManager>>> {
+    if args.redlock_urls.is_empty() {
+        return Ok(None);
+    }
+    let urls = &args.redlock_urls;
+    let servers = Redlock::connect(urls, args.limits.redis_timeout())
+        .with_context(|| format!("--redlock-urls {urls:?}"))?;
+    Ok(Some(servers))
+}
+
+/// The ZooKeeper ensemble (`--zookeeper-urls`), when given: nothing asked until a lock.
+fn zookeeper_ensemble(args: &ServeArgs) -> Option<Arc<ZooKeeper>> {
+    (!args.zookeeper_urls.is_empty()).then(|| {
+        Arc::new(ZooKeeper::new(
+            &args.zookeeper_urls.join(","),
+            Duration::from_millis(args.zookeeper_session_ms),
+            args.limits.redis_timeout(),
+        ))
+    })
+}
+
+/// The orders of record (`--orders-db`): the database, and this instance's consumer of
+/// the orders' streams, started; `None` when orders live in Redis only.
+fn start_orders(
+    args: &ServeArgs,
+    store: &Store,
+    instance: &str,
+    counters: &OrdersCounters,
+) -> anyhow::Result<Option<Arc<OrdersDb>>> {
+    Ok(match &args.orders_db {
+        Some(url) => {
+            let db = Arc::new(OrdersDb::new(url, args.limits.redis_timeout() * 5)?);
+            Consumer {
+                store: store.clone(),
+                db: db.clone(),
+                name: instance.to_owned(),
+                claim_after: Duration::from_millis(args.orders_claim_ms),
+                batch: usize::try_from(args.orders_batch).unwrap_or(500),
+                counters: counters.clone(),
+            }
+            .spawn();
+            tracing::info!("orders of record: PostgreSQL (--orders-db), fed from Redis Streams");
+            Some(db)
+        }
+        None => {
+            tracing::info!("orders live in Redis only (no --orders-db)");
+            None
+        }
+    })
 }
 
 /// A listener with a deep accept queue. Nginx opens a connection per request in flight
