@@ -282,40 +282,7 @@ async fn run(
         } else {
             None
         };
-        // The lessons' products are scratch: their orders stay in Redis only, unless the
-        // phase is about the orders' database.
-        let terms = product::Terms {
-            stock: phase.stock,
-            shards: phase.shards,
-            per_user: phase.per_user,
-            pay_within_ms: phase.pay_within_ms,
-            trace: true,
-            in_database: phase.variant.spec().stock_in_database,
-            door: phase.door,
-        };
-        let streaming = if phase.streamed {
-            product::Streaming::Streamed
-        } else {
-            product::Streaming::AsBefore
-        };
-        for reset in std::iter::once(product).chain(second.as_ref()) {
-            let db = state.database.as_deref();
-            product::reset_with_database(
-                &state.store,
-                &state.lock_store,
-                db,
-                reset,
-                terms,
-                streaming,
-            )
-            .await
-            .map_err(|err| format!("reset: {err}"))?;
-            // A close earlier in the lesson (or before it) ends with the reset.
-            crate::close::reopen(state, reset)
-                .await
-                .map_err(|err| format!("reopen: {err}"))?;
-            state.admission.forget(reset);
-        }
+        reset_for(phase, state, product, second.as_ref()).await?;
         let url = |path: &str| {
             let path = fill_cart(path, product, second.as_ref());
             let sep = if path.contains('?') { '&' } else { '?' };
@@ -354,22 +321,8 @@ async fn run(
         });
         let mut result = load.run(http, control).await;
         if phase.pay_within_ms > 0 && !phase.door.is_wide_open() && !control.is_stopped() {
-            // Latecomers, once the last reservations expired and gave their units back:
-            // a flag that was cleared sells to them, one that was not turns them away.
-            let expired = Duration::from_millis(phase.pay_within_ms.unsigned_abs() + 500);
-            tokio::time::sleep(expired).await;
-            let late = Load::post(url(&phase.path()))
-                .requests(usize::try_from(phase.stock).unwrap_or(0))
-                .concurrency(5)
-                .keeping_orders();
-            let late = late.run(http, control).await;
-            // They pay at once: their units do not come back before the audit is read.
-            for order in &late.orders {
-                if let Err(err) = crate::payment::pay(&state.store, product, order).await {
-                    tracing::warn!(%product, order, error = %err, "a latecomer's payment failed");
-                }
-            }
-            for (code, count) in late.statuses {
+            let late = latecomers(phase, product, url(&phase.path()), state, http, control).await;
+            for (code, count) in late {
                 *result.statuses.entry(code).or_default() += count;
             }
         }
@@ -388,6 +341,28 @@ async fn run(
         let stats = product::stats(&state.store, &state.lock_store, product)
             .await
             .map_err(|err| format!("stats: {err}"))?;
+        let mut status = status.lock().unwrap_or_else(|e| e.into_inner());
+        status.record(lesson, phase, &stats, result, base);
+        status.sent = control.answered();
+        status.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if closed.is_some() {
+            status.error = closed;
+        }
+    }
+    Ok(())
+}
+
+impl Status {
+    /// A phase's result, from its audit (`stats`) and its load's report: a row of the side
+    /// by side, its answers counted, and an error when requests got no answer from `base`.
+    fn record(
+        &mut self,
+        lesson: &Lesson,
+        phase: &Phase,
+        stats: &product::Stats,
+        result: seckill_load::Report,
+        base: &str,
+    ) {
         let door = (!phase.door.is_wide_open()).then(|| DoorResult {
             flagged: stats.admission.as_ref().map_or(0, |a| a.sold_out_flagged),
             undersold: stats.undersold,
@@ -399,30 +374,86 @@ async fn run(
         let phase_result = PhaseResult::of(
             lesson.name,
             phase,
-            &stats,
+            stats,
             result.elapsed,
             p99_ms,
             requests,
             door,
         );
-        let mut status = status.lock().unwrap_or_else(|e| e.into_inner());
-        status.results.push(phase_result);
+        self.results.push(phase_result);
         for (code, count) in result.statuses {
-            *status.statuses.entry(code).or_default() += count;
+            *self.statuses.entry(code).or_default() += count;
         }
-        status.sent = control.answered();
-        status.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if result.transport_errors > 0 {
-            status.error = Some(format!(
+            self.error = Some(format!(
                 "{} requests got no answer from {base}: is --bench-url the Nginx in front?",
                 result.transport_errors
             ));
         }
-        if closed.is_some() {
-            status.error = closed;
-        }
+    }
+}
+
+/// The product (and a cart's second one) reset for `phase`, traced, reopened, its door
+/// forgotten by this instance. The lessons' products are scratch: their orders stay in
+/// Redis only, unless the phase is about the orders' database.
+async fn reset_for(
+    phase: &Phase,
+    state: &AppState,
+    product: &ProductId,
+    second: Option<&ProductId>,
+) -> Result<(), String> {
+    let terms = product::Terms {
+        stock: phase.stock,
+        shards: phase.shards,
+        per_user: phase.per_user,
+        pay_within_ms: phase.pay_within_ms,
+        trace: true,
+        in_database: phase.variant.spec().stock_in_database,
+        door: phase.door,
+    };
+    let streaming = if phase.streamed {
+        product::Streaming::Streamed
+    } else {
+        product::Streaming::AsBefore
+    };
+    for reset in std::iter::once(product).chain(second) {
+        let db = state.database.as_deref();
+        product::reset_with_database(&state.store, &state.lock_store, db, reset, terms, streaming)
+            .await
+            .map_err(|err| format!("reset: {err}"))?;
+        // A close earlier in the lesson (or before it) ends with the reset.
+        crate::close::reopen(state, reset)
+            .await
+            .map_err(|err| format!("reopen: {err}"))?;
+        state.admission.forget(reset);
     }
     Ok(())
+}
+
+/// Latecomers, once the last reservations expired and gave their units back: a flag that
+/// was cleared sells to them, one that was not turns them away. They pay at once, so that
+/// their units do not come back before the audit is read. Their answers, by status.
+async fn latecomers(
+    phase: &Phase,
+    product: &ProductId,
+    url: String,
+    state: &AppState,
+    http: &reqwest::Client,
+    control: &Control,
+) -> std::collections::BTreeMap<u16, usize> {
+    let expired = Duration::from_millis(phase.pay_within_ms.unsigned_abs() + 500);
+    tokio::time::sleep(expired).await;
+    let late = Load::post(url)
+        .requests(usize::try_from(phase.stock).unwrap_or(0))
+        .concurrency(5)
+        .keeping_orders();
+    let late = late.run(http, control).await;
+    for order in &late.orders {
+        if let Err(err) = crate::payment::pay(&state.store, product, order).await {
+            tracing::warn!(%product, order, error = %err, "a latecomer's payment failed");
+        }
+    }
+    late.statuses
 }
 
 #[cfg(test)]
