@@ -254,7 +254,7 @@ pub struct Idempotency {
     /// Units sold under a key.
     pub keyed_sales: i64,
     /// Keys a unit was sold under more than once (0, unless the claims failed: see
-    /// `src/idempotency.rs`).
+    /// `src/idempotency/`).
     pub keys_sold_twice: i64,
     /// Repeats answered with their key's first answer.
     pub replayed: i64,

@@ -30,7 +30,6 @@
 use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
-use redis::AsyncCommands;
 use tokio::time::Instant;
 
 use crate::error::AppError;
@@ -39,6 +38,9 @@ use crate::knobs::{INSIDE_MARGIN, Limits};
 use crate::outcome::{KeyKeeps, Outcome};
 use crate::scripts;
 use crate::store::Store;
+
+mod take_over;
+use take_over::take_over;
 
 /// The request header.
 pub const HEADER: &str = "idempotency-key";
@@ -296,69 +298,6 @@ where
     }
 }
 
-/// `holder` just took `claim` over `from` another request. Before it sells, every place
-/// the other may have sold under the key besides the claim's own slot (`elsewhere`) is
-/// fenced (`lua/idem_fence.lua`), which finds the other's sale there if it ran and keeps it
-/// from running after. On a split product a sale found is the key's answer, given again;
-/// none found, the other's reservation was never used, and goes back to the buyer. A cart's
-/// lines found are kept: the repeat completes the cart around them.
-async fn take_over(
-    keys: &Keys,
-    product: &ProductKeys,
-    claim: &Claim,
-    holder: &str,
-    from: &TakenFrom,
-    elsewhere: &Elsewhere,
-) -> Result<Option<Replay>, AppError> {
-    let (shards, answers) = match elsewhere {
-        Elsewhere::Nowhere => return Ok(None),
-        Elsewhere::Shards(shards) => (shards, true),
-        Elsewhere::Cart(shards) => (shards, false),
-    };
-    let ttl = keys.ttl;
-    let mut found = None;
-    for shard in shards {
-        let order: Option<String> = scripts::idem_fence(shard, claim.key.as_str(), holder, ttl)
-            .invoke_async(&mut keys.store.conn())
-            .await?;
-        if let Some(order) = order {
-            found.get_or_insert((order, shard.index));
-        }
-    }
-    tracing::info!(
-        key = claim.key.as_str(),
-        from = from.holder,
-        sold = found.is_some(),
-        "a key taken over, its other sales fenced"
-    );
-    let Some((order, shard)) = found.filter(|_| answers) else {
-        if !from.reserved.is_empty() {
-            let _: i64 = scripts::give_back(product, &from.reserved)
-                .invoke_async(&mut keys.store.conn())
-                .await?;
-        }
-        return Ok(None);
-    };
-    // The other request sold, and its answer was lost.
-    let replay = Replay {
-        status: StatusCode::OK,
-        outcome: Outcome::DEDUCTED,
-        order: Some(order),
-        shard: Some(shard),
-        remaining: None,
-        instance: None,
-    };
-    let _: i64 = finish_script(claim, holder, &product.reservation(&from.holder), &replay)
-        .invoke_async(&mut keys.store.conn())
-        .await?;
-    let _: i64 = keys
-        .store
-        .conn()
-        .hincr(&product.audit, "replayed", 1)
-        .await?;
-    Ok(Some(replay))
-}
-
 /// After the request holding `claim` was served: records its answer (`outcome`; `None`
 /// for an error after which nothing can have sold) in the claim, unless the sale's script
 /// did (`recorded_by_sale`); gives the claim up when the answer is worth retrying; marks
@@ -443,7 +382,7 @@ fn step(claim: &Claim, holder: &str, what: &str) -> redis::ScriptInvocation<'sta
 
 /// `idem_finish.lua` giving `claim`, held by `holder`, the answer `replay`; a sale's
 /// answer also drops the record of the reservation it used (`reservation`).
-fn finish_script(
+pub(super) fn finish_script(
     claim: &Claim,
     holder: &str,
     reservation: &str,
