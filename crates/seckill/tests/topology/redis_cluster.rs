@@ -127,7 +127,20 @@ async fn one_unit_per_buyer_and_one_sale_per_key_on_a_three_master_cluster() {
 async fn six_shards_spread_two_per_master_and_all_sell() {
     let _turn = heavy_turn().await;
     let redis = RedisCluster::start(3, 1);
-    let instances = instances(&redis, &["--faults", "--lock-lease-ms", "60000"]);
+    // A bound on a hang, not a deadline a busy machine must beat: this test is about where
+    // the shards live, not about timeouts.
+    let instances = instances(
+        &redis,
+        &[
+            "--faults",
+            "--lock-lease-ms",
+            "60000",
+            "--redis-timeout-ms",
+            "4000",
+            "--request-timeout-ms",
+            "60000",
+        ],
+    );
     let nginx = Nginx::start(&instances);
     let api = Api::new(&nginx.url(""));
 
@@ -158,11 +171,29 @@ async fn six_shards_spread_two_per_master_and_all_sell() {
             .count()
     };
     assert_eq!(held(&api.stats("7").await), 1, "one shard's lock left held");
-    let (status, unlocked) = api
-        .post_json("/admin/unlock", &json!({ "product": "7" }))
-        .await;
-    assert_eq!(status, 200, "{unlocked}");
-    assert_eq!(unlocked["freed"], 1, "{unlocked}");
+    // The operator's unlock, asked again after a 503 (an answer lost: the unlock may or
+    // may not have run), as an operator would; it is idempotent.
+    let (mut freed, mut unanswered) = (0, 0);
+    loop {
+        let (status, unlocked) = api
+            .post_json("/admin/unlock", &json!({ "product": "7" }))
+            .await;
+        if status == 503 && unanswered < 5 {
+            unanswered += 1;
+            continue;
+        }
+        assert_eq!(status, 200, "{unlocked}");
+        freed += unlocked["freed"].as_u64().unwrap();
+        break;
+    }
+    if unanswered == 0 {
+        assert_eq!(freed, 1, "one lock freed");
+    } else {
+        assert!(
+            freed <= 1,
+            "{freed} locks freed after {unanswered} lost answers"
+        );
+    }
     assert_eq!(held(&api.stats("7").await), 0, "every lock free again");
 
     let load = api
