@@ -264,6 +264,15 @@ impl Knobs {
         }
     }
 
+    /// The request's cart, when it names more than one product (a `Kind::Products` knob:
+    /// `multi`'s `products`); `None` for a request that buys `product` alone.
+    pub fn cart(&self) -> Option<&[ProductId]> {
+        self.values.iter().find_map(|(_, value)| match value {
+            Value::Products(products) if products.len() > 1 => Some(products.as_slice()),
+            _ => None,
+        })
+    }
+
     /// Business time inside the critical section.
     pub fn work(&self) -> Duration {
         self.millis(&WORK_MS).unwrap_or_default()

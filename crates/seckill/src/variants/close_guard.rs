@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use seckill_lock::{Lock, RwLock, Side};
 
-use super::{Deduction, Outcome};
+use super::{Deduction, Outcome, lost};
 use crate::error::AppError;
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, Kind, Knob};
 
@@ -44,13 +44,14 @@ pub(super) async fn guarded(d: &Deduction, rw: bool) -> Result<Outcome, AppError
     // A lost answer is looked up under the read lock: until it is known, the sale may
     // still run.
     let outcome = match if_open(d).await {
-        Err(err) if err.answer_may_be_lost() => d.learn(Err(err)).await,
+        Err(err) if err.answer_may_be_lost() => lost::learn(d, Err(err)).await,
         outcome => outcome,
     };
     if matches!(outcome, Ok(Outcome::Unknown { .. })) {
         // The sale's answer was lost and it may still run: a close must wait for it, so the
         // read lock (renewed meanwhile) is held until the sale is looked up.
-        d.after_settled(Box::new(move || Box::pin(release(read))));
+        d.lost
+            .after_settled(Box::new(move || Box::pin(release(read))));
     } else {
         release(read).await;
     }

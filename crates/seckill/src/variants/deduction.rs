@@ -1,12 +1,17 @@
-//! One deduction: the instance it runs on, the variant, the product, the request's knobs
-//! and who the request is.
+//! One deduction: the request's facts — the instance it runs on, the variant, the
+//! product, the request's knobs and who the request is — and [`Deduction::run`], its one
+//! path: the variant's `deduct` (a lock variant's through the lock sequence, `section.rs`),
+//! a lost answer looked up (`lost.rs`), the refusals counted. What a sale's answer comes
+//! to is `sale.rs`'s, the only other file with methods of `Deduction`.
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use super::lost::{Sending, Then};
+use super::lost::{self, Lost};
 use super::{Context, Outcome, Variant};
 use crate::error::AppError;
 use crate::idempotency::{Claim, Elsewhere};
@@ -33,12 +38,8 @@ pub struct Deduction {
     /// A split product's unit reserved for the buyer under this holder's id
     /// (`lua/reserve.lua`), which a sale that never ran gives back.
     pub reserved: AtomicBool,
-    /// The sale sent and not yet answered ([`Deduction::sending`]).
-    pub(super) sending: Mutex<Option<Sending>>,
-    /// The sale whose answer was lost and could not be looked up ([`Deduction::learn`]).
-    pub(super) unsettled: Mutex<Option<Sending>>,
-    /// What waits for it to be looked up ([`Deduction::after_settled`]).
-    pub(super) thens: Mutex<Vec<Then>>,
+    /// A sale whose answer may be lost: the one in flight, the one left to look up later.
+    pub(crate) lost: Lost,
 }
 
 impl Deduction {
@@ -53,13 +54,11 @@ impl Deduction {
             worked_us: AtomicU64::new(0),
             timeline: Timeline::default(),
             reserved: AtomicBool::new(false),
-            sending: Mutex::new(None),
-            unsettled: Mutex::new(None),
-            thens: Mutex::new(Vec::new()),
+            lost: Lost::default(),
         }
     }
 
-    /// Runs the variant; a sale whose answer was lost is looked up (`Deduction::learn`,
+    /// Runs the variant; a sale whose answer was lost is looked up (`lost::learn`,
     /// and later when Redis does not answer now). Counts the requests that sold nothing in
     /// the product's audit (unless the variant's script counts its own), so that `/stats`
     /// accounts for every answer.
@@ -72,10 +71,10 @@ impl Deduction {
             Some(guard) => Box::pin(super::close_guard::guarded(self, guard == "rw")).await,
         };
         let outcome = match outcome {
-            Err(err) if err.answer_may_be_lost() => Box::pin(self.learn(Err(err))).await,
+            Err(err) if err.answer_may_be_lost() => Box::pin(lost::learn(self, Err(err))).await,
             outcome => outcome,
         };
-        self.settle_later();
+        lost::settle_later(self);
         let outcome = outcome?;
         if let Some(counter) = outcome.refusal_counter()
             && !spec.counts_its_refusals
@@ -108,17 +107,26 @@ impl Deduction {
         self.product.whole()
     }
 
-    /// The products of this request's cart (`multi`), when it has more than one.
-    fn cart(&self) -> Option<&[crate::keys::ProductId]> {
-        let cart = self.knobs.products(&super::multi::PRODUCTS);
-        (cart.len() > 1).then_some(cart)
+    /// How long the work really took, when there was any (`section::work`).
+    pub fn worked(&self) -> Option<Duration> {
+        match self.worked_us.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+
+    /// What this holder says of itself as it enters, on the product's timeline (used only
+    /// if the product is traced), its lock granted with `lease`.
+    pub(super) fn entering(&self, lease: Option<Duration>) -> String {
+        self.timeline
+            .entering(&self.app.settings.instance, self.variant.name(), lease)
     }
 
     /// Whether its idempotency key's claim gets its answer after the sale rather than from
     /// the sale's script: the request sells elsewhere than on the claim's slot (a split
     /// product's shard), or in several steps (a cart).
     pub fn answers_after_sale(&self) -> bool {
-        self.variant.spec().splits_stock || self.cart().is_some()
+        self.variant.spec().splits_stock || self.knobs.cart().is_some()
     }
 
     /// Where the request may sell under its key besides its claim's own slot, for a repeat
@@ -126,7 +134,7 @@ impl Deduction {
     ///
     /// [`idempotency::claim_for`]: crate::idempotency::claim_for
     pub async fn elsewhere(&self) -> Result<Elsewhere, AppError> {
-        if let Some(cart) = self.cart() {
+        if let Some(cart) = self.knobs.cart() {
             let lines = cart
                 .iter()
                 .map(|p| ShardKeys::clone(&ProductKeys::new(p).whole()))

@@ -18,79 +18,77 @@ pub(super) fn database(d: &Deduction) -> Result<&Arc<Database>, AppError> {
     })
 }
 
-impl Deduction {
-    /// The number of the product's current sale, if its stock is in the database: the
-    /// product's meta in Redis says where its stock is, and a row of an older sale is
-    /// not sold (its product reset into Redis meanwhile, the row left behind).
-    pub(super) async fn database_epoch(&self) -> Result<i64, AppError> {
-        let (epoch, stock_in): (Option<i64>, Option<String>) = redis::cmd("HMGET")
-            .arg(&self.product.meta)
-            .arg("epoch")
-            .arg("stock_in")
-            .query_async(&mut self.redis())
-            .await?;
-        let product = &self.product.product;
-        match (epoch, stock_in.as_deref()) {
-            (Some(epoch), Some("postgres")) => Ok(epoch),
-            (Some(_), _) => Err(AppError::BadRequest(format!(
-                "product {product} keeps its stock in Redis: reset it with \"stock_in\": \
-                 \"postgres\" for {} to sell it",
-                self.variant
-            ))),
-            (None, _) => Err(AppError::UnknownProduct(product.to_string())),
-        }
+/// The number of the product's current sale, if its stock is in the database: the
+/// product's meta in Redis says where its stock is, and a row of an older sale is
+/// not sold (its product reset into Redis meanwhile, the row left behind).
+pub(super) async fn epoch(d: &Deduction) -> Result<i64, AppError> {
+    let (epoch, stock_in): (Option<i64>, Option<String>) = redis::cmd("HMGET")
+        .arg(&d.product.meta)
+        .arg("epoch")
+        .arg("stock_in")
+        .query_async(&mut d.redis())
+        .await?;
+    let product = &d.product.product;
+    match (epoch, stock_in.as_deref()) {
+        (Some(epoch), Some("postgres")) => Ok(epoch),
+        (Some(_), _) => Err(AppError::BadRequest(format!(
+            "product {product} keeps its stock in Redis: reset it with \"stock_in\": \
+             \"postgres\" for {} to sell it",
+            d.variant
+        ))),
+        (None, _) => Err(AppError::UnknownProduct(product.to_string())),
     }
+}
 
-    /// This deduction's sale of sale `epoch` as the database records it, as `order`.
-    pub(super) fn database_sale<'a>(&'a self, epoch: i64, order: &'a str) -> OrderRow<'a> {
-        OrderRow {
-            epoch,
-            product: self.product.product.as_str(),
+/// `d`'s sale of sale `epoch` as the database records it, as `order`.
+pub(super) fn row<'a>(d: &'a Deduction, epoch: i64, order: &'a str) -> OrderRow<'a> {
+    OrderRow {
+        epoch,
+        product: d.product.product.as_str(),
+        order,
+        instance: &d.app.settings.instance,
+        variant: d.variant.name(),
+        buyer: d.knobs.user.as_ref().map(|u| u.as_str()),
+    }
+}
+
+/// What a sale's statement or `COMMIT` came to. One whose answer was lost is looked
+/// up by its order id: found, it sold; otherwise — not found yet, or the database
+/// still away — it may yet have, and the answer is 504 `unknown`, never a "no".
+pub(super) async fn answer(
+    d: &Deduction,
+    db: &Database,
+    sold: Result<Sold, Failure>,
+    order: String,
+) -> Result<Outcome, AppError> {
+    match sold {
+        Ok(Sold::Units(remaining)) => Ok(Outcome::Deducted {
+            remaining,
             order,
-            instance: &self.app.settings.instance,
-            variant: self.variant.name(),
-            buyer: self.knobs.user.as_ref().map(|u| u.as_str()),
-        }
-    }
-
-    /// What a sale's statement or `COMMIT` came to. One whose answer was lost is looked
-    /// up by its order id: found, it sold; otherwise — not found yet, or the database
-    /// still away — it may yet have, and the answer is 504 `unknown`, never a "no".
-    pub(super) async fn database_answer(
-        &self,
-        db: &Database,
-        sold: Result<Sold, Failure>,
-        order: String,
-    ) -> Result<Outcome, AppError> {
-        match sold {
-            Ok(Sold::Units(remaining)) => Ok(Outcome::Deducted {
-                remaining,
-                order,
-                shard: 0,
-            }),
-            Ok(Sold::SoldOut(remaining)) => Ok(Outcome::SoldOut { remaining }),
-            Ok(Sold::NoRow) => Err(self.no_row()),
-            Ok(Sold::Changed) => Ok(Outcome::Conflict),
-            Err(Failure::Lost(why)) => {
-                tracing::warn!(%order, why, "a sale's answer was lost: looking it up");
-                let product = self.product.product.as_str();
-                match db.find_sale(&order, product).await {
-                    Ok(Some(remaining)) => Ok(Outcome::Deducted {
-                        remaining,
-                        order,
-                        shard: 0,
-                    }),
-                    _ => Ok(Outcome::Unknown { order, shard: 0 }),
-                }
+            shard: 0,
+        }),
+        Ok(Sold::SoldOut(remaining)) => Ok(Outcome::SoldOut { remaining }),
+        Ok(Sold::NoRow) => Err(no_row(d)),
+        Ok(Sold::Changed) => Ok(Outcome::Conflict),
+        Err(Failure::Lost(why)) => {
+            tracing::warn!(%order, why, "a sale's answer was lost: looking it up");
+            let product = d.product.product.as_str();
+            match db.find_sale(&order, product).await {
+                Ok(Some(remaining)) => Ok(Outcome::Deducted {
+                    remaining,
+                    order,
+                    shard: 0,
+                }),
+                _ => Ok(Outcome::Unknown { order, shard: 0 }),
             }
-            Err(failure) => Err(failure.into()),
         }
+        Err(failure) => Err(failure.into()),
     }
+}
 
-    /// The product's meta names a sale in the database that has no row there (its reset's
-    /// database part failed, or a newer reset is under way): nothing to sell until a
-    /// reset sets it.
-    pub(super) fn no_row(&self) -> AppError {
-        AppError::UnknownProduct(self.product.product.to_string())
-    }
+/// The product's meta names a sale in the database that has no row there (its reset's
+/// database part failed, or a newer reset is under way): nothing to sell until a
+/// reset sets it.
+pub(super) fn no_row(d: &Deduction) -> AppError {
+    AppError::UnknownProduct(d.product.product.to_string())
 }

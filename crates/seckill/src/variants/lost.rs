@@ -17,7 +17,7 @@
 //! the reservation stays — the buyer may buy one unit fewer, never one more.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -37,7 +37,7 @@ pub const SETTLE_FOR: Duration = Duration::from_secs(60);
 /// A sale sent to Redis: on which shard (its stock key and index: the rest follows), under
 /// which order id.
 #[derive(Debug, Clone)]
-pub(crate) struct Sending {
+struct Sending {
     stock: String,
     index: u32,
     order: String,
@@ -62,10 +62,23 @@ enum Found {
     Voided,
 }
 
-impl Deduction {
+/// What a deduction keeps for a sale whose answer may be lost: the sale in flight, the
+/// one whose look-up failed, and what waits for it to be settled. A field of every
+/// [`Deduction`] (`d.lost`); [`learn`] and [`settle_later`] act on it.
+#[derive(Default)]
+pub(crate) struct Lost {
+    /// The sale sent and not yet answered ([`Lost::sending`]).
+    sending: Mutex<Option<Sending>>,
+    /// The sale whose answer was lost and could not be looked up ([`learn`]).
+    unsettled: Mutex<Option<Sending>>,
+    /// What waits for it to be looked up ([`Lost::after_settled`]).
+    thens: Mutex<Vec<Then>>,
+}
+
+impl Lost {
     /// Notes that the sale `order` is being sent to `shard`, until its answer comes.
     pub(crate) fn sending(&self, shard: &ShardKeys, order: &str) {
-        *self.in_flight() = Some(Sending {
+        *lock(&self.sending) = Some(Sending {
             stock: shard.stock.clone(),
             index: shard.index,
             order: order.to_owned(),
@@ -74,93 +87,80 @@ impl Deduction {
 
     /// The sale's answer came: there is nothing to look up.
     pub(crate) fn answered(&self) {
-        *self.in_flight() = None;
-    }
-
-    fn in_flight(&self) -> std::sync::MutexGuard<'_, Option<Sending>> {
-        self.sending.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// What this deduction came to, when it ended in `outcome`. An error while a sale was
-    /// in flight is not a "no": the sale is looked up, and the answer is what happened — a
-    /// sale (200), or the error again once the sale is known never to run. When the look-up
-    /// finds no answer either, the outcome is [`Outcome::Unknown`], and the sale is looked
-    /// up again later ([`Deduction::settle_later`]).
-    pub(crate) async fn learn(
-        &self,
-        outcome: Result<Outcome, AppError>,
-    ) -> Result<Outcome, AppError> {
-        let Err(err) = &outcome else {
-            return outcome;
-        };
-        if !err.answer_may_be_lost() {
-            return outcome;
-        }
-        let Some(sale) = self.in_flight().take() else {
-            return outcome;
-        };
-        match look_up(&self.app.store, &sale, &self.holder).await {
-            Ok(Found::Sold { remaining }) => {
-                tracing::info!(order = %sale.order, "a sale's answer was lost; it was sold");
-                Ok(self.sold(&sale.shard(), sale.order, remaining).await)
-            }
-            Ok(Found::Voided) => outcome,
-            Err(lost) => {
-                tracing::warn!(
-                    error = %lost,
-                    order = %sale.order,
-                    "a sale's answer was lost and it cannot be looked up now: answered unknown"
-                );
-                let unknown = Outcome::Unknown {
-                    order: sale.order.clone(),
-                    shard: sale.index,
-                };
-                *self
-                    .unsettled
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = Some(sale);
-                Ok(unknown)
-            }
-        }
+        *lock(&self.sending) = None;
     }
 
     /// Once this deduction's lost sale is settled, `then` (release the locks held over
     /// it: until the sale is known, it may still run, and must find them held).
     pub(crate) fn after_settled(&self, then: Then) {
-        self.thens
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(then);
+        lock(&self.thens).push(then);
     }
+}
 
-    /// When the deduction ended [`Outcome::Unknown`]: a task that looks its sale up until
-    /// Redis answers, then gives the reservation back (if the sale never ran), gives the
-    /// idempotency key's claim its answer, and runs what [`after_settled`] asked.
-    ///
-    /// [`after_settled`]: Deduction::after_settled
-    pub(crate) fn settle_later(&self) {
-        let Some(sale) = self
-            .unsettled
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        else {
-            return;
-        };
-        let thens = std::mem::take(&mut *self.thens.lock().unwrap_or_else(PoisonError::into_inner));
-        let settle = Settle {
-            app: self.app.clone(),
-            product: self.product.clone(),
-            holder: self.holder.to_string(),
-            sale,
-            claim: self.claim.clone(),
-            reserved: self.reserved.load(Ordering::Relaxed),
-            answered_after: self.answers_after_sale(),
-            cart: self.knobs.products(&super::multi::PRODUCTS).len() > 1,
-            thens,
-        };
-        tokio::spawn(settle.run());
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What `d` came to, when it ended in `outcome`. An error while a sale was in flight is
+/// not a "no": the sale is looked up, and the answer is what happened — a sale (200), or
+/// the error again once the sale is known never to run. When the look-up finds no answer
+/// either, the outcome is [`Outcome::Unknown`], and the sale is looked up again later
+/// ([`settle_later`]).
+pub(crate) async fn learn(
+    d: &Deduction,
+    outcome: Result<Outcome, AppError>,
+) -> Result<Outcome, AppError> {
+    let Err(err) = &outcome else {
+        return outcome;
+    };
+    if !err.answer_may_be_lost() {
+        return outcome;
     }
+    let Some(sale) = lock(&d.lost.sending).take() else {
+        return outcome;
+    };
+    match look_up(&d.app.store, &sale, &d.holder).await {
+        Ok(Found::Sold { remaining }) => {
+            tracing::info!(order = %sale.order, "a sale's answer was lost; it was sold");
+            Ok(d.sold(&sale.shard(), sale.order, remaining).await)
+        }
+        Ok(Found::Voided) => outcome,
+        Err(lost) => {
+            tracing::warn!(
+                error = %lost,
+                order = %sale.order,
+                "a sale's answer was lost and it cannot be looked up now: answered unknown"
+            );
+            let unknown = Outcome::Unknown {
+                order: sale.order.clone(),
+                shard: sale.index,
+            };
+            *lock(&d.lost.unsettled) = Some(sale);
+            Ok(unknown)
+        }
+    }
+}
+
+/// When `d` ended [`Outcome::Unknown`]: a task that looks its sale up until Redis
+/// answers, then gives the reservation back (if the sale never ran), gives the
+/// idempotency key's claim its answer, and runs what [`Lost::after_settled`] asked.
+pub(crate) fn settle_later(d: &Deduction) {
+    let Some(sale) = lock(&d.lost.unsettled).take() else {
+        return;
+    };
+    let thens = std::mem::take(&mut *lock(&d.lost.thens));
+    let settle = Settle {
+        app: d.app.clone(),
+        product: d.product.clone(),
+        holder: d.holder.to_string(),
+        sale,
+        claim: d.claim.clone(),
+        reserved: d.reserved.load(Ordering::Relaxed),
+        answered_after: d.answers_after_sale(),
+        cart: d.knobs.cart().is_some(),
+        thens,
+    };
+    tokio::spawn(settle.run());
 }
 
 /// `resolve.lua` for `holder`'s `sale`.

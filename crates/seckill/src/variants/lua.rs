@@ -19,12 +19,13 @@ use redis::RedisError;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::section::{Refusal, Reply, confirm_sales};
+use super::sale::confirm_sales;
 use super::{Deduction, Outcome, Spec, Start};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
 use crate::knobs::{Kind, Knob};
 use crate::scripts;
+use crate::scripts::{Refusal, Reply};
 use crate::store::{Confirmations, RedisConn};
 
 /// `batch=off`: each deduction in a script call of its own.
@@ -70,7 +71,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let index = shard.index;
     let sale = Batched::of(d, Uuid::now_v7().to_string());
     let order = sale.order.clone();
-    d.sending(&shard, &order);
+    d.lost.sending(&shard, &order);
     let unit = if d.knobs.switch(&BATCH) {
         d.app.variant_state.lua.deduct(shard, sale).await?
     } else {
@@ -79,7 +80,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         let units = Box::pin(call(&mut redis, instance, &shard, &[sale], confirm)).await?;
         units.first().copied().unwrap_or(Unit::NotForSale)
     };
-    d.answered();
+    d.lost.answered();
     match unit {
         // The rare answers' futures are boxed, so as not to make every request's larger.
         Unit::NotForSale => Err(Box::pin(d.not_for_sale()).await),

@@ -4,9 +4,9 @@
 //! Each file declares a [`Spec`] — its name, a line of summary, its colour on the page and
 //! in the bench's chart, the knobs it takes, where it stands in the progression — and its
 //! `deduct`. A lock variant builds its lock (from `seckill-lock`) and hands it to
-//! `Deduction::under_lock`, the one lock sequence every lock variant shares: take the
+//! `section::under_lock`, the one lock sequence every lock variant shares: take the
 //! lock and enter, check the stock, work, commit, give the lock back — by the shared trips
-//! (acquire, confirm, (abandon), fence, enter, commit, release) or the watchdog's two. The router, the knob parser,
+//! (`FourTrips`: acquire, confirm, (abandon), fence, enter, commit, release) or the watchdog's two. The router, the knob parser,
 //! `/openapi.json`, `/variants` (the page's colours and labels), the metrics and the bench
 //! all read [`VARIANTS`]; nothing else names a variant.
 //!
@@ -24,9 +24,11 @@
 pub mod close_guard;
 mod context;
 mod deduction;
-mod four_trips;
+mod fault;
+mod holding;
 mod in_database;
 mod lost;
+mod sale;
 pub(crate) mod section;
 
 pub mod lua;

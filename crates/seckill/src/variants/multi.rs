@@ -29,14 +29,16 @@ use seckill_lock::{Lock, MultiLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::four_trips::Holding;
-use super::section::{Credentials, INSIDE_MARGIN, Refusal, Reply, StockWrite};
+use super::holding::Holding;
+use super::lost;
+use super::section::{self, INSIDE_MARGIN};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::{ProductKeys, ShardKeys};
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, Kind, Knob, WAIT_MS, WORK_MS};
 use crate::outcome::Counter;
 use crate::scripts;
+use crate::scripts::{Credentials, Refusal, Reply, StockWrite};
 
 /// The most products one cart holds.
 pub const MAX_CART: usize = 8;
@@ -107,10 +109,10 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let held = Holding::new(held);
     // A line whose answer was lost may still run: it must find its lock held (the next
     // holder would read the stock before it) until it is looked up.
-    let sold = d.learn(sell(d, &cart).await).await;
+    let sold = lost::learn(d, sell(d, &cart).await).await;
     if matches!(sold, Ok(Outcome::Unknown { .. })) {
         let (variant, holder) = (d.variant, d.holder.to_string());
-        d.after_settled(Box::new(move || {
+        d.lost.after_settled(Box::new(move || {
             Box::pin(async move {
                 if let Err(err) = held.release().await {
                     tracing::warn!(%variant, holder, error = %err, "a cart's lock release failed");
@@ -118,7 +120,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
             })
         }));
     } else {
-        d.log_release(held.release().await);
+        section::log_release(d, held.release().await);
     }
     sold
 }
@@ -175,7 +177,7 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
         count(d, cart, Counter::SoldOut, Duration::ZERO).await?;
         return Ok(Outcome::SoldOut { remaining });
     }
-    d.work().await;
+    section::work(d).await;
     let checkable = d.app.locks_beside_stock;
     let credentials = Credentials {
         lock_holder: checkable.then_some(d.holder.as_str()),
@@ -241,12 +243,12 @@ async fn commit_line(
             .await;
     let reply = match committed {
         Ok(reply) => {
-            d.answered();
+            d.lost.answered();
             reply
         }
         // A line whose answer was lost is looked up before the cart goes on: the
         // cart's answer stays its first line's.
-        Err(err) => match d.learn(Err(err.into())).await {
+        Err(err) => match lost::learn(d, Err(err.into())).await {
             Ok(Outcome::Deducted { remaining, .. }) => Reply::Units(remaining),
             // Sold, and not yet on enough replicas: sold all the same.
             Ok(Outcome::Unconfirmed { .. }) => Reply::Units(0),

@@ -8,10 +8,11 @@
 //! below `per_user` it goes on — so several clicks of one buyer at once all pass the check
 //! before any of them is recorded, and `/stats` shows the buyer `over_limit`.
 
-use super::section::{Credentials, Refusal, StockWrite};
+use super::section;
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::WORK_MS;
+use crate::scripts::{Credentials, Refusal, StockWrite};
 
 pub static SPEC: Spec = Spec {
     name: "naive",
@@ -48,7 +49,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         limit if bought.unwrap_or(0) >= limit => return d.refused(Refusal::LimitReached).await,
         _ => {}
     }
-    d.work().await;
+    section::work(d).await;
     d.commit(&shard, StockWrite::Set(stock - 1), Credentials::default())
         .await
 }

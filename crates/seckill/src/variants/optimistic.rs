@@ -25,12 +25,13 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{Credentials, Reply, StockWrite};
+use super::section;
 use super::{Deduction, Outcome, Spec, Start};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
 use crate::knobs::{Kind, Knob, WORK_MS};
 use crate::scripts;
+use crate::scripts::{Credentials, Reply, StockWrite};
 use crate::store::{MasterPools, drop_broken};
 
 /// `retries`: how many times a transaction that found the stock changed is tried again.
@@ -174,7 +175,7 @@ async fn try_once(
     if stock <= 0 {
         return Ok(Tried::Done(Outcome::SoldOut { remaining: stock }));
     }
-    d.work().await;
+    section::work(d).await;
     let order = Uuid::now_v7().to_string();
     let sale = d.sale(shard, &order);
     let commit = scripts::commit(&sale, StockWrite::Decrement, Credentials::default());
@@ -190,7 +191,7 @@ async fn try_once(
         .query_async(conn)
         .await;
     if executed.is_ok() {
-        d.answered();
+        d.lost.answered();
     }
     let reply = match executed {
         Ok(Some((reply,))) => reply,

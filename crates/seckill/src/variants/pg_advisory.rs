@@ -7,7 +7,9 @@
 //! second holder for slow work; but a holder cut off from PostgreSQL (a network partition)
 //! loses the lock while it still works, which only `fence=on` catches at the stock.
 
-use super::four_trips::{FourTrips, LockStore};
+use super::fault;
+use super::in_database;
+use super::section::{self, FourTrips, LockStore};
 use super::{Deduction, Outcome, Spec};
 use crate::database::locks::AdvisoryLock;
 use crate::error::AppError;
@@ -34,12 +36,13 @@ pub static SPEC: Spec = Spec {
 };
 
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
-    let db = super::in_database::database(d)?;
+    let db = in_database::database(d)?;
     let shard = d.whole_stock();
     let lock = AdvisoryLock::new(db.clone(), &shard.lock, &d.holder);
-    d.under_lock(
+    section::under_lock(
+        d,
         &shard,
-        FourTrips::new(d.pausing(lock), LockStore::OwnServers),
+        FourTrips::new(fault::pausing(d, lock), LockStore::OwnServers),
         d.knobs.wait(),
     )
     .await

@@ -8,6 +8,7 @@
 //! transaction back). A `COMMIT` whose answer was lost is looked up by its order id.
 
 use super::{Deduction, Outcome, Spec};
+use super::{in_database, section};
 use crate::database::stock::Sold;
 use crate::error::AppError;
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, WAIT_MS, WORK_MS};
@@ -28,15 +29,15 @@ pub static SPEC: Spec = Spec {
 };
 
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
-    let db = super::in_database::database(d)?;
-    let epoch = d.database_epoch().await?;
+    let db = in_database::database(d)?;
+    let epoch = in_database::epoch(d).await?;
     let product = d.product.product.as_str();
     let Some((row_lock, row)) = db.lock_row(product, epoch, d.knobs.wait()).await? else {
         return Ok(Outcome::LockBusy);
     };
     let Some(row) = row else {
         row_lock.leave().await?;
-        return Err(d.no_row());
+        return Err(in_database::no_row(d));
     };
     if row.stock <= 0 {
         row_lock.leave().await?;
@@ -44,11 +45,11 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
             remaining: row.stock,
         });
     }
-    d.work().await;
+    section::work(d).await;
     let order = uuid::Uuid::now_v7().to_string();
     let sold = row_lock
-        .sell(&d.database_sale(epoch, &order), row)
+        .sell(&in_database::row(d, epoch, &order), row)
         .await
         .map(Sold::Units);
-    d.database_answer(db, sold, order).await
+    in_database::answer(d, db, sold, order).await
 }

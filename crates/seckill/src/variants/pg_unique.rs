@@ -11,7 +11,9 @@
 //! lease, and a holder whose work outlasts it has a second holder beside it — which only
 //! `fence=on` keeps from selling.
 
-use super::four_trips::{FourTrips, LockStore};
+use super::fault;
+use super::in_database;
+use super::section::{self, FourTrips, LockStore};
 use super::{Deduction, Outcome, Spec};
 use crate::database::locks::UniqueLock;
 use crate::error::AppError;
@@ -39,13 +41,14 @@ pub static SPEC: Spec = Spec {
 };
 
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
-    let db = super::in_database::database(d)?;
+    let db = in_database::database(d)?;
     let shard = d.whole_stock();
     let lease = d.knobs.millis(&LEASE_MS);
     let lock = UniqueLock::new(db.clone(), &shard.lock, &d.holder, lease);
-    d.under_lock(
+    section::under_lock(
+        d,
         &shard,
-        FourTrips::new(d.pausing(lock), LockStore::OwnServers),
+        FourTrips::new(fault::pausing(d, lock), LockStore::OwnServers),
         d.knobs.wait(),
     )
     .await

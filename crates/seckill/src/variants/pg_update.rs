@@ -9,6 +9,7 @@
 //! paused past the timeout, the connection dropped) is looked up by its order id; if the
 //! database cannot say, the answer is 504 `unknown`, never a "no".
 
+use super::in_database;
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 
@@ -28,9 +29,9 @@ pub static SPEC: Spec = Spec {
 };
 
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
-    let db = super::in_database::database(d)?;
-    let epoch = d.database_epoch().await?;
+    let db = in_database::database(d)?;
+    let epoch = in_database::epoch(d).await?;
     let order = uuid::Uuid::now_v7().to_string();
-    let sold = db.sell_by_update(&d.database_sale(epoch, &order)).await;
-    d.database_answer(db, sold, order).await
+    let sold = db.sell_by_update(&in_database::row(d, epoch, &order)).await;
+    in_database::answer(d, db, sold, order).await
 }

@@ -8,6 +8,7 @@
 
 use super::optimistic::{DEFAULT_RETRIES, RETRIES};
 use super::{Deduction, Outcome, Spec};
+use super::{in_database, section};
 use crate::database::stock::Sold;
 use crate::error::AppError;
 use crate::knobs::WORK_MS;
@@ -27,24 +28,24 @@ pub static SPEC: Spec = Spec {
 };
 
 async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
-    let db = super::in_database::database(d)?;
+    let db = in_database::database(d)?;
     let retries = d.knobs.count(&RETRIES).unwrap_or(DEFAULT_RETRIES);
-    let epoch = d.database_epoch().await?;
+    let epoch = in_database::epoch(d).await?;
     let product = d.product.product.as_str();
     let mut conflicts = 0;
     let outcome = loop {
         let Some(row) = db.read(product, epoch).await? else {
-            break Err(d.no_row());
+            break Err(in_database::no_row(d));
         };
         if row.stock <= 0 {
             break Ok(Outcome::SoldOut {
                 remaining: row.stock,
             });
         }
-        d.work().await;
+        section::work(d).await;
         let order = uuid::Uuid::now_v7().to_string();
         let sold = db
-            .sell_if_version(&d.database_sale(epoch, &order), row)
+            .sell_if_version(&in_database::row(d, epoch, &order), row)
             .await;
         if matches!(sold, Ok(Sold::Changed)) {
             conflicts += 1;
@@ -56,7 +57,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
             tokio::time::sleep(std::time::Duration::from_micros(jitter)).await;
             continue;
         }
-        break d.database_answer(db, sold, order).await;
+        break in_database::answer(d, db, sold, order).await;
     };
     // Seed 000's conflict rate, in the same audit fields as optimistic's.
     let committed = i64::from(matches!(outcome, Ok(Outcome::Deducted { .. })));

@@ -8,7 +8,7 @@
 //! lock_lost`). With `ttl_ms` shorter than the work, the lock expires under its holder as
 //! the token lock's does.
 
-use super::four_trips::{FourTrips, LockStore};
+use super::section::{self, FourTrips, LockStore};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, FAULT, FENCE, TTL_MS, WAIT_MS, WORK_MS};
@@ -45,7 +45,8 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let lock = redlock
         .lock_as(&shard.lock, ttl.unwrap_or(lease), &d.holder)
         .extending(ttl.is_none());
-    d.under_lock(
+    section::under_lock(
+        d,
         &shard,
         FourTrips::new(lock, LockStore::OwnServers),
         d.knobs.wait(),

@@ -8,7 +8,7 @@
 //! A per-user limit cannot be checked inside a shard's critical section: the buyer's count
 //! lives on the product's slot, the shard elsewhere. So the unit is reserved first
 //! (`lua/reserve.lua`), and given back when no shard sold it — when that is known: a sale
-//! whose answer was lost is looked up first (`Deduction::learn`), and until it is, the
+//! whose answer was lost is looked up first (`lost::learn`), and until it is, the
 //! reservation stays.
 
 use std::sync::atomic::Ordering;
@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::section::Reply;
 use super::{Deduction, Outcome, Spec, lost, watchdog};
 use crate::error::AppError;
 use crate::keys::Layout;
+use crate::scripts::Reply;
 use crate::{product, scripts};
 
 pub static SPEC: Spec = Spec {
@@ -70,7 +70,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
             if reserved == 0 {
                 d.reserved.store(false, Ordering::Relaxed);
             }
-            d.learn(sell(d, &layout, &with_stock).await).await
+            lost::learn(d, sell(d, &layout, &with_stock).await).await
         }
         Ok(Reply::Refused(why)) => {
             d.reserved.store(false, Ordering::Relaxed);

@@ -5,7 +5,8 @@
 
 use seckill_lock::teaching::SetnxLock;
 
-use super::four_trips::{FourTrips, LockStore};
+use super::fault;
+use super::section::{self, FourTrips, LockStore};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{FAULT, FENCE, PAUSE_MS, WORK_MS};
@@ -29,9 +30,10 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     // The seed's `finally { DEL }`: whoever holds the lock by then.
     let lock = SetnxLock::new(d.lock_redis(), &shard.lock, &d.holder).releasing_blindly();
     // No wait: the seed fails fast when the lock is held.
-    d.under_lock(
+    section::under_lock(
+        d,
         &shard,
-        FourTrips::new(d.pausing(lock), LockStore::Instance),
+        FourTrips::new(fault::pausing(d, lock), LockStore::Instance),
         d.knobs.wait(),
     )
     .await

@@ -19,13 +19,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::section::{Refusal, Reply};
+use super::section;
 use super::{Deduction, Outcome, Spec, Start};
 use crate::error::AppError;
 use crate::keys::ProductId;
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, Kind, Knob, WAIT_MS, WORK_MS};
 use crate::product::MAX_STOCK;
 use crate::scripts;
+use crate::scripts::{Refusal, Reply};
 
 /// `share_units`: units an instance claims at a time.
 pub const SHARE_UNITS: Knob = Knob {
@@ -129,7 +130,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                 let reply: Reply = scripts::share_sell(&sale, &claim, shares.lease)
                     .invoke_async(&mut d.redis())
                     .await?;
-                d.answered();
+                d.lost.answered();
                 let why = match reply {
                     // As every sale: a 200 once as many replicas as asked for have it.
                     Reply::Units(left) => return Ok(d.sold(&shard, order, left).await),
@@ -181,7 +182,7 @@ async fn take(d: &Deduction, shares: &Shares, share: &mut Share) -> Result<Turn,
     let Some((claim, left)) = share.claim.as_mut() else {
         return Ok(Turn::SoldOut);
     };
-    d.work().await;
+    section::work(d).await;
     *left -= 1;
     Ok(Turn::Unit {
         claim: claim.clone(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use seckill_lock::TokenLock;
 
-use super::four_trips::{FourTrips, LockStore};
+use super::section::{self, FourTrips, LockStore};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{FAULT, FENCE, PAUSE_MS, TTL_MS, WAIT_MS, WORK_MS};
@@ -40,7 +40,8 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     if let Some(pause) = d.knobs.pause_before_release() {
         lock = lock.checking_then_deleting(pause);
     }
-    d.under_lock(
+    section::under_lock(
+        d,
         &shard,
         FourTrips::new(lock, LockStore::Instance),
         d.knobs.wait(),

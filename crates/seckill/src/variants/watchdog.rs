@@ -7,7 +7,7 @@
 //! expires one lease later. With `lease_ms` no watchdog runs (as in Redisson); with
 //! `fair=on` the lock goes in arrival order across instances (Redisson's fair lock).
 //!
-//! It runs the one lock sequence every lock variant runs (`Deduction::under_lock`). When
+//! It runs the one lock sequence every lock variant runs (`section::under_lock`). When
 //! the lock lives beside the stock, its trips (`TwoTrips`) cost a unit two round trips,
 //! or one when the lock is handed over: the lock's try also enters the critical section
 //! and reads the stock, and the commit also gives the lock back — or hands it to a waiter
@@ -24,8 +24,8 @@ use seckill_lock::{Lease, Lock, LockError, WatchdogLock};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::four_trips::{FourTrips, LockStore};
-use super::section::{Entry, INSIDE_MARGIN, Refusal, Reply, Trips};
+use super::fault;
+use super::section::{self, Entry, FourTrips, INSIDE_MARGIN, LockStore, Trips};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
@@ -34,6 +34,7 @@ use crate::knobs::{
 };
 use crate::scripts;
 use crate::scripts::Leaving;
+use crate::scripts::{Refusal, Reply};
 use crate::store::RedisConn;
 use crate::trace::Timeline;
 
@@ -119,10 +120,10 @@ pub(super) async fn deduct_from(
             lock,
             given_back: false,
         };
-        d.under_lock(shard, lock, wait).await
+        section::under_lock(d, shard, lock, wait).await
     } else {
-        let lock = FourTrips::new(d.pausing(lock), LockStore::Instance);
-        d.under_lock(shard, lock, wait).await
+        let lock = FourTrips::new(fault::pausing(d, lock), LockStore::Instance);
+        section::under_lock(d, shard, lock, wait).await
     }
 }
 
@@ -170,7 +171,7 @@ impl TwoTrips {
                 let mut conn = d.redis();
                 async move {
                     let mut answer: Vec<Value> = script.invoke_async(&mut conn).await?;
-                    d.answered();
+                    d.lost.answered();
                     let for_successor = Value::Array(answer.split_off(2.min(answer.len())));
                     let (left, code): (Reply, Option<i64>) =
                         redis::from_redis_value(Value::Array(answer)).map_err(RedisError::from)?;
@@ -228,7 +229,7 @@ impl Trips for TwoTrips {
             Ok(stock) => Ok(Entry::Inside { stock }),
             // Held, and not inside: given back.
             Err(err) => {
-                d.log_release(self.lock.give_back().await);
+                section::log_release(d, self.lock.give_back().await);
                 Err(err)
             }
         }
@@ -248,7 +249,7 @@ impl Trips for TwoTrips {
                 self.commit_release(d, shard, &order, false).await?;
                 Ok(())
             }
-            Leaving::LockLost => d.leave(shard, why).await,
+            Leaving::LockLost => section::leave(d, shard, why).await,
         }
     }
 
@@ -268,7 +269,7 @@ impl Trips for TwoTrips {
     /// commit — given back here.
     async fn release(mut self, d: &Deduction, _held: &Result<Outcome, AppError>) {
         if !self.given_back {
-            d.log_release(self.lock.give_back().await);
+            section::log_release(d, self.lock.give_back().await);
         }
     }
 }

@@ -12,7 +12,7 @@
 //! and its commit, so it cannot have noticed. The ensemble electing a leader answers 503
 //! `lock_store_unavailable` until it has one.
 
-use super::four_trips::{FourTrips, LockStore};
+use super::section::{self, FourTrips, LockStore};
 use super::{Deduction, Outcome, Spec};
 use crate::error::AppError;
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, FENCE, PAUSE_MS, STOP_FAULT, WAIT_MS, WORK_MS};
@@ -51,7 +51,8 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     };
     let shard = d.whole_stock();
     let lock = zookeeper.lock_as(&lock_path(d.product.product.as_str()), &d.holder);
-    d.under_lock(
+    section::under_lock(
+        d,
         &shard,
         FourTrips::new(lock, LockStore::OwnServers),
         d.knobs.wait(),
