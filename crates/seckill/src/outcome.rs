@@ -207,10 +207,15 @@ pub enum Counter {
     TxBusy,
     Closed,
     InFlight,
+    /// Counted by the scripts (a holder that found its lock lost, a commit refused for
+    /// its fencing token) and by a sale that replicas did not confirm.
+    LockLost,
+    Fenced,
+    Unconfirmed,
 }
 
 impl Counter {
-    const ALL: [Self; 8] = [
+    const ALL: [Self; 11] = [
         Self::SoldOut,
         Self::LockBusy,
         Self::LockUnconfirmed,
@@ -219,6 +224,9 @@ impl Counter {
         Self::TxBusy,
         Self::Closed,
         Self::InFlight,
+        Self::LockLost,
+        Self::Fenced,
+        Self::Unconfirmed,
     ];
 
     /// Its field in the audit hash.
@@ -232,6 +240,9 @@ impl Counter {
             Self::TxBusy => "tx_busy",
             Self::Closed => "closed",
             Self::InFlight => "in_flight",
+            Self::LockLost => "lock_lost",
+            Self::Fenced => "fenced",
+            Self::Unconfirmed => "unconfirmed",
         }
     }
 
@@ -261,6 +272,20 @@ pub enum TurnedAway {
 }
 
 impl TurnedAway {
+    const ALL: [Self; 6] = [
+        Self::SoldOut,
+        Self::RateLimited,
+        Self::NoPass,
+        Self::PassRefused,
+        Self::TicketRefused,
+        Self::NoWaitingRoom,
+    ];
+
+    /// The refusal named `name`, if it is one.
+    pub fn of_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+
     /// The body's `outcome`.
     pub fn name(self) -> &'static str {
         match self {

@@ -170,17 +170,15 @@ impl Lock for UniqueLock {
     }
 }
 
-impl Database {
-    /// Deletes the lock rows named `name`, whoever holds them: the operator's way out of
-    /// `pg_unique`'s deadlock (`POST /admin/unlock`). Returns how many there were.
-    pub async fn force_unlock(&self, name: &str) -> Result<u64, crate::error::AppError> {
-        Ok(self
-            .with(async |c| {
-                c.execute("DELETE FROM seckill_locks WHERE name = $1", &[&name])
-                    .await
-            })
-            .await?)
-    }
+/// Deletes the lock rows named `name` in `db`, whoever holds them: the operator's way out
+/// of `pg_unique`'s deadlock (`POST /admin/unlock`). Returns how many there were.
+pub async fn force_unlock(db: &Database, name: &str) -> Result<u64, crate::error::AppError> {
+    Ok(db
+        .with(async |c| {
+            c.execute("DELETE FROM seckill_locks WHERE name = $1", &[&name])
+                .await
+        })
+        .await?)
 }
 
 /// PostgreSQL's advisory lock on a key, held by an open transaction.

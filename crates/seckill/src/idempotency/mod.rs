@@ -233,7 +233,7 @@ async fn claim(
                     "repeat the first request exactly, or use a new key".into(),
                 ));
             }
-            Some("in_flight") => {
+            Some(scripts::IDEM_IN_FLIGHT) => {
                 let waited = started.elapsed();
                 if waited >= patience {
                     return Ok(Claimed::InFlight);
@@ -321,7 +321,7 @@ pub async fn finish(
             return;
         }
         KeyKeeps::Released => step(claim, holder, "release"),
-        KeyKeeps::Unknown => step(claim, holder, "unknown"),
+        KeyKeeps::Unknown => step(claim, holder, scripts::IDEM_UNKNOWN),
         KeyKeeps::Answer => {
             let (order, shard, remaining) = match outcome {
                 Outcome::Deducted {

@@ -235,9 +235,8 @@ pub async fn reset_with_database(
     };
     // A reset clears the product's locks: pg_unique's row too. (A sale in Redis does not
     // wait for the database: a row left while it is away stays until the next reset.)
-    let cleared = db
-        .force_unlock(&ProductKeys::new(product).whole().lock)
-        .await;
+    let lock = ProductKeys::new(product).whole().lock.clone();
+    let cleared = crate::database::locks::force_unlock(db, &lock).await;
     if let Err(err) = cleared {
         if terms.in_database {
             return Err(err);

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::outcome::Counter;
+use crate::outcome::{Counter, TurnedAway};
 
 /// The audit of one product.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -124,6 +124,9 @@ impl Stats {
                     Counter::TxBusy => self.optimistic.get_or_insert_default().tx_busy += count,
                     Counter::Closed => self.close.get_or_insert_default().refused += count,
                     Counter::InFlight => self.idempotency.in_flight += count,
+                    Counter::LockLost => self.lock_lost += count,
+                    Counter::Fenced => self.fenced += count,
+                    Counter::Unconfirmed => self.unconfirmed += count,
                 }
             } else {
                 match field.as_str() {
@@ -136,9 +139,6 @@ impl Stats {
                     "multi_waited_ms" => self.multi.get_or_insert_default().waited_ms += count,
                     "multi_half_sold" => self.multi.get_or_insert_default().half_sold += count,
                     "lock_overlaps" => self.lock_overlaps += count,
-                    "lock_lost" => self.lock_lost += count,
-                    "unconfirmed" => self.unconfirmed += count,
-                    "fenced" => self.fenced += count,
                     "reclaimed" => self.reclaimed += count,
                     "paid" => self.payment.get_or_insert_default().paid += count,
                     "expired" => self.payment.get_or_insert_default().expired += count,
@@ -181,12 +181,12 @@ pub struct Admission {
 
 impl Admission {
     fn add(&mut self, counter: &str, count: i64) {
-        match counter {
-            "passes" => self.passes += count,
-            "no_pass" => self.no_pass += count,
-            "pass_refused" => self.pass_refused += count,
-            "rate_limited" => self.rate_limited += count,
-            "sold_out_flagged" => self.sold_out_flagged += count,
+        match (TurnedAway::of_name(counter), counter) {
+            (Some(TurnedAway::NoPass), _) => self.no_pass += count,
+            (Some(TurnedAway::PassRefused), _) => self.pass_refused += count,
+            (Some(TurnedAway::RateLimited), _) => self.rate_limited += count,
+            (_, "passes") => self.passes += count,
+            (_, "sold_out_flagged") => self.sold_out_flagged += count,
             _ => {}
         }
     }

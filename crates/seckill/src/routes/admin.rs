@@ -242,7 +242,8 @@ async fn unlock(State(state): State<AppState>, body: Bytes) -> Result<Json<Value
     if let Some(db) = &state.database {
         // pg_unique's row, which only an operator removes.
         let lock = &crate::keys::ProductKeys::new(&product).whole().lock;
-        freed += u32::try_from(db.force_unlock(lock).await?).unwrap_or(u32::MAX);
+        freed += u32::try_from(crate::database::locks::force_unlock(db, lock).await?)
+            .unwrap_or(u32::MAX);
     }
     tracing::warn!(%product, freed, "locks deleted by an operator");
     Ok(Json(

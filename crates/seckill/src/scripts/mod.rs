@@ -109,6 +109,11 @@ pub static IDEM_CLAIM: LazyLock<Script> = script!("idem_claim.lua");
 /// Give an idempotency key's claim its answer, or give it up.
 pub static IDEM_FINISH: LazyLock<Script> = script!("idem_finish.lua");
 
+/// `idem_claim.lua`'s answer while another request holds the key.
+pub const IDEM_IN_FLIGHT: &str = "in_flight";
+/// `idem_finish.lua`'s step that marks a key's sale unknown (its answer lost).
+pub const IDEM_UNKNOWN: &str = "unknown";
+
 /// One sale as the commit scripts record it.
 pub struct Sale<'a> {
     pub shard: &'a ShardKeys,

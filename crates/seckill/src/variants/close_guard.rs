@@ -69,7 +69,10 @@ async fn release<L: Lock>(read: seckill_lock::Guard<L>) {
 }
 
 async fn if_open(d: &Deduction) -> Result<Outcome, AppError> {
-    let closed: bool = d.redis().hexists(&d.product.meta, "closed").await?;
+    let closed: bool = d
+        .redis()
+        .hexists(&d.product.meta, crate::keys::META_CLOSED)
+        .await?;
     if closed {
         return Ok(Outcome::Closed);
     }

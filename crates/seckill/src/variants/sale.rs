@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::{Deduction, Outcome};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
+use crate::outcome::Counter;
 use crate::scripts::{self, Credentials, Refusal, Reply, StockWrite};
 use crate::store::{Confirmations, Confirmed, RedisConn};
 
@@ -158,7 +159,9 @@ pub(super) async fn confirm_sales(
             "confirming the sale with replicas failed"
         ),
     }
-    let counted: Result<i64, _> = conn.hincr(&shard.audit, "unconfirmed", count).await;
+    let counted: Result<i64, _> = conn
+        .hincr(&shard.audit, Counter::Unconfirmed.field(), count)
+        .await;
     if let Err(err) = counted {
         tracing::warn!(error = %err, "unconfirmed sales not counted in the audit");
     }
