@@ -103,37 +103,7 @@ impl Metrics {
             lock_wait.clone(),
         );
         registry.register_collector(Box::new(LockCounters(watchdog)));
-        registry.register(
-            "orders_inserted",
-            "Orders the consumer inserted into the orders' database (--orders-db)",
-            orders.inserted.clone(),
-        );
-        registry.register(
-            "orders_acknowledged",
-            "Stream entries acknowledged once their orders were in the database",
-            orders.acknowledged.clone(),
-        );
-        registry.register(
-            "orders_claimed",
-            "Stream entries claimed from a consumer that left them pending",
-            orders.claimed.clone(),
-        );
-        registry.register(
-            "orders_failed_batches",
-            "Batches left in the stream: the database or Redis did not answer",
-            orders.failed_batches.clone(),
-        );
-        registry.register(
-            "orders_backlog",
-            "Stream entries not yet in the database, over every orders stream (pending and \
-             not read), as this instance's consumer last saw them (once a second)",
-            orders.backlog.clone(),
-        );
-        registry.register(
-            "orders_oldest_waiting_ms",
-            "How long the oldest of them has waited, ms (0: none waits)",
-            orders.oldest_ms.clone(),
-        );
+        register_orders(&mut registry, orders);
         let rss = Gauge::default();
         let peak_rss = Gauge::default();
         registry.register(
@@ -196,6 +166,41 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+}
+
+/// The orders' consumer's series (`--orders-db`).
+fn register_orders(registry: &mut Registry, orders: &OrdersCounters) {
+    registry.register(
+        "orders_inserted",
+        "Orders the consumer inserted into the orders' database (--orders-db)",
+        orders.inserted.clone(),
+    );
+    registry.register(
+        "orders_acknowledged",
+        "Stream entries acknowledged once their orders were in the database",
+        orders.acknowledged.clone(),
+    );
+    registry.register(
+        "orders_claimed",
+        "Stream entries claimed from a consumer that left them pending",
+        orders.claimed.clone(),
+    );
+    registry.register(
+        "orders_failed_batches",
+        "Batches left in the stream: the database or Redis did not answer",
+        orders.failed_batches.clone(),
+    );
+    registry.register(
+        "orders_backlog",
+        "Stream entries not yet in the database, over every orders stream (pending and \
+         not read), as this instance's consumer last saw them (once a second)",
+        orders.backlog.clone(),
+    );
+    registry.register(
+        "orders_oldest_waiting_ms",
+        "How long the oldest of them has waited, ms (0: none waits)",
+        orders.oldest_ms.clone(),
+    );
 }
 
 /// The lock library's counters, read at each scrape (the library counts; the service

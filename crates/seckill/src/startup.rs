@@ -29,7 +29,7 @@ use crate::routes;
 use crate::state::{App, AppState};
 use crate::store::{Confirmations, RedisMode, Store, StoreConfig};
 use crate::variants::Context as Instance;
-use crate::variants::{Start, VariantState};
+use crate::variants::{Settings, Start, VariantState};
 
 pub struct Application {
     listener: TcpListener,
@@ -100,17 +100,8 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
     let (redlock, zookeeper) = (redlock_servers(&args)?, zookeeper_ensemble(&args));
     let settings = args.settings(instance.clone());
     let lock_side = lock_store.as_ref().unwrap_or(&store);
-    let confirm = |store: &Store, replicas: u32| {
-        Confirmations::new(
-            store,
-            replicas,
-            Duration::from_millis(args.redis_wait_timeout_ms),
-            usize::try_from(args.confirm_connections).unwrap_or(1),
-            settings.instance.clone(),
-        )
-    };
-    let sale_confirmations = confirm(&store, args.redis_wait_replicas)?;
-    let lock_confirmations = confirm(lock_side, args.lock_wait_replicas)?;
+    let sale_confirmations = confirmations(&args, &store, args.redis_wait_replicas, &settings)?;
+    let lock_confirmations = confirmations(&args, lock_side, args.lock_wait_replicas, &settings)?;
     let locks = WatchdogLocks::builder(lock_side.subscribe_targets(), lock_side.conn())
         .lease(Duration::from_millis(args.limits.lock_lease_ms))
         .namespace(lock_namespace())
@@ -167,6 +158,23 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         orders,
         admission,
     }))
+}
+
+/// What confirms a write on `store` with `replicas` replicas (`--redis-wait-replicas` for
+/// the stock, `--lock-wait-replicas` for the locks); `None` when none are asked for.
+fn confirmations(
+    args: &ServeArgs,
+    store: &Store,
+    replicas: u32,
+    settings: &Settings,
+) -> anyhow::Result<Option<Arc<Confirmations>>> {
+    Confirmations::new(
+        store,
+        replicas,
+        Duration::from_millis(args.redis_wait_timeout_ms),
+        usize::try_from(args.confirm_connections).unwrap_or(1),
+        settings.instance.clone(),
+    )
 }
 
 /// Redlock's servers (`--redlock-urls`), a lock store of their own, when given.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use seckill_load::arrivals::{Arrivals, Door};
+use seckill_load::arrivals::{Arrivals, Door, Journey};
 use serde::Serialize;
 
 use super::PhaseResult;
@@ -130,23 +130,7 @@ pub(super) async fn arrivals(
         (Some(from), Some(to)) if to > from => to.saturating_sub(*from).as_secs_f64(),
         _ => 1.0,
     };
-    // The most buyers who had arrived and were neither let in nor told, at any arrival.
-    let queue = report
-        .journeys
-        .iter()
-        .map(|j| j.arrived)
-        .map(|at| {
-            report
-                .journeys
-                .iter()
-                .filter(|o| o.arrived <= at)
-                .filter(|o| o.admitted.is_none_or(|a| a > at))
-                .filter(|o| o.told_sold_out.is_none_or(|t| t > at))
-                .filter(|o| o.bought.is_none_or(|b| b > at))
-                .count()
-        })
-        .max()
-        .unwrap_or(0);
+    let queue = longest_queue(&report.journeys);
     let mut statuses = std::collections::BTreeMap::new();
     for ((_, status), count) in &report.statuses {
         *statuses.entry(*status).or_default() += count;
@@ -181,6 +165,24 @@ pub(super) async fn arrivals(
         statuses,
         requests,
     })
+}
+
+/// The most buyers who had arrived and were neither let in nor told, at any arrival.
+fn longest_queue(journeys: &[Journey]) -> usize {
+    journeys
+        .iter()
+        .map(|j| j.arrived)
+        .map(|at| {
+            journeys
+                .iter()
+                .filter(|o| o.arrived <= at)
+                .filter(|o| o.admitted.is_none_or(|a| a > at))
+                .filter(|o| o.told_sold_out.is_none_or(|t| t > at))
+                .filter(|o| o.bought.is_none_or(|b| b > at))
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// The front door's side of a phase (`lessons::door`).

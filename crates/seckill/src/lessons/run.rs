@@ -58,12 +58,7 @@ pub(super) async fn run(
         if let Some(over_ms) = phase.arrivals_over_ms {
             let result = door::arrivals(phase, product, state, http, base, over_ms).await?;
             let mut status = status.lock().unwrap_or_else(|e| e.into_inner());
-            status.results.push(result.phase);
-            for (code, count) in result.statuses {
-                *status.statuses.entry(code).or_default() += count;
-            }
-            status.sent += result.requests as u64;
-            status.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            status.arrived(result, started.elapsed());
             continue;
         }
         if let Some(first) = phase.first_path() {
@@ -94,11 +89,7 @@ pub(super) async fn run(
             }
         }
         let closed = match closing {
-            Some(closing) => match closing.await {
-                Ok(Ok(_)) => None,
-                Ok(Err(err)) => Some(format!("close: {err}")),
-                Err(err) => Some(format!("close: {err}")),
-            },
+            Some(closing) => close_failed(closing).await,
             None => None,
         };
         if !phase.door.is_wide_open() {
@@ -119,7 +110,28 @@ pub(super) async fn run(
     Ok(())
 }
 
+/// What went wrong with a phase's close (`close_after_ms`), if anything did.
+async fn close_failed<T, E: std::fmt::Display>(
+    closing: tokio::task::JoinHandle<Result<T, E>>,
+) -> Option<String> {
+    match closing.await {
+        Ok(Ok(_)) => None,
+        Ok(Err(err)) => Some(format!("close: {err}")),
+        Err(err) => Some(format!("close: {err}")),
+    }
+}
+
 impl Status {
+    /// An arrivals phase's result: its row, its answers counted.
+    fn arrived(&mut self, result: door::Arrived, elapsed: Duration) {
+        self.results.push(result.phase);
+        for (code, count) in result.statuses {
+            *self.statuses.entry(code).or_default() += count;
+        }
+        self.sent += result.requests as u64;
+        self.elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+    }
+
     /// A phase's result, from its audit (`stats`) and its load's report: a row of the side
     /// by side, its answers counted, and an error when requests got no answer from `base`.
     fn record(

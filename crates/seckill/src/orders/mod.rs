@@ -296,31 +296,7 @@ pub async fn reconcile(
         settled_in_database: None,
         drift: None,
     };
-    let now_ms = consumer::unix_ms();
-    for index in 0..layout.shards() {
-        let shard = keys.shard(layout, index);
-        // Whether this sale's orders go to the database, as its reset said.
-        let streamed: Option<i64> = redis::cmd("HGET")
-            .arg(&shard.audit)
-            .arg("streamed")
-            .query_async(&mut store.conn())
-            .await?;
-        if streamed != Some(1) {
-            reconciliation.streamed = false;
-        }
-        let Some(backlog) = consumer::backlog(store, &shard.stream).await? else {
-            continue;
-        };
-        reconciliation.backlog += backlog.pending + backlog.unread;
-        if let Some(age) = backlog
-            .oldest
-            .as_deref()
-            .and_then(entries::id_ms)
-            .map(|at| (now_ms - at).max(0))
-        {
-            reconciliation.oldest_ms = Some(reconciliation.oldest_ms.unwrap_or(0).max(age));
-        }
-    }
+    read_streams(store, &keys, layout, &mut reconciliation).await?;
     if !reconciliation.streamed {
         // Orders in Redis only: nothing to reconcile (what the backlog holds is an
         // earlier sale's).
@@ -358,4 +334,40 @@ pub async fn reconcile(
         reconciliation.drift = Some((only_in_redis + only_in_database + settled_apart) as i64);
     }
     Ok(reconciliation)
+}
+
+/// Whether every shard's orders of the current sale are streamed to the database, and the
+/// streams' backlog and the age of its oldest entry, into `reconciliation`.
+async fn read_streams(
+    store: &crate::store::Store,
+    keys: &crate::keys::ProductKeys,
+    layout: &crate::keys::Layout,
+    reconciliation: &mut Reconciliation,
+) -> Result<(), AppError> {
+    let now_ms = consumer::unix_ms();
+    for index in 0..layout.shards() {
+        let shard = keys.shard(layout, index);
+        // Whether this sale's orders go to the database, as its reset said.
+        let streamed: Option<i64> = redis::cmd("HGET")
+            .arg(&shard.audit)
+            .arg("streamed")
+            .query_async(&mut store.conn())
+            .await?;
+        if streamed != Some(1) {
+            reconciliation.streamed = false;
+        }
+        let Some(backlog) = consumer::backlog(store, &shard.stream).await? else {
+            continue;
+        };
+        reconciliation.backlog += backlog.pending + backlog.unread;
+        if let Some(age) = backlog
+            .oldest
+            .as_deref()
+            .and_then(entries::id_ms)
+            .map(|at| (now_ms - at).max(0))
+        {
+            reconciliation.oldest_ms = Some(reconciliation.oldest_ms.unwrap_or(0).max(age));
+        }
+    }
+    Ok(())
 }

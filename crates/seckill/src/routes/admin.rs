@@ -135,60 +135,69 @@ fn one_shard() -> u32 {
     1
 }
 
+impl ResetRequest {
+    /// The product's terms, every bound checked: a clear 400 naming the field otherwise.
+    fn terms(&self) -> Result<Terms, AppError> {
+        if !(0..=MAX_STOCK).contains(&self.stock) {
+            return Err(AppError::BadRequest(format!(
+                "stock must be from 0 to {MAX_STOCK}"
+            )));
+        }
+        if !(1..=MAX_SHARDS).contains(&self.shards) {
+            return Err(AppError::BadRequest(format!(
+                "shards must be from 1 to {MAX_SHARDS}"
+            )));
+        }
+        if !(0..=MAX_STOCK).contains(&self.per_user) {
+            return Err(AppError::BadRequest(format!(
+                "per_user must be from 0 (no limit) to {MAX_STOCK}"
+            )));
+        }
+        if !(0..=MAX_PAY_WITHIN_MS).contains(&self.pay_within_ms) {
+            return Err(AppError::BadRequest(format!(
+                "pay_within_ms must be from 0 (a sale is final) to {MAX_PAY_WITHIN_MS}"
+            )));
+        }
+        let in_database = self.stock_in == StockIn::Postgres;
+        let plain = self.shards == 1 && self.per_user == 0 && self.pay_within_ms == 0;
+        if in_database && !plain {
+            return Err(AppError::BadRequest(
+                "stock_in postgres sells one unsplit row: shards 1, per_user 0, pay_within_ms 0"
+                    .into(),
+            ));
+        }
+        let door = Opening {
+            room: self.waiting_room,
+            limit: self.rate_limit,
+            flag: self.sold_out_flag,
+        }
+        .checked()
+        .map_err(AppError::BadRequest)?;
+        if in_database && door.room.is_some() {
+            return Err(AppError::BadRequest(
+                "a waiting room fronts a stock in Redis: stock_in postgres takes none".into(),
+            ));
+        }
+        Ok(Terms {
+            stock: self.stock,
+            shards: self.shards,
+            per_user: self.per_user,
+            pay_within_ms: self.pay_within_ms,
+            trace: self.trace,
+            in_database,
+            door,
+        })
+    }
+}
+
 async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>, AppError> {
     let request: ResetRequest = json_body(
         &body,
         r#"{"product": "101", "stock": 100, "shards": 1, "per_user": 0, "pay_within_ms": 0}"#,
     )?;
     let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
-    if !(0..=MAX_STOCK).contains(&request.stock) {
-        return Err(AppError::BadRequest(format!(
-            "stock must be from 0 to {MAX_STOCK}"
-        )));
-    }
-    if !(1..=MAX_SHARDS).contains(&request.shards) {
-        return Err(AppError::BadRequest(format!(
-            "shards must be from 1 to {MAX_SHARDS}"
-        )));
-    }
-    if !(0..=MAX_STOCK).contains(&request.per_user) {
-        return Err(AppError::BadRequest(format!(
-            "per_user must be from 0 (no limit) to {MAX_STOCK}"
-        )));
-    }
-    if !(0..=MAX_PAY_WITHIN_MS).contains(&request.pay_within_ms) {
-        return Err(AppError::BadRequest(format!(
-            "pay_within_ms must be from 0 (a sale is final) to {MAX_PAY_WITHIN_MS}"
-        )));
-    }
-    let in_database = request.stock_in == StockIn::Postgres;
-    let plain = request.shards == 1 && request.per_user == 0 && request.pay_within_ms == 0;
-    if in_database && !plain {
-        return Err(AppError::BadRequest(
-            "stock_in postgres sells one unsplit row: shards 1, per_user 0, pay_within_ms 0".into(),
-        ));
-    }
-    let door = Opening {
-        room: request.waiting_room,
-        limit: request.rate_limit,
-        flag: request.sold_out_flag,
-    }
-    .checked()
-    .map_err(AppError::BadRequest)?;
-    if in_database && door.room.is_some() {
-        return Err(AppError::BadRequest(
-            "a waiting room fronts a stock in Redis: stock_in postgres takes none".into(),
-        ));
-    }
-    let terms = Terms {
-        stock: request.stock,
-        shards: request.shards,
-        per_user: request.per_user,
-        pay_within_ms: request.pay_within_ms,
-        trace: request.trace,
-        in_database,
-        door,
-    };
+    let terms = request.terms()?;
+    let (in_database, door) = (terms.in_database, terms.door);
     let streaming = match (state.orders.is_some(), request.orders_of_record) {
         // The database sells and records the orders itself: nothing to stream.
         _ if in_database => Streaming::Off,
