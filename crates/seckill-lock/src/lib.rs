@@ -383,23 +383,28 @@ pub fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Tries `once` until it says the lock is taken, for up to `wait`, sleeping a few jittered
-/// milliseconds in between (the spinning waiter of the setnx and token locks).
-async fn spin<F, Fut>(wait: Duration, mut once: F) -> Result<bool, LockError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<bool, LockError>>,
-{
-    let deadline = tokio::time::Instant::now().checked_add(wait);
-    loop {
-        if once().await? {
-            return Ok(true);
+/// The spinning waiter of the setnx and token locks: between two tries, a pause of a few
+/// jittered milliseconds ([`Spin::pause`]) while the wait lasts.
+struct Spin {
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl Spin {
+    /// Tries for up to `wait` from now.
+    fn for_up_to(wait: Duration) -> Self {
+        Self {
+            deadline: tokio::time::Instant::now().checked_add(wait),
         }
-        let left = time_left(deadline);
+    }
+
+    /// Sleeps before the next try: false, without sleeping, once the wait has run out.
+    async fn pause(&self) -> bool {
+        let left = time_left(self.deadline);
         if left.is_zero() {
-            return Ok(false);
+            return false;
         }
         tokio::time::sleep(retry_delay(left)).await;
+        true
     }
 }
 

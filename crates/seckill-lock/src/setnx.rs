@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use crate::{Connection, HolderId, Lock, LockError, scripts, spin};
+use crate::{Connection, HolderId, Lock, LockError, Spin, scripts};
 
 /// `SETNX lock <holder>` with no TTL.
 ///
@@ -53,12 +53,16 @@ impl<C: Connection> SetnxLock<C> {
 impl<C: Connection> Lock for SetnxLock<C> {
     /// One `SETNX`, and more every few milliseconds while `wait` lasts.
     async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
-        let (conn, key, holder) = (&self.conn, &self.key, &self.holder);
-        spin(wait, || {
-            let mut conn = conn.clone();
-            async move { Ok(conn.set_nx(key, holder).await?) }
-        })
-        .await
+        let spin = Spin::for_up_to(wait);
+        loop {
+            let set: bool = self.conn.set_nx(&self.key, &self.holder).await?;
+            if set {
+                return Ok(true);
+            }
+            if !spin.pause().await {
+                return Ok(false);
+            }
+        }
     }
 
     async fn give_back(&mut self) -> Result<bool, LockError> {

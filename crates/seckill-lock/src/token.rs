@@ -1,11 +1,10 @@
 //! A lock with a TTL and a token.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::{AsyncCommands, SetExpiry, SetOptions};
 
-use crate::{Connection, HolderId, Lock, LockError, millis, scripts, spin};
+use crate::{Connection, HolderId, Lock, LockError, Spin, millis, scripts};
 
 /// `SET lock <token> NX PX ttl`, released by an atomic compare-and-delete script.
 ///
@@ -79,27 +78,26 @@ impl<C: Connection> TokenLock<C> {
 impl<C: Connection> Lock for TokenLock<C> {
     /// Tries again every few milliseconds while `wait` lasts.
     async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
-        let (conn, key, token) = (&self.conn, &self.key, &self.token);
-        let ttl_ms = millis(self.ttl).max(1);
-        let sent_last = Arc::new(Mutex::new(None));
-        let taken = spin(wait, || {
-            let mut conn = conn.clone();
-            let options = SetOptions::default()
-                .conditional_set(redis::ExistenceCheck::NX)
-                .with_expiration(SetExpiry::PX(ttl_ms));
-            let sent_last = sent_last.clone();
-            async move {
-                *sent_last.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-                let set: Option<String> = conn.set_options(key, token, options).await?;
-                Ok(set.is_some())
+        let options = SetOptions::default()
+            .conditional_set(redis::ExistenceCheck::NX)
+            .with_expiration(SetExpiry::PX(millis(self.ttl).max(1)));
+        let spin = Spin::for_up_to(wait);
+        loop {
+            // The TTL may start as soon as the SET leaves: counted from then, this holder
+            // never believes in its lock longer than Redis keeps it.
+            let sent = Instant::now();
+            let set: Option<String> = self
+                .conn
+                .set_options(&self.key, &self.token, options.clone())
+                .await?;
+            if set.is_some() {
+                self.valid_until = sent.checked_add(self.ttl);
+                return Ok(true);
             }
-        })
-        .await?;
-        if taken {
-            let sent = *sent_last.lock().unwrap_or_else(|e| e.into_inner());
-            self.valid_until = sent.and_then(|sent| sent.checked_add(self.ttl));
+            if !spin.pause().await {
+                return Ok(false);
+            }
         }
-        Ok(taken)
     }
 
     /// Compare-and-delete in one step, unless the seed's release was asked for.
