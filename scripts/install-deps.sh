@@ -41,6 +41,9 @@ ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || missing+=(postgresql)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# scripts/walk.sh: the request's path traced under gdb (nm and addr2line from binutils).
+command -v gdb >/dev/null 2>&1 || missing+=(gdb)
+command -v addr2line >/dev/null 2>&1 || missing+=(binutils)
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing+=(iproute2)
 [ ${#missing[@]} -eq 0 ] && exit 0
 

@@ -6,7 +6,8 @@
 #      Chromium; crates/seckill-lock/tests — the locks against a real Redis), each server
 #      on a loopback port of its own;
 #   2. scripts/lock-crate.sh: the lock crate with no feature and each feature alone, its
-#      doctests, its docs (no warning) and `cargo publish --dry-run`;
+#      doctests, its docs (no warning) and `cargo publish --dry-run`; scripts/walk.sh
+#      --check: docs/src/layout.md's walk of one deduction is the traced path;
 #   3. scripts/book-links.py: the book's links; scripts/docs-commands.py --run: every shell block of the docs checked against the
 #      scripts, the binaries' flags and the routes, and the blocks that start a cluster run
 #      as written on the debug build (SKIP_DOCS=1 leaves it out);
@@ -18,7 +19,7 @@
 # beside the suite and killed when the script exits, however it exits — a machine slower
 # than this one. No test's verdict is a time or a speed, so it passes all the same.
 # Installs redis-server, redis-tools, redis-sentinel, nginx, postgresql (the orders
-# tests start their own server), openssl and iproute2 from Debian's packages when missing, and (best effort) chromium and chromium-driver for the
+# tests start their own server), openssl, iproute2, gdb and binutils from Debian's packages when missing, and (best effort) chromium and chromium-driver for the
 # page's browser test, which skips, saying so, without them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,9 @@ export PATH="$PATH:/usr/sbin:/sbin"
 # Every crate's modules import one way: no circle among them (scripts/imports.py prints the
 # graph).
 python3 scripts/imports.py --all --max-cycle 1 >/dev/null
+# The code's shape: a type's inherent impls in at most two files, no function over 80
+# lines, an outcome's name spelled once (scripts/shape.py says which and where).
+python3 scripts/shape.py --fail >/dev/null
 # The book: every link and image stays inside docs/src and lands, every page is in
 # SUMMARY.md (the instance serves the same pages under /book/, checked by a unit test).
 python3 scripts/book-links.py
@@ -45,6 +49,10 @@ cargo test --all-targets "$@"
 
 # The lock crate: every feature alone, its doctests, its docs, its package.
 scripts/lock-crate.sh
+
+# docs/src/layout.md's walk of one token and one lua deduction, file by file, is the
+# path the debug build (which cargo test built) really takes, traced under gdb.
+scripts/walk.sh --check docs/src/layout.md
 
 if [ -z "${SKIP_DOCS:-}" ]; then
   # cargo test builds target/debug/seckill (the tests start it), not the bench the docs run.
