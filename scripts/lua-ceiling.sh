@@ -2,9 +2,10 @@
 # The lua path against the HTTP path (PERFORMANCE.md, "The lua path at the HTTP path's
 # speed"), with wrk, builds in turns. For each build in turn, both instances run it behind
 # one Nginx, and `wrk -t2 -c100 -d5s` drives: GET /healthz, GET /readyz, lua on one product,
-# lua with batch=off, lua spread at random over 100 products. Each round ends with the
-# yardstick (crates/seckill/examples/plain.rs: axum, one redis-rs connection, one EVALSHA a
-# request), two of it behind a second Nginx on the same Redis: /healthz and its lua.
+# lua with batch=off, lua spread at random over 10 products and over 100. Each round ends
+# with the yardstick (crates/seckill/examples/plain.rs: axum, one redis-rs connection, one
+# EVALSHA a request), two of it behind a second Nginx on the same Redis: /healthz and its
+# lua on the same three mixes (one product, 10, 100).
 # Per row: req/s; CPU per request of the instances, Redis and Nginx (utime + stime from
 # /proc/<pid>/stat); Redis commands per request (INFO commandstats, the scripts' own
 # included). Then the ratios, median of the rounds, per build.
@@ -54,12 +55,14 @@ nginx -p "$PLAIN_DIR" -c "$PLAIN_DIR/nginx.conf" -e "$PLAIN_DIR/nginx-error.log"
 scripts=$(mktemp -d)
 printf 'wrk.method = "GET"\n' >"$scripts/get.lua"
 printf 'wrk.method = "POST"\n' >"$scripts/post.lua"
-cat >"$scripts/spread.lua" <<'EOF'
+for n in 10 100; do
+  cat >"$scripts/spread$n.lua" <<EOF
 wrk.method = "POST"
 request = function()
-  return wrk.format(nil, "/deduct_stock/lua?product=p" .. math.random(0, 99))
+  return wrk.format(nil, "/deduct_stock/lua?product=p" .. math.random(0, $((n - 1))))
 end
 EOF
+done
 
 ticks() { local t=0 p f; for p in "$@"; do read -r -a f <"/proc/$p/stat"; t=$((t + f[13] + f[14])); done; echo "$t"; }
 redis_pid=$(cat "$RUN_DIR/redis.pid")
@@ -117,15 +120,20 @@ for round in $(seq "$ROUNDS"); do
       row "$b | readyz" "$base/readyz" get.lua $pids
       row "$b | lua" "$base/deduct_stock/lua?product=101" post.lua $pids
       row "$b | lua batch=off" "$base/deduct_stock/lua?product=101&batch=off" post.lua $pids
-      row "$b | lua over 100 products" "$base" spread.lua $pids
+      row "$b | lua over 10 products" "$base" spread10.lua $pids
+      row "$b | lua over 100 products" "$base" spread100.lua $pids
     } | tee -a "$results"
   done
   plain_pids="$(cat "$PLAIN_DIR/plain-1.pid") $(cat "$PLAIN_DIR/plain-2.pid")"
-  redis-cli -p "$REDIS_PORT" set 'seckill:{101}:stock' 100000000 >/dev/null
+  for product in 101 $(seq -f 'p%g' 0 99); do
+    redis-cli -p "$REDIS_PORT" set "seckill:{$product}:stock" 100000000 >/dev/null
+  done
   # shellcheck disable=SC2086 # plain_pids is a list
   {
     row "yardstick | healthz" "$plain/healthz" get.lua $plain_pids
     row "yardstick | lua" "$plain/deduct_stock/lua?product=101" post.lua $plain_pids
+    row "yardstick | lua over 10 products" "$plain" spread10.lua $plain_pids
+    row "yardstick | lua over 100 products" "$plain" spread100.lua $plain_pids
   } | tee -a "$results"
   echo "round $round done" >&2
 done
@@ -149,14 +157,17 @@ awk -F' [|] ' '
   END {
     for (b in builds) {
       if (b == "yardstick") continue
-      for (k = 0; k < 4; k++) {
-        top = k == 0 ? "lua" : k == 1 ? "lua" : k == 2 ? "lua batch=off" : "lua over 100 products"
+      for (k = 0; k < 5; k++) {
+        top = k == 0 ? "lua" : k == 1 ? "lua" : k == 2 ? "lua batch=off" : k == 3 ? "lua over 10 products" : "lua over 100 products"
         bottom = k == 1 ? "readyz" : "healthz"
         list = ratios(b, top, bottom)
         printf "  %s: %s / %s = %.2f (rounds%s)\n", b, top, bottom, median(list), list
       }
-      list = ratios(b, "lua", "lua", "yardstick")
-      printf "  %s: lua / the yardstick'"'"'s lua = %.2f (rounds%s)\n", b, median(list), list
+      for (k = 0; k < 3; k++) {
+        mix = k == 0 ? "lua" : k == 1 ? "lua over 10 products" : "lua over 100 products"
+        list = ratios(b, mix, mix, "yardstick")
+        printf "  %s: %s / the yardstick'"'"'s = %.2f (rounds%s)\n", b, mix, median(list), list
+      }
     }
     list = ratios("yardstick", "lua", "healthz")
     printf "  yardstick: lua / healthz = %.2f (rounds%s)\n", median(list), list

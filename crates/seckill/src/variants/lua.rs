@@ -6,17 +6,17 @@
 //! shared is the trip there: while an instance's call for a product is in flight, the
 //! deductions that arrive for it wait, and go together in its next call (group commit;
 //! with `--redis-wait-replicas`, one confirmation covers the call's sales). Each product
-//! has its own call in flight: a slow one holds up no other product.
-//! Under load that turns a hundred round trips into a few, and a lone request goes at
-//! once. The round trip, not the script, is most of what a deduction costs (see
+//! has its own call in flight: a slow one holds up no other product. A deduction that
+//! finds its product idle sends the call itself, on its own task — the path of a plain
+//! service, which a sale spread over many products mostly takes. On a hot product, under
+//! load, it turns a hundred round trips into a few. The round trip, not the script, is most of what a deduction costs (see
 //! PERFORMANCE.md); `batch=off` sends each deduction on its own, to show it.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::RedisError;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::sale::confirm_sales;
@@ -55,13 +55,11 @@ pub static SPEC: Spec = Spec {
 /// Most deductions in one call. Past a few dozen, a bigger call saves nothing more.
 pub const MAX_BATCH: usize = 128;
 
-/// The instance's queue of deductions, and the task that sends them.
+/// The instance's lua deductions, by product ([`LuaBatches`]).
 pub(super) fn start(start: &Start<'_>) -> LuaBatches {
-    let capacity = usize::try_from(start.settings.limits.max_in_flight).unwrap_or(usize::MAX);
     LuaBatches::start(
         start.store.conn(),
         start.settings.instance.clone(),
-        capacity,
         start.sale_confirmations.cloned(),
     )
 }
@@ -73,7 +71,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let order = sale.order.clone();
     d.lost.sending(&shard, &order);
     let unit = if d.knobs.switch(&BATCH) {
-        d.app.variant_state.lua.deduct(shard, sale).await?
+        d.app.variant_state.lua.deduct(&shard, sale).await?
     } else {
         let (instance, confirm) = (&d.app.settings.instance, d.app.sale_confirmations.clone());
         let mut redis = d.redis();
@@ -190,117 +188,142 @@ async fn call<'a>(
     Ok(units(result, count, confirmed))
 }
 
-/// A deduction waiting for its call.
+/// A deduction waiting for its product's next call.
 struct Waiting {
-    shard: Arc<ShardKeys>,
     sale: Batched,
     answer: oneshot::Sender<Result<Unit, RedisError>>,
 }
 
-/// The instance's queue of lua deductions, and the task that sends them to Redis.
-pub struct LuaBatches {
-    queue: mpsc::Sender<Waiting>,
-}
+/// The instance's lua deductions, product by product: at most one script call in flight
+/// for each, and what arrives meanwhile waits for the next (group commit). A deduction
+/// that finds its product idle sends its call itself, on its own task, as a plain service
+/// would; only a product with a call in flight queues, and its queue goes in one call of
+/// a task of its own as soon as that call is answered. Cheap to clone.
+#[derive(Clone)]
+pub struct LuaBatches(Arc<Batches>);
 
-impl LuaBatches {
-    /// Starts the sending task. `capacity` bounds the queue (requests past it wait to
-    /// join it); the instance's in-flight limit keeps it well below that.
-    fn start(
-        redis: RedisConn,
-        instance: Arc<str>,
-        capacity: usize,
-        confirm: Option<Arc<Confirmations>>,
-    ) -> Self {
-        let (queue, arrived) = mpsc::channel(capacity.max(1));
-        tokio::spawn(send_batches(arrived, redis, instance, confirm));
-        Self { queue }
-    }
-
-    async fn deduct(&self, shard: Arc<ShardKeys>, sale: Batched) -> Result<Unit, AppError> {
-        let (answer, answered) = oneshot::channel();
-        let waiting = Waiting {
-            shard,
-            sale,
-            answer,
-        };
-        let gone = || AppError::Internal(anyhow::anyhow!("the lua batch task stopped"));
-        self.queue.send(waiting).await.map_err(|_| gone())?;
-        Ok(answered.await.map_err(|_| gone())??)
-    }
-}
-
-/// Sends the deductions as they arrive, one call per product at a time: what arrives for
-/// a product while its call is in flight (the script, and with `--redis-wait-replicas`
-/// its confirmation) waits for the product's next call, at most [`MAX_BATCH`] a call.
-/// Other products' calls go on meanwhile: a slow confirmation holds up its own product's
-/// sales, no one else's.
-async fn send_batches(
-    mut arrived: mpsc::Receiver<Waiting>,
+struct Batches {
+    /// By stock key, the products with a call in flight, and what waits for their next.
+    /// Held for a lookup and a push, never across an await.
+    products: Mutex<HashMap<String, Vec<Waiting>>>,
     redis: RedisConn,
     instance: Arc<str>,
     confirm: Option<Arc<Confirmations>>,
-) {
-    // By stock key: what waits for its product's next call, and which have one in flight.
-    let mut waiting: HashMap<String, Vec<Waiting>> = HashMap::new();
-    let mut busy: HashSet<String> = HashSet::new();
-    let mut in_flight = FuturesUnordered::new();
-    let mut lot = Vec::with_capacity(MAX_BATCH);
-    let mut open = true;
-    loop {
-        tokio::select! {
-            n = arrived.recv_many(&mut lot, MAX_BATCH), if open => {
-                open = n > 0;
-                for w in lot.drain(..) {
-                    match waiting.get_mut(&w.shard.stock) {
-                        Some(queue) => queue.push(w),
-                        None => {
-                            waiting.insert(w.shard.stock.clone(), vec![w]);
-                        }
-                    }
+}
+
+impl LuaBatches {
+    fn start(redis: RedisConn, instance: Arc<str>, confirm: Option<Arc<Confirmations>>) -> Self {
+        Self(Arc::new(Batches {
+            products: Mutex::new(HashMap::new()),
+            redis,
+            instance,
+            confirm,
+        }))
+    }
+
+    fn products(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Waiting>>> {
+        self.0
+            .products
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `sale` from `shard`: sent now when the product has no call in flight, else in its
+    /// next call.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped while it waits for its product's next call, the sale is left out of it
+    /// (a request that is gone sells nothing). Dropped while its own call is in flight,
+    /// the sale may still be made, as any command whose answer is lost; the product's
+    /// queue goes on in the next call all the same.
+    async fn deduct(&self, shard: &ShardKeys, sale: Batched) -> Result<Unit, AppError> {
+        let queued = {
+            let mut products = self.products();
+            match products.get_mut(&shard.stock) {
+                Some(queue) => {
+                    let (answer, answered) = oneshot::channel();
+                    queue.push(Waiting { sale, answer });
+                    Err(answered)
+                }
+                None => {
+                    products.insert(shard.stock.clone(), Vec::new());
+                    Ok(sale)
                 }
             }
-            Some(stock) = in_flight.next() => {
-                busy.remove(&stock);
+        };
+        let sale = match queued {
+            Ok(sale) => sale,
+            Err(answered) => {
+                let gone =
+                    || AppError::Internal(anyhow::anyhow!("a lua call's answer was dropped"));
+                return Ok(answered.await.map_err(|_| gone())??);
             }
-            else => return,
-        }
-        let ready: Vec<String> = waiting
-            .keys()
-            .filter(|stock| !busy.contains(*stock))
-            .cloned()
-            .collect();
-        for stock in ready {
-            let Some(queue) = waiting.get_mut(&stock) else {
-                continue;
+        };
+        // This product's sender: whatever ends the call (its answer, or the request
+        // dropped), the queue goes on (`Next`).
+        let _next = Next {
+            batches: self,
+            shard,
+        };
+        let batches = &self.0;
+        let mut redis = batches.redis.clone();
+        let confirm = batches.confirm.clone();
+        let units = call(&mut redis, &batches.instance, shard, [&sale], confirm).await?;
+        Ok(units.first().copied().unwrap_or(Unit::NotForSale))
+    }
+
+    /// After a call for `shard`'s product: its queue, up to [`MAX_BATCH`], in the next
+    /// call, on a task of its own; or, nothing queued, the product idle again.
+    fn send_next(&self, shard: &ShardKeys) {
+        let batch: Vec<Waiting> = {
+            let mut products = self.products();
+            let Some(queue) = products.get_mut(&shard.stock) else {
+                return;
             };
-            let mut batch: Vec<Waiting> = queue.drain(..queue.len().min(MAX_BATCH)).collect();
-            if queue.is_empty() {
-                waiting.remove(&stock);
-            }
             // A request that is gone (its client hung up, or it timed out) sells nothing.
-            batch.retain(|w| !w.answer.is_closed());
-            if batch.is_empty() {
-                continue;
+            queue.retain(|w| !w.answer.is_closed());
+            if queue.is_empty() {
+                products.remove(&shard.stock);
+                return;
             }
-            busy.insert(stock.clone());
-            let (redis, instance, confirm) = (redis.clone(), instance.clone(), confirm.clone());
-            in_flight.push(async move {
-                send(redis, &instance, batch, confirm).await;
-                stock
-            });
-        }
+            queue.drain(..queue.len().min(MAX_BATCH)).collect()
+        };
+        let (batches, shard) = (self.clone(), ShardKeys::clone(shard));
+        tokio::spawn(async move {
+            let _next = Next {
+                batches: &batches,
+                shard: &shard,
+            };
+            send(&batches.0, &shard, batch).await;
+        });
+    }
+}
+
+/// The product's next call, sent once this one ends however it ends.
+struct Next<'a> {
+    batches: &'a LuaBatches,
+    shard: &'a ShardKeys,
+}
+
+impl Drop for Next<'_> {
+    fn drop(&mut self) {
+        self.batches.send_next(self.shard);
     }
 }
 
 /// One call for a batch of one product's deductions, and their answers.
-async fn send(
-    mut redis: RedisConn,
-    instance: &str,
-    batch: Vec<Waiting>,
-    confirm: Option<Arc<Confirmations>>,
-) {
+async fn send(batches: &Batches, shard: &ShardKeys, batch: Vec<Waiting>) {
+    let mut redis = batches.redis.clone();
     let sales = batch.iter().map(|w| &w.sale);
-    let units = call(&mut redis, instance, &batch[0].shard, sales, confirm).await;
+    let units = call(
+        &mut redis,
+        &batches.instance,
+        shard,
+        sales,
+        batches.confirm.clone(),
+    )
+    .await;
     for (i, waiting) in batch.into_iter().enumerate() {
         let unit = match &units {
             Ok(units) => Ok(units.get(i).copied().unwrap_or(Unit::NotForSale)),
