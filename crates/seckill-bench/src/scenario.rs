@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use seckill::lessons::{LESSONS, Phase};
 use seckill::variants::Variant;
+use seckill_lessons::{LESSONS, Lesson, Phase};
 use serde::Serialize;
 
 use crate::args::BenchArgs;
@@ -190,12 +190,18 @@ impl Scenario {
     }
 
     /// A lesson's phase, as the page runs it.
-    fn lesson(phase: &'static Phase) -> Self {
+    fn lesson(lesson: &Lesson, phase: &'static Phase) -> Self {
         let key = Key::Lesson(phase.label);
+        let variant = Variant::parse(phase.variant).unwrap_or_else(|| {
+            panic!(
+                "no variant {} in the registry (lesson {}, phase {})",
+                phase.variant, lesson.name, phase.label
+            )
+        });
         Self {
             label: key.to_string(),
             key,
-            variant: Some(phase.variant),
+            variant: Some(variant),
             baseline: None,
             knobs: phase.knobs.to_owned(),
             stock: phase.stock,
@@ -270,7 +276,8 @@ pub fn progression(args: &BenchArgs) -> Vec<Scenario> {
         .collect();
     if args.lessons {
         let failure_modes = LESSONS.iter().filter(|l| l.failure_mode);
-        rows.extend(failure_modes.flat_map(|l| l.phases).map(Scenario::lesson));
+        let phases = failure_modes.flat_map(|l| l.phases.iter().map(move |p| (l, p)));
+        rows.extend(phases.map(|(lesson, phase)| Scenario::lesson(lesson, phase)));
     }
     rows
 }
