@@ -363,4 +363,21 @@ mod tests {
             "work_ms=2&wait_ms=10000&fair=on"
         );
     }
+
+    /// `--lessons` adds each failure lesson's phases as rows, on its variant and terms.
+    #[test]
+    fn the_failure_lessons_are_rows_on_their_variants() {
+        use clap::Parser;
+        let args = crate::args::Cli::parse_from(["seckill-bench", "--lessons"]).args;
+        let rows = progression(&args);
+        let failure_modes = LESSONS.iter().filter(|l| l.failure_mode);
+        let phases: Vec<&Phase> = failure_modes.flat_map(|l| l.phases).collect();
+        assert!(!phases.is_empty());
+        for phase in phases {
+            let row = rows.iter().find(|r| r.key == Key::Lesson(phase.label));
+            let row = row.unwrap_or_else(|| panic!("no row for {}", phase.label));
+            assert_eq!(row.variant.map(Variant::name), Some(phase.variant));
+            assert_eq!((row.knobs.as_str(), row.stock), (phase.knobs, phase.stock));
+        }
+    }
 }
