@@ -19,7 +19,7 @@ export NGINX_PORT=${NGINX_PORT:-8080}
 export REDIS_PORT=${REDIS_PORT:-6390}
 export POSTGRES=${POSTGRES:-1}
 # The setnx lesson needs faults on. (The watchdog lesson asks for its own lease, the token
-# lesson's TTL, with lease_ms and renew=on: crates/seckill/src/lessons/catalogue.rs.)
+# lesson's TTL, with lease_ms and renew=on: crates/seckill-lessons/src/catalogue.rs.)
 export SECKILL_SERVE_ARGS="--faults ${SECKILL_SERVE_ARGS:-}"
 
 scripts/install-deps.sh

@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use seckill::lessons::{LESSONS, Phase};
 use seckill::variants::Variant;
+use seckill_lessons::{LESSONS, Lesson, Phase};
 use serde::Serialize;
 
 use crate::args::BenchArgs;
@@ -190,12 +190,18 @@ impl Scenario {
     }
 
     /// A lesson's phase, as the page runs it.
-    fn lesson(phase: &'static Phase) -> Self {
+    fn lesson(lesson: &Lesson, phase: &'static Phase) -> Self {
         let key = Key::Lesson(phase.label);
+        let variant = Variant::parse(phase.variant).unwrap_or_else(|| {
+            panic!(
+                "no variant {} in the registry (lesson {}, phase {})",
+                phase.variant, lesson.name, phase.label
+            )
+        });
         Self {
             label: key.to_string(),
             key,
-            variant: Some(phase.variant),
+            variant: Some(variant),
             baseline: None,
             knobs: phase.knobs.to_owned(),
             stock: phase.stock,
@@ -270,7 +276,8 @@ pub fn progression(args: &BenchArgs) -> Vec<Scenario> {
         .collect();
     if args.lessons {
         let failure_modes = LESSONS.iter().filter(|l| l.failure_mode);
-        rows.extend(failure_modes.flat_map(|l| l.phases).map(Scenario::lesson));
+        let phases = failure_modes.flat_map(|l| l.phases.iter().map(move |p| (l, p)));
+        rows.extend(phases.map(|(lesson, phase)| Scenario::lesson(lesson, phase)));
     }
     rows
 }
@@ -355,5 +362,22 @@ mod tests {
             knobs(variant("watchdog"), 2, 10_000, "fair=on"),
             "work_ms=2&wait_ms=10000&fair=on"
         );
+    }
+
+    /// `--lessons` adds each failure lesson's phases as rows, on its variant and terms.
+    #[test]
+    fn the_failure_lessons_are_rows_on_their_variants() {
+        use clap::Parser;
+        let args = crate::args::Cli::parse_from(["seckill-bench", "--lessons"]).args;
+        let rows = progression(&args);
+        let failure_modes = LESSONS.iter().filter(|l| l.failure_mode);
+        let phases: Vec<&Phase> = failure_modes.flat_map(|l| l.phases).collect();
+        assert!(!phases.is_empty());
+        for phase in phases {
+            let row = rows.iter().find(|r| r.key == Key::Lesson(phase.label));
+            let row = row.unwrap_or_else(|| panic!("no row for {}", phase.label));
+            assert_eq!(row.variant.map(Variant::name), Some(phase.variant));
+            assert_eq!((row.knobs.as_str(), row.stock), (phase.knobs, phase.stock));
+        }
     }
 }

@@ -7,7 +7,8 @@
 //! oversold or lost, and whether two lock holders ever overlapped.
 //!
 //! The locks themselves are the `seckill-lock` crate; the load the bench, the lessons and
-//! the tests drive is `seckill-load`; `seckill-bench` is the comparison.
+//! the tests drive is `seckill-load`; the lessons and their runner are `seckill-lessons`;
+//! `seckill-bench` is the comparison.
 //!
 //! # Layout
 //!
@@ -41,7 +42,7 @@
 //!    `seckill serve`, every flag).
 //! 6. **The instance** — [`state`] ([`state::AppState`]: the context and the orders'
 //!    database), [`close`] (the admin's close under a read-write lock), [`lessons`] (the
-//!    lessons, defined once for the page and the bench, and their runner).
+//!    lessons of `seckill-lessons` run in this instance: its `Service` over the state).
 //! 7. **HTTP** — [`routes`] (one module per resource: `deduct`, `stock` and `/stats`,
 //!    `admin`, `health`, `room`, `page`, `book`, `openapi`), and [`startup`] ([`startup::Application`]:
 //!    binds, builds the router, runs until a signal).

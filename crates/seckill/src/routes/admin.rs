@@ -328,7 +328,7 @@ async fn start_lesson(
         AppError::BadRequest(format!("lesson must be one of: {}", names.join(", ")))
     })?;
     let product = ProductId::parse(&request.product).map_err(AppError::BadRequest)?;
-    let status = lessons.start(lesson, product, state)?;
+    let status = lessons::start(&lessons, lesson, &product, state)?;
     tracing::info!(lesson = lesson.name, product = %status.product, "lesson started");
     Ok(Json(json!(status)))
 }

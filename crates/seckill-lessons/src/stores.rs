@@ -1,22 +1,19 @@
 //! The lessons on the stores beside the stock Redis: Redlock's servers, ZooKeeper, and
 //! PostgreSQL — the orders' backlog, the database's locks, and seed 003's table side by
-//! side. Listed in [`super::catalogue::LESSONS`] with the others.
+//! side. Listed in [`crate::catalogue::LESSONS`] with the others.
 
-use super::lesson::{Lesson, Needs, Phase, phase};
-use crate::variants::{
-    Variant, lua, pg_advisory, pg_unique, pg_update, redlock, token, watchdog, zookeeper,
-};
+use crate::lesson::{Lesson, Needs, Phase, phase};
 
-const LUA: Variant = Variant::of(&lua::SPEC);
-const TOKEN: Variant = Variant::of(&token::SPEC);
-const WATCHDOG: Variant = Variant::of(&watchdog::SPEC);
-const REDLOCK_LOCK: Variant = Variant::of(&redlock::SPEC);
-const ZOOKEEPER_LOCK: Variant = Variant::of(&zookeeper::SPEC);
-const PG_UNIQUE_LOCK: Variant = Variant::of(&pg_unique::SPEC);
-const PG_ADVISORY_LOCK: Variant = Variant::of(&pg_advisory::SPEC);
-const PG_UPDATE_STOCK: Variant = Variant::of(&pg_update::SPEC);
+const LUA: &str = "lua";
+const TOKEN: &str = "token";
+const WATCHDOG: &str = "watchdog";
+const REDLOCK_LOCK: &str = "redlock";
+const ZOOKEEPER_LOCK: &str = "zookeeper";
+const PG_UNIQUE_LOCK: &str = "pg_unique";
+const PG_ADVISORY_LOCK: &str = "pg_advisory";
+const PG_UPDATE_STOCK: &str = "pg_update";
 
-pub(super) const REDLOCK: Lesson = Lesson {
+pub(crate) const REDLOCK: Lesson = Lesson {
     name: "redlock",
     title: "redlock: one lock on a majority of five servers",
     title_zh: "红锁：在五台服务器的多数派上加一把锁",
@@ -40,7 +37,7 @@ pub(super) const REDLOCK: Lesson = Lesson {
     failure_mode: false,
 };
 
-pub(super) const ZOOKEEPER: Lesson = Lesson {
+pub(crate) const ZOOKEEPER: Lesson = Lesson {
     name: "zookeeper",
     title: "zookeeper: the lock on a consensus store",
     title_zh: "zookeeper：基于共识存储的锁",
@@ -64,7 +61,7 @@ pub(super) const ZOOKEEPER: Lesson = Lesson {
     failure_mode: false,
 };
 
-pub(super) const ORDERS: Lesson = Lesson {
+pub(crate) const ORDERS: Lesson = Lesson {
     name: "orders",
     title: "orders of record: the backlog drains into PostgreSQL",
     title_zh: "订单落库：积压流入 PostgreSQL",
@@ -83,7 +80,7 @@ pub(super) const ORDERS: Lesson = Lesson {
     failure_mode: false,
 };
 
-pub(super) const PG_LOCKS: Lesson = Lesson {
+pub(crate) const PG_LOCKS: Lesson = Lesson {
     name: "pg_locks",
     title: "the database's locks: a dead holder, a row against a connection",
     title_zh: "数据库锁：持锁者死掉了，一行记录对比一条连接",
@@ -142,7 +139,7 @@ pub(super) const PG_LOCKS: Lesson = Lesson {
     failure_mode: false,
 };
 
-pub(super) const SEED003: Lesson = Lesson {
+pub(crate) const SEED003: Lesson = Lesson {
     name: "seed003",
     title: "seed 003's table: the database and Redis side by side",
     title_zh: "种子文章 003 的表格：数据库与 Redis 并排对比",

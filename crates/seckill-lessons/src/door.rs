@@ -3,44 +3,33 @@
 
 use std::time::Duration;
 
+use crate::lesson::{Flag, Lesson, Needs, Opening, Phase, Room, phase};
+use crate::service::Service;
+use crate::status::{Arrived, DoorResult, PhaseResult};
 use seckill_load::arrivals::{Arrivals, Door, Journey};
-use serde::Serialize;
 
-use super::PhaseResult;
-use super::lesson::{Lesson, Needs, Phase, phase};
-use crate::admission::{Flag, Opening, RoomTerms};
-use crate::keys::ProductId;
-use crate::product;
-use crate::state::AppState;
-use crate::variants::{Variant, lua, watchdog};
-
-const WATCHDOG: Variant = Variant::of(&watchdog::SPEC);
-const LUA: Variant = Variant::of(&lua::SPEC);
+const WATCHDOG: &str = "watchdog";
+const LUA: &str = "lua";
 
 /// A room letting 10 buyers in a second, each pass good for 5 s.
 const ROOM: Opening = Opening {
-    room: Some(RoomTerms {
+    room: Some(Room {
         rate_per_s: 10,
         pass_ttl_ms: 5_000,
     }),
-    limit: None,
     flag: Flag::Off,
 };
 
 /// A sale whose flag is `flag`, with reservations that expire unpaid after 300 ms.
 const fn flagged(label: &'static str, flag: Flag) -> Phase {
     Phase {
-        door: Opening {
-            room: None,
-            limit: None,
-            flag,
-        },
+        door: Opening { room: None, flag },
         pay_within_ms: 300,
         ..phase(label, 20, 1, LUA, "", 2_000, 20)
     }
 }
 
-pub(super) const WAITING_ROOM: Lesson = Lesson {
+pub(crate) const WAITING_ROOM: Lesson = Lesson {
     name: "waiting_room",
     title: "the front door: a waiting room, and a sold-out flag nobody cleared",
     title_zh: "入口：排队等候室，以及没人清除的售罄标记",
@@ -92,19 +81,12 @@ pub(super) const WAITING_ROOM: Lesson = Lesson {
     failure_mode: false,
 };
 
-/// What an arrivals phase came to: its row, its answers by status, its requests.
-pub(super) struct Arrived {
-    pub phase: PhaseResult,
-    pub statuses: std::collections::BTreeMap<u16, usize>,
-    pub requests: usize,
-}
-
 /// `phase.requests` buyers arriving over `over_ms` through `base`, each until served (or
 /// for 3 s); their row.
-pub(super) async fn arrivals(
+pub(crate) async fn arrivals(
     phase: &Phase,
-    product: &ProductId,
-    state: &AppState,
+    product: &str,
+    service: &impl Service,
     http: &reqwest::Client,
     base: &str,
     over_ms: u64,
@@ -115,13 +97,14 @@ pub(super) async fn arrivals(
         },
         None => Door::Straight,
     };
-    let report = Arrivals::new(base, product.as_str(), &phase.path())
+    let report = Arrivals::new(base, product, &phase.path())
         .buyers(phase.requests, Duration::from_millis(over_ms))
         .door(door)
         .patience(Duration::from_secs(3))
         .run(http)
         .await;
-    let stats = product::stats(&state.store, &state.lock_store, product)
+    let stats = service
+        .audit(product)
         .await
         .map_err(|err| format!("stats: {err}"))?;
     let first = usize::try_from(phase.stock).unwrap_or(0);
@@ -183,22 +166,4 @@ fn longest_queue(journeys: &[Journey]) -> usize {
         })
         .max()
         .unwrap_or(0)
-}
-
-/// The front door's side of a phase (`lessons::door`).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct DoorResult {
-    /// Share of the units sold that went to the first arrivals (as many as the stock).
-    pub first_share: f64,
-    /// The most buyers waiting in the room at once.
-    pub queue: usize,
-    /// Buyers let in a second.
-    pub admitted_per_s: f64,
-    /// Buyers told the product was sold out.
-    pub told_sold_out: usize,
-    /// 409s answered from a sold-out flag.
-    pub flagged: i64,
-    /// Units left while buyers were turned away (`/stats`' `undersold`).
-    pub undersold: i64,
-    pub remaining: i64,
 }

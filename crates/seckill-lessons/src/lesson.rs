@@ -1,12 +1,9 @@
 //! What a lesson is: its texts in both languages, what it needs of the instances, and its
 //! phases (a reset, an optional first request, a load). The lessons themselves are in
-//! [`super::catalogue`].
+//! [`crate::catalogue`].
 
 use seckill_load::Buyers;
 use serde::Serialize;
-
-use crate::admission::{Flag, Opening};
-use crate::variants::Variant;
 
 /// A lesson: a title, what to watch for and why it happens (in English and in Chinese, for
 /// the seeds' readers), what the instances need for it, and its phases.
@@ -66,7 +63,8 @@ pub struct Phase {
     pub shards: u32,
     /// Units one buyer may have (0: no limit).
     pub per_user: i64,
-    pub variant: Variant,
+    /// The variant's name, as the service's registry knows it (`"watchdog"`).
+    pub variant: &'static str,
     /// The load's knobs, as a query string. `{cart}` and `{cart_reversed}` stand for the
     /// lesson's product and a second one (`<product>-b`, reset with it), in that order
     /// and the other.
@@ -116,19 +114,19 @@ impl Phase {
     }
 }
 
-fn with_knobs(variant: Variant, knobs: &str) -> String {
+fn with_knobs(variant: &str, knobs: &str) -> String {
     if knobs.is_empty() {
-        variant.to_string()
+        variant.to_owned()
     } else {
         format!("{variant}?{knobs}")
     }
 }
 
-pub(super) const fn phase(
+pub(crate) const fn phase(
     label: &'static str,
     stock: i64,
     shards: u32,
-    variant: Variant,
+    variant: &'static str,
     knobs: &'static str,
     requests: usize,
     concurrency: usize,
@@ -145,14 +143,52 @@ pub(super) const fn phase(
         buyers: None,
         close_after_ms: None,
         streamed: false,
-        door: Opening {
-            room: None,
-            limit: None,
-            flag: Flag::Off,
-        },
+        door: Opening::WIDE_OPEN,
         pay_within_ms: 0,
         arrivals_over_ms: None,
         requests,
         concurrency,
     }
+}
+
+/// What a reset opens the sale's front door with (the service's own terms, as far as the
+/// lessons use them); [`Opening::WIDE_OPEN`] lets every request through to the stock.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Opening {
+    /// A waiting room in front of the stock.
+    pub room: Option<Room>,
+    /// The sold-out flag.
+    pub flag: Flag,
+}
+
+impl Opening {
+    /// No room, no flag: every request asks the stock.
+    pub const WIDE_OPEN: Self = Self {
+        room: None,
+        flag: Flag::Off,
+    };
+
+    /// A door that lets every request through to the stock.
+    pub const fn is_wide_open(&self) -> bool {
+        self.room.is_none() && matches!(self.flag, Flag::Off)
+    }
+}
+
+/// A waiting room: buyers let in `rate_per_s` a second, each pass good for `pass_ttl_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Room {
+    pub rate_per_s: u32,
+    pub pass_ttl_ms: u64,
+}
+
+/// The sold-out flag: what an instance answers once it has seen the stock run out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Flag {
+    /// Every request asks the stock.
+    #[default]
+    Off,
+    /// Answered from memory, and forgotten when a unit may be back.
+    On,
+    /// Forgotten only when a reset starts another sale (the demos' flag).
+    Sticky,
 }
