@@ -183,9 +183,9 @@ pub const LESSONS: &[Lesson] = &[
         name: "shares",
         title: "shares: each instance sells its own share",
         title_zh: "份额：每个实例卖自己的那一份",
-        watch: "The end of seed 000: the stock is split into shares; each instance claims one \
+        watch: "The end of seed 000: the stock is split into shares; each instance takes one \
                 and sells it under a lock in its own process, with no Redis lock at all, and \
-                claims the next when it runs out. Exactly the stock sold, near the lock-free \
+                takes the next when it runs out. Exactly the stock sold, near the lock-free \
                 line, and nothing on the lock timeline: there is no shared lock to hold.",
         watch_zh: "种子文章 000 的结尾：把库存分成若干份额，每个实例领取一份，在自己进程内的锁下卖， \
                    完全不用 Redis 锁，卖完再领下一份。恰好卖出库存，吞吐接近无锁的上限； \

@@ -1,10 +1,10 @@
--- share_sell.lua (after lib/critical.lua): record a sale from an instance's claimed share. The instance took the
--- unit from its share under its local lock; Redis keeps the share's count too, so that a
--- dead instance's unsold units can go back to the pool, and records the order before the
--- sale is answered 200. Each sale renews the claim's lease.
+-- share_sell.lua (after lib/critical.lua): record a sale from a share an instance holds.
+-- The instance took the unit from its share under its local lock; Redis keeps the share's
+-- count too, so that a dead instance's unsold units can go back to the pool, and records
+-- the order before the sale is answered 200. Each sale renews the share's lease.
 --
--- KEYS[1]  claims  (hash: claim id -> units of it not yet sold)
--- KEYS[2]  leases  (sorted set: claim id -> time (ms) its lease runs out)
+-- KEYS[1]  shares  (hash: share id -> units of it not yet sold)
+-- KEYS[2]  leases  (sorted set: share id -> time (ms) its lease runs out)
 -- KEYS[3]  orders  (hash: order id -> "instance variant")
 -- KEYS[4]  audit   (hash of counters; `sold/<instance>/<variant>` is bumped here)
 -- KEYS[5]  meta    (the product's: `per_user`)
@@ -14,7 +14,7 @@
 -- KEYS[9]  stream  (the orders stream, written when the sale is streamed)
 -- KEYS[10] unpaid  (sorted set: order -> deadline to pay by, with a payment window)
 -- KEYS[11] void    (hash: order ids voided after their answer was lost)
--- ARGV[1]  claim id
+-- ARGV[1]  share id
 -- ARGV[2]  lease, ms
 -- ARGV[3]  order id
 -- ARGV[4]  instance id
@@ -23,9 +23,9 @@
 -- ARGV[7]  the request's holder id
 -- ARGV[8]  the idempotency key, or ''
 --
--- Returns: the units left in the claim (also when the order id was sold already: a call
+-- Returns: the units left in the share (also when the order id was sold already: a call
 --          sent again sells nothing twice); or, when nothing is sold, why: 'share_gone' (the
---          claim is gone: its lease ran out and its units went back to the pool, or a
+--          share is gone: its lease ran out and its units went back to the pool, or a
 --          reset), 'limit_reached', 'user_required', 'taken_over' or 'voided' (as
 --          lib/critical.lua's `sell`).
 local left = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')

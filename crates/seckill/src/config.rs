@@ -117,8 +117,9 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u32).range(0..=1_000))]
     pub lock_handoffs: u32,
 
-    /// How long a `shares` claim outlives its last sale: when an instance dies, its unsold
-    /// units go back to the pool this long after its last sale, for the next claim.
+    /// How long an instance's share (`shares`) outlives its last sale: when an instance
+    /// dies, its unsold units go back to the pool this long after its last sale, for the
+    /// next share taken.
     #[arg(long, env = "SECKILL_SHARE_LEASE_MS", default_value_t = 5_000,
           value_parser = clap::value_parser!(u64).range(100..=600_000))]
     pub share_lease_ms: u64,

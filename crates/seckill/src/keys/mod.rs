@@ -198,10 +198,10 @@ pub struct ShardKeys {
     /// Hash: `seen`, the highest fencing token that has read or written the shard's stock
     /// (the tokens come from the lock's own counter, `<lock>:token`, which a reset leaves).
     pub fence: String,
-    /// `shares`: hash claim id -> units of an instance's claimed share not yet sold.
-    pub claims: String,
-    /// `shares`: sorted set claim id -> time (ms) the claim's lease runs out.
-    pub claim_leases: String,
+    /// `shares`: hash share id -> units of the share an instance holds not yet sold.
+    pub shares: String,
+    /// `shares`: sorted set share id -> time (ms) the share's lease runs out.
+    pub share_leases: String,
     /// A marker written just before `WAIT`, on this slot, in whichever store a write of
     /// the shard's is confirmed (see `store::Confirmations`); it expires by itself.
     pub confirm: String,
@@ -237,8 +237,8 @@ impl ShardKeys {
             meta: key(tag, "meta"),
             audit: key(tag, "audit"),
             fence: key(tag, "fence"),
-            claims: key(tag, "claims"),
-            claim_leases: key(tag, "claims:leases"),
+            shares: key(tag, "shares"),
+            share_leases: key(tag, "shares:leases"),
             confirm: key(tag, "confirm"),
             trace: key(tag, "trace"),
             void: key(tag, "void"),
@@ -305,8 +305,8 @@ impl ShardKeys {
             &self.keys,
             &self.audit,
             &self.fence,
-            &self.claims,
-            &self.claim_leases,
+            &self.shares,
+            &self.share_leases,
             &self.confirm,
             &self.trace,
             &self.void,

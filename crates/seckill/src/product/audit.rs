@@ -48,7 +48,7 @@ async fn read_shards(
             pipe.get(&shard.stock)
                 .hlen(&shard.orders)
                 .hgetall(&shard.audit)
-                .hvals(&shard.claims)
+                .hvals(&shard.shares)
                 .hgetall(&shard.buyers)
                 .hlen(&shard.keys)
                 .zcard(&shard.unpaid);

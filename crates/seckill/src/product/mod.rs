@@ -158,12 +158,12 @@ pub async fn remaining(store: &Store, product: &ProductId) -> Result<(i64, Vec<i
         let shard = keys.shard(&layout, index);
         let mut conn = conn.clone();
         async move {
-            let (stock, claimed): (Option<i64>, Vec<i64>) = redis::pipe()
+            let (stock, in_shares): (Option<i64>, Vec<i64>) = redis::pipe()
                 .get(&shard.stock)
-                .hvals(&shard.claims)
+                .hvals(&shard.shares)
                 .query_async(&mut conn)
                 .await?;
-            Ok::<_, redis::RedisError>(stock.unwrap_or_default() + claimed.iter().sum::<i64>())
+            Ok::<_, redis::RedisError>(stock.unwrap_or_default() + in_shares.iter().sum::<i64>())
         }
     }))
     .await?;

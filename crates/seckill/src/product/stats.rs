@@ -18,9 +18,9 @@ pub struct Stats {
     pub shards: u32,
     /// Units left, summed over shards (with the units in instances' shares).
     pub remaining: i64,
-    /// `shares`: units instances have claimed and not sold yet (part of `remaining`).
+    /// `shares`: units in the shares instances hold, not sold yet (part of `remaining`).
     pub in_shares: i64,
-    /// `shares`: units given back to the pool when a claim's lease ran out (a dead or idle
+    /// `shares`: units given back to the pool when a share's lease ran out (a dead or idle
     /// instance's unsold share).
     pub reclaimed: i64,
     /// Orders recorded: one per 200.

@@ -23,7 +23,7 @@ mod shares;
 
 pub use lost::{idem_fence, resolve};
 pub use payment::{expire, expired_mark, give_back, pay, reserve, return_expired};
-pub(crate) use shares::{share_claim, share_sell};
+pub(crate) use shares::{share_sell, share_take};
 
 pub(crate) use replies::PayReply;
 pub use replies::{Refusal, Reply};
@@ -81,10 +81,10 @@ static LOCK_ENTER: LazyLock<Script> = script!([LOCK_LUA, CRITICAL_LUA], "lock_en
 /// same instance and let that waiter in: one round trip.
 static COMMIT_RELEASE: LazyLock<Script> = script!([LOCK_LUA, CRITICAL_LUA], "commit_release.lua");
 
-/// `shares`: claim a share of the pool (after giving expired claims back to it).
-static SHARE_CLAIM: LazyLock<Script> = script!("share_claim.lua");
+/// `shares`: take a share of the pool (after giving expired shares back to it).
+static SHARE_TAKE: LazyLock<Script> = script!("share_take.lua");
 
-/// `shares`: record a sale from a claimed share, and renew the claim's lease.
+/// `shares`: record a sale from a share an instance holds, and renew the share's lease.
 static SHARE_SELL: LazyLock<Script> = script!([CRITICAL_LUA], "share_sell.lua");
 
 /// A split product's per-user limit: reserve a unit for a buyer, or give it back.

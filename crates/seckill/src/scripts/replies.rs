@@ -25,8 +25,8 @@ pub enum Refusal {
     /// found it had not run (`lua/resolve.lua`). Only a command sent again (by a client
     /// library) can meet it.
     Voided,
-    /// `share_gone`: `shares` only — the instance's claim on its share ran out (its lease,
-    /// or a reset) before the sale reached Redis; its units went back to the pool.
+    /// `share_gone`: `shares` only — the share the instance held ran out (its lease, or a
+    /// reset) before the sale reached Redis; its units went back to the pool.
     ShareGone,
 }
 

@@ -17,9 +17,9 @@
 //!    `SPEC.knobs` with the shared ones it takes; read it with `d.knobs`.
 //! 2. Its `mod` line and one line in [`VARIANTS`].
 //!
-//! That is all. State it keeps per instance (lua's shared calls, shares' claims) is a
-//! field of [`VariantState`], made once at start by its `start(&Start)`, and reached as
-//! `d.app.variant_state.<name>`.
+//! That is all. State it keeps per instance (lua's shared calls, the shares `shares`
+//! holds) is a field of [`VariantState`], made once at start by its `start(&Start)`, and
+//! reached as `d.app.variant_state.<name>`.
 
 pub mod close_guard;
 mod context;
@@ -147,7 +147,7 @@ pub struct Start<'a> {
     pub sale_confirmations: Option<&'a Arc<Confirmations>>,
     /// `--tx-connections`: connections per master for `optimistic`'s transactions.
     pub tx_connections: u64,
-    /// `--share-lease-ms`: how long a `shares` claim outlives its last sale.
+    /// `--share-lease-ms`: how long an instance's share (`shares`) outlives its last sale.
     pub share_lease: std::time::Duration,
 }
 

@@ -1,16 +1,17 @@
 //! `shares` — the end of seed 000: "split the stock into ten shares; each server holds one,
-//! and claims a new share when it has used its own up" (分成10份，每个服务器持有一份，用完再去获取新的份额).
+//! and takes a new share when it has used its own up" (分成10份，每个服务器持有一份，用完再去获取新的份额).
 //!
-//! An instance claims a share of the pool in one atomic script, then sells it under a
-//! local lock — a mutex in the process, no Redis lock at all — and claims the next when
+//! An instance takes a share of the pool in one atomic script, then sells it under a
+//! local lock — a mutex in the process, no Redis lock at all — and takes the next when
 //! it runs out. Every sale is still an order in Redis (one script, outside the local
 //! lock, so the instance's sales share Redis's round trips) before it is answered 200.
 //!
 //! Sold out (409) only when the pool and every share are empty. When the pool is empty but
 //! other instances' shares still hold units, a request waits (up to `wait_ms`) and is 429
-//! if none come free. A claim carries a lease that each sale renews: when an instance dies
-//! (or sells nothing for a lease), the next claim gives its unsold units back to the pool,
-//! so a buyer waits at most one lease (`--share-lease-ms`) for a dead instance's units.
+//! if none come free. A share carries a lease that each sale renews: when an instance dies
+//! (or sells nothing for a lease), the next take of a share gives its unsold units back to
+//! the pool, so a buyer waits at most one lease (`--share-lease-ms`) for a dead instance's
+//! units.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,10 +29,10 @@ use crate::product::MAX_STOCK;
 use crate::scripts;
 use crate::scripts::{Refusal, Reply};
 
-/// `share_units`: units an instance claims at a time.
+/// `share_units`: units an instance takes at a time.
 pub const SHARE_UNITS: Knob = Knob {
     name: "share_units",
-    doc: "shares: units an instance claims from the pool at a time (default: a tenth of \
+    doc: "shares: units an instance takes from the pool at a time (default: a tenth of \
           the initial stock, the seed's ten shares).",
     kind: Kind::Count {
         min: 1,
@@ -41,7 +42,7 @@ pub const SHARE_UNITS: Knob = Knob {
 
 pub static SPEC: Spec = Spec {
     name: "shares",
-    summary: "each instance claims a share of the stock and sells it under a lock in its own process",
+    summary: "each instance takes a share of the stock and sells it under a lock in its own process",
     color: "#ad1457",
     knobs: &[
         WORK_MS,
@@ -57,10 +58,12 @@ pub static SPEC: Spec = Spec {
     deduct: |d| Box::pin(deduct(d)),
 };
 
-/// How often a request whose units all sit in other instances' shares looks again.
-const RECLAIM_POLL: Duration = Duration::from_millis(50);
+/// How often a request whose units all sit in other instances' shares looks at the pool
+/// again: a share whose lease ran out gives its units back to it (or they sell there, and
+/// the product is sold out).
+const POOL_POLL: Duration = Duration::from_millis(50);
 
-/// No shares yet: each is claimed when a product is first sold here.
+/// No shares yet: each is taken when a product is first sold here.
 pub(super) fn start(start: &Start<'_>) -> Shares {
     Shares::new(start.share_lease)
 }
@@ -75,12 +78,12 @@ pub struct Shares {
 /// The share this instance holds of one product.
 #[derive(Default)]
 struct Share {
-    /// The claim's id in Redis, and its units not yet taken here.
-    claim: Option<(String, i64)>,
+    /// The held share's id in Redis (its lease's too), and its units not yet taken here.
+    held: Option<(String, i64)>,
 }
 
 impl Shares {
-    /// `lease`: how long a claim outlives its last sale (`--share-lease-ms`).
+    /// `lease`: how long a share outlives its last sale (`--share-lease-ms`).
     fn new(lease: Duration) -> Self {
         Self {
             by_product: Arc::default(),
@@ -96,9 +99,9 @@ impl Shares {
 
 /// What a turn at the local lock came to.
 enum Turn {
-    /// A unit taken from the claim, to be recorded in Redis.
+    /// A unit taken from the held share `id`, to be recorded in Redis.
     Unit {
-        claim: String,
+        id: String,
     },
     SoldOut,
     /// Nothing free: the units left sit in other instances' shares.
@@ -120,14 +123,14 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         };
         match taken {
             Turn::SoldOut => return Ok(Outcome::SoldOut { remaining: 0 }),
-            Turn::Elsewhere if Instant::now() + RECLAIM_POLL >= deadline => {
+            Turn::Elsewhere if Instant::now() + POOL_POLL >= deadline => {
                 return Ok(Outcome::LockBusy);
             }
-            Turn::Elsewhere => tokio::time::sleep(RECLAIM_POLL).await,
-            Turn::Unit { claim } => {
+            Turn::Elsewhere => tokio::time::sleep(POOL_POLL).await,
+            Turn::Unit { id } => {
                 let order = Uuid::now_v7().to_string();
                 let sale = d.sale(&shard, &order);
-                let reply: Reply = scripts::share_sell(&sale, &claim, shares.lease)
+                let reply: Reply = scripts::share_sell(&sale, &id, shares.lease)
                     .invoke_async(&mut d.redis())
                     .await?;
                 d.lost.answered();
@@ -139,18 +142,18 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
                 if why != Refusal::ShareGone {
                     // Not sold: the unit goes back into the share it was taken from.
                     let mut share = share.lock().await;
-                    if let Some((id, units)) = share.claim.as_mut()
-                        && *id == claim
+                    if let Some((held, units)) = share.held.as_mut()
+                        && *held == id
                     {
                         *units += 1;
                     }
                     return d.refused(why).await;
                 }
-                // The claim's lease ran out before this sale reached Redis (or a reset
+                // The share's lease ran out before this sale reached Redis (or a reset
                 // cleared it): its units went back to the pool, and this one with them.
                 let mut share = share.lock().await;
-                if share.claim.as_ref().is_some_and(|(id, _)| *id == claim) {
-                    share.claim = None;
+                if share.held.as_ref().is_some_and(|(held, _)| *held == id) {
+                    share.held = None;
                 }
                 if Instant::now() >= deadline {
                     return Ok(Outcome::LockBusy);
@@ -160,31 +163,29 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     }
 }
 
-/// Under the local lock: a unit from this instance's share, claiming a new share first
+/// Under the local lock: a unit from this instance's share, taking a new share first
 /// when it is used up, with the seed's work in between.
 async fn take(d: &Deduction, shares: &Shares, share: &mut Share) -> Result<Turn, AppError> {
-    if share.claim.as_ref().is_none_or(|(_, left)| *left <= 0) {
+    if share.held.as_ref().is_none_or(|(_, left)| *left <= 0) {
         let shard = d.whole_stock();
         let id = format!("{}/{}", d.app.settings.instance, Uuid::new_v4());
         let units = d.knobs.count(&SHARE_UNITS).unwrap_or(0);
-        let (claimed, elsewhere): (Option<i64>, i64) =
-            scripts::share_claim(&shard, &d.product.meta, &id, units, shares.lease)
+        let (taken, elsewhere): (Option<i64>, i64) =
+            scripts::share_take(&shard, &d.product.meta, &id, units, shares.lease)
                 .invoke_async(&mut d.redis())
                 .await?;
-        share.claim = None;
-        match claimed {
+        share.held = None;
+        match taken {
             None => return Err(d.not_for_sale().await),
             Some(0) if elsewhere > 0 => return Ok(Turn::Elsewhere),
             Some(0) => return Ok(Turn::SoldOut),
-            Some(units) => share.claim = Some((id, units)),
+            Some(units) => share.held = Some((id, units)),
         }
     }
-    let Some((claim, left)) = share.claim.as_mut() else {
+    let Some((id, left)) = share.held.as_mut() else {
         return Ok(Turn::SoldOut);
     };
     section::work(d).await;
     *left -= 1;
-    Ok(Turn::Unit {
-        claim: claim.clone(),
-    })
+    Ok(Turn::Unit { id: id.clone() })
 }

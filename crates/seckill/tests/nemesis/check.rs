@@ -53,7 +53,7 @@ impl Found {
 struct InRedis {
     /// Order id -> its buyer ('' for none).
     orders: BTreeMap<String, String>,
-    /// Units in every shard's stock, and in the shares' claims.
+    /// Units in every shard's stock, and in the shares instances hold.
     remaining: i64,
     /// Idempotency key -> the orders sold under it, one per shard that sold under it.
     keys: BTreeMap<String, Vec<String>>,
@@ -356,8 +356,8 @@ async fn in_redis(world: &World, product: &str) -> InRedis {
     for index in 0..layout.shards() {
         let shard = keys.shard(&layout, index);
         let stock: Option<i64> = conn.get(&shard.stock).await.expect("a shard's stock");
-        let claimed: Vec<i64> = conn.hvals(&shard.claims).await.expect("the shares' claims");
-        held.remaining += stock.unwrap_or(0) + claimed.iter().sum::<i64>();
+        let in_shares: Vec<i64> = conn.hvals(&shard.shares).await.expect("the shares");
+        held.remaining += stock.unwrap_or(0) + in_shares.iter().sum::<i64>();
         let sold: BTreeMap<String, String> = conn
             .hgetall(&shard.keys)
             .await

@@ -322,15 +322,15 @@ async fn segmented_sells_every_shard_before_sold_out() {
 }
 
 /// shares: an instance SIGKILLed while it holds a share of the stock. Its unsold units sit
-/// in its claim until the claim's lease runs out; meanwhile the other instance, with the
-/// pool empty, answers 429 (not 409: units exist); then the next claim gives them back to
-/// the pool and it sells every one. Nothing is sold twice, nothing lost.
+/// in its share until the share's lease runs out; meanwhile the other instance, with the
+/// pool empty, answers 429 (not 409: units exist); then the next take of a share gives them
+/// back to the pool and it sells every one. Nothing is sold twice, nothing lost.
 #[tokio::test]
 async fn shares_of_a_killed_instance_come_back_after_their_lease() {
     let mut cluster = service(2, &["--share-lease-ms", "1500"]);
     let (a, b) = (cluster.api(0), cluster.api(1));
     a.reset("101", 40, 1).await;
-    // The first instance claims a share of 15 and sells 3 of it, then dies.
+    // The first instance takes a share of 15 and sells 3 of it, then dies.
     for _ in 0..3 {
         let (status, body) = a.deduct("101", "shares?share_units=15").await;
         assert_eq!(status, 200, "{body}");

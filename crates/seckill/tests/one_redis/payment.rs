@@ -14,7 +14,7 @@ use crate::{SECKILL, service};
 
 /// Every variant of the progression, so every kind of stock a unit can come from: one
 /// shard (under a lock, a watchdog-locked one, in a transaction, in a script), one of
-/// several shards, an instance's share of the pool (of two units, so that it claims again).
+/// several shards, an instance's share of the pool (of two units, so that it takes another).
 /// The buyers here buy one after another: naive sells as exactly as the rest.
 fn variants() -> Vec<(String, u32)> {
     crate::variants::progression(&[("share_units", "2")], 4)

@@ -277,8 +277,8 @@ async fn fair_watchdog_and_segmented_sell_exactly() {
     assert_sells_exactly_over("segmented?work_ms=1&fair=on&wait_ms=10000", 101, 4).await;
 }
 
-/// shares: each instance claims a share of the stock and sells it under its own local
-/// lock; small shares, so that instances claim many times and wait for each other's at the
+/// shares: each instance takes a share of the stock and sells it under its own local
+/// lock; small shares, so that instances take many and wait for each other's at the
 /// end. Every unit sells once; the audit adds up.
 #[tokio::test]
 async fn shares_sell_exactly_the_stock() {

@@ -1,18 +1,18 @@
--- share_claim.lua: an instance claims a share of the stock (seed 000's end: split the
+-- share_take.lua: an instance takes a share of the stock (seed 000's end: split the
 -- stock into shares, each server holds one and sells it under its own local lock, and
--- claims the next when it runs out). Claims whose lease ran out — their instance died, or
+-- takes the next when it runs out). Shares whose lease ran out — their instance died, or
 -- sold nothing for a lease — give their unsold units back to the pool first.
 --
--- KEYS[1]  stock   (string: the pool, units no instance has claimed)
--- KEYS[2]  claims  (hash: claim id -> units of it not yet sold)
--- KEYS[3]  leases  (sorted set: claim id -> time (ms) its lease runs out)
+-- KEYS[1]  stock   (string: the pool, units no instance holds in a share)
+-- KEYS[2]  shares  (hash: share id -> units of it not yet sold)
+-- KEYS[3]  leases  (sorted set: share id -> time (ms) its lease runs out)
 -- KEYS[4]  meta    (hash: `initial`)
 -- KEYS[5]  audit   (hash of counters; `reclaimed` counts units given back to the pool)
--- ARGV[1]  the new claim's id
--- ARGV[2]  units to claim; 0 for a tenth of the initial stock (the seed's ten shares)
--- ARGV[3]  lease, ms: the claim goes back to the pool unless a sale renews it by then
+-- ARGV[1]  the new share's id
+-- ARGV[2]  units to take; 0 for a tenth of the initial stock (the seed's ten shares)
+-- ARGV[3]  lease, ms: the share goes back to the pool unless a sale renews it by then
 --
--- Returns: { units claimed, units held in other instances' claims }; { false, 0 } when
+-- Returns: { units taken, units held in other instances' shares }; { false, 0 } when
 --          there is no stock key (never reset, or Redis lost it).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
