@@ -258,17 +258,6 @@ impl<C: Connection> WatchdogLock<C> {
         }
     }
 
-    /// The lock's keys in the order the lock scripts take them: lock, channel, and the
-    /// fair queue's two keys (the lock twice over for the unfair lock, which has none).
-    fn script_keys(&self) -> [&str; 4] {
-        let keys = &self.keys;
-        if self.fair {
-            [&keys.lock, &keys.channel, &keys.queue, &keys.waiting]
-        } else {
-            [&keys.lock, &keys.channel, &keys.lock, &keys.lock]
-        }
-    }
-
     fn stop_watchdog(&mut self) {
         if let Some(watchdog) = self.watchdog.take() {
             watchdog.abort();
@@ -281,7 +270,7 @@ impl<C: Connection> Lock for WatchdogLock<C> {
     /// takes). The watchdog keeps it until release, unless the handle has an explicit lease.
     async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
         let conn = self.shared.conn.clone();
-        let keys = self.script_keys().map(str::to_owned);
+        let keys = self.keys.for_scripts(self.fair).map(str::to_owned);
         let holder = self.holder.clone();
         let fair = self.fair;
         let lease_ms = millis(self.lease()).max(1);

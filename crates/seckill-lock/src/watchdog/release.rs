@@ -61,7 +61,7 @@ impl Released {
 impl<C: Connection> WatchdogLock<C> {
     /// `watchdog_unlock.lua`: one hold given back, the lock handed over or freed.
     pub(super) async fn release_plainly(&mut self) -> Result<bool, LockError> {
-        let keys = self.script_keys().map(str::to_owned);
+        let keys = self.keys.for_scripts(self.fair).map(str::to_owned);
         let mut conn = self.shared.conn.clone();
         self.give_back_with(move |release| async move {
             let mut script = scripts::WATCHDOG_UNLOCK.prepare_invoke();
@@ -153,7 +153,7 @@ impl<C: Connection> WatchdogLock<C> {
     /// waiter whose acquire was dropped meanwhile: nobody else will (what the hand-off let
     /// it into, on the caller's side, ends by then).
     fn release_for_gone(&self, holder: String, hold: std::time::Duration) {
-        let [lock, channel, queue, waiting] = self.script_keys().map(str::to_owned);
+        let [lock, channel, queue, waiting] = self.keys.for_scripts(self.fair).map(str::to_owned);
         let mut conn = self.shared.conn.clone();
         let lease = millis(self.shared.lease).max(1);
         tokio::spawn(async move {
