@@ -7,23 +7,11 @@ use std::time::Duration;
 
 use redis::Value;
 
-#[cfg(feature = "scripting")]
 use super::WatchdogLock;
-#[cfg(feature = "scripting")]
 use super::release::{ReleaseArgs, Released};
-#[cfg(feature = "scripting")]
+use super::take::Attempt;
 use crate::{Connection, LockError};
 
-/// One try at a lock, as the script that tried answered.
-#[derive(Debug)]
-pub enum Attempt {
-    /// The lock is the caller's now; what else the script returned.
-    Acquired(Value),
-    /// Held by another: how long to sleep before trying again (a message may come first).
-    Held(Duration),
-}
-
-#[cfg(feature = "scripting")]
 impl<C: Connection> WatchdogLock<C> {
     /// Takes the lock as [`Lock::take`](crate::Lock::take) does, but each try is `attempt`: a script of the
     /// caller's that takes the lock (as `lib/lock.lua`'s `take` does) and may do more on the
@@ -68,12 +56,4 @@ impl<C: Connection> WatchdogLock<C> {
     {
         self.give_back_with(release).await
     }
-}
-
-/// How long to sleep after a try that found the lock held, from what the lock's take
-/// returned: the holder's TTL, or -1 for a setnx or token holder, whose release publishes
-/// nothing (look again every so often).
-#[cfg(feature = "scripting")]
-pub fn sleep_for(ms: i64) -> Duration {
-    super::nap_for(ms)
 }

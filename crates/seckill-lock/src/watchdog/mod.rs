@@ -29,6 +29,7 @@
 
 mod builder;
 mod counters;
+#[cfg(feature = "scripting")]
 mod fused;
 mod grant;
 mod options;
@@ -36,17 +37,18 @@ mod release;
 mod renewal;
 mod state;
 mod subscription;
+mod take;
 mod waiters;
 
 pub use crate::keys::{LockKeys, Namespace};
 pub use builder::WatchdogLocksBuilder;
 pub use counters::WatchdogCounters;
-#[cfg(feature = "scripting")]
-pub use fused::{Attempt, sleep_for};
 pub use options::Lease;
 #[cfg(feature = "scripting")]
 pub use release::{ReleaseArgs, Released, Successor};
 pub use subscription::Subscriber;
+#[cfg(feature = "scripting")]
+pub use take::{Attempt, sleep_for};
 pub use waiters::{DEFAULT_HANDOFFS, WatchdogLocks};
 
 use std::sync::Arc;
@@ -57,7 +59,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 #[cfg(not(feature = "scripting"))]
-use self::fused::Attempt;
+use self::take::Attempt;
+use self::take::TakeScript;
 use self::waiters::{Shared, Woke};
 use crate::{Connection, Lock, LockError, millis, scripts};
 
@@ -71,10 +74,6 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// `threadWaitTime`, 5 s): a waiter that died drops out of the queue this long after its
 /// last try. Waiters try again at half of it, so a live one never does.
 pub const FAIR_PATIENCE: Duration = Duration::from_secs(5);
-
-/// How often a waiter looks again at a lock whose holder's release sends no message (a
-/// setnx or token holder on the same key).
-const UNKNOWN_TTL_POLL: Duration = Duration::from_millis(100);
 
 /// One holder's handle on one reentrant lock.
 ///
@@ -191,7 +190,10 @@ impl<C: Connection> WatchdogLock<C> {
             if left == Some(Duration::ZERO) {
                 account(tries, naps, waiter.waiter());
                 waiter.leave(false);
-                self.leave_queue().await?;
+                if self.fair {
+                    let mut conn = self.shared.conn.clone();
+                    take::leave_fair_queue(&mut conn, &self.keys, &self.holder).await?;
+                }
                 return Ok(None);
             }
             if !waiter.waiter().settle() {
@@ -223,24 +225,6 @@ impl<C: Connection> WatchdogLock<C> {
         }
     }
 
-    /// A fair waiter giving up takes itself out of the queue in Redis, so that nobody
-    /// waits for its turn.
-    async fn leave_queue(&self) -> Result<(), LockError> {
-        if !self.fair {
-            return Ok(());
-        }
-        let keys = &self.keys;
-        let _: i64 = scripts::FAIR_LEAVE
-            .key(&keys.lock)
-            .key(&keys.channel)
-            .key(&keys.queue)
-            .key(&keys.waiting)
-            .arg(&self.holder)
-            .invoke_async(&mut self.shared.conn.clone())
-            .await?;
-        Ok(())
-    }
-
     /// One more hold, taken by a command sent at `sent`.
     fn acquired(&mut self, sent: std::time::Instant) {
         self.holds += 1;
@@ -269,49 +253,16 @@ impl<C: Connection> Lock for WatchdogLock<C> {
     /// Takes (or re-enters) the lock, waiting up to `wait` (`Duration::MAX`: as long as it
     /// takes). The watchdog keeps it until release, unless the handle has an explicit lease.
     async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
-        let conn = self.shared.conn.clone();
-        let keys = self.keys.for_scripts(self.fair).map(str::to_owned);
-        let holder = self.holder.clone();
-        let fair = self.fair;
-        let lease_ms = millis(self.lease()).max(1);
-        let first = if self.holds == 0 { "first" } else { "again" };
-        let fenced = self.fenced;
-        let token_key = self.keys.token.clone();
-        let attempt = move || {
-            let mut script = if fenced {
-                scripts::FENCED_LOCK.prepare_invoke()
-            } else {
-                scripts::WATCHDOG_LOCK.prepare_invoke()
-            };
-            for key in &keys {
-                script.key(key);
-            }
-            if fenced {
-                script.key(&token_key);
-            }
-            script
-                .arg(lease_ms)
-                .arg(&holder)
-                .arg(if fair { "fair" } else { "unfair" })
-                .arg(millis(FAIR_PATIENCE))
-                .arg(first);
-            let mut conn = conn.clone();
-            async move {
-                if fenced {
-                    let (code, value): (i64, i64) = script.invoke_async(&mut conn).await?;
-                    return Ok(match code {
-                        0 => Attempt::Acquired(Value::Int(value)),
-                        _ => Attempt::Held(nap_for(value)),
-                    });
-                }
-                let wait: Option<i64> = script.invoke_async(&mut conn).await?;
-                Ok(match wait {
-                    None => Attempt::Acquired(Value::Nil),
-                    Some(ms) => Attempt::Held(nap_for(ms)),
-                })
-            }
+        let script = TakeScript {
+            conn: self.shared.conn.clone(),
+            keys: self.keys.clone(),
+            holder: self.holder.clone(),
+            fair: self.fair,
+            fenced: self.fenced,
+            lease: self.lease(),
+            first: self.holds == 0,
         };
-        let Some(taken) = self.take_with(wait, attempt).await? else {
+        let Some(taken) = self.take_with(wait, || script.attempt()).await? else {
             return Ok(false);
         };
         self.fenced_token(taken).await?;
@@ -330,7 +281,10 @@ impl<C: Connection> Lock for WatchdogLock<C> {
     /// reached Redis, or a holder of this instance handed it over, before the take was
     /// dropped.
     async fn clean_up(&mut self) -> Result<(), LockError> {
-        self.leave_queue().await?;
+        if self.fair {
+            let mut conn = self.shared.conn.clone();
+            take::leave_fair_queue(&mut conn, &self.keys, &self.holder).await?;
+        }
         // What the take may have won, this handle does not know: one hold, given back if
         // Redis has this holder in the lock (the release script checks), else nothing.
         self.holds += 1;
@@ -406,16 +360,6 @@ impl<C: Connection> Lock for WatchdogLock<C> {
     #[cfg(feature = "teaching")]
     fn renewals(&self) -> Vec<std::time::Instant> {
         self.watch.renewals().clone()
-    }
-}
-
-/// How long to sleep after a try that found the lock held, from what the script said: the
-/// holder's TTL, or -1 for a setnx or token holder, whose release publishes nothing (look
-/// again every so often).
-pub(crate) fn nap_for(ms: i64) -> Duration {
-    match ms {
-        -1 => UNKNOWN_TTL_POLL,
-        ms => Duration::from_millis(u64::try_from(ms).unwrap_or(0).max(1)),
     }
 }
 
