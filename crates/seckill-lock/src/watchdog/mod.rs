@@ -242,6 +242,34 @@ impl<C: Connection> WatchdogLock<C> {
         }
     }
 
+    /// What a grant needs before the take returns it ([`grant`]): a fenced lock's token, for
+    /// a take that answered `taken`, and the replicas' confirmation when asked for. A hold
+    /// without them is no use to the caller: given back at once, not left held for a lease
+    /// with nobody in it (its watchdog stops either way), and the take fails.
+    async fn complete_grant(&mut self, taken: Value) -> Result<(), LockError> {
+        let mut conn = self.shared.conn.clone();
+        if self.fenced {
+            match grant::token(&mut conn, &self.keys, taken).await {
+                Ok(token) => self.token = Some(token),
+                Err(err) => {
+                    if let Err(release) = self.release_plainly().await {
+                        tracing::warn!(error = %release, key = %self.keys.lock, "a hand-off without a token not given back: it expires one lease from now");
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        if let Some((replicas, timeout)) = self.confirm
+            && let Err(err) = grant::confirm(&mut conn, replicas, timeout).await
+        {
+            if let Err(release) = self.release_plainly().await {
+                tracing::warn!(error = %release, key = %self.keys.lock, "a lock the replicas did not confirm was not given back: it expires one lease from now");
+            }
+            return Err(err);
+        }
+        Ok(())
+    }
+
     fn stop_watchdog(&mut self) {
         if let Some(watchdog) = self.watchdog.take() {
             watchdog.abort();
@@ -265,8 +293,7 @@ impl<C: Connection> Lock for WatchdogLock<C> {
         let Some(taken) = self.take_with(wait, || script.attempt()).await? else {
             return Ok(false);
         };
-        self.fenced_token(taken).await?;
-        self.confirm_grant().await?;
+        self.complete_grant(taken).await?;
         Ok(true)
     }
 
