@@ -1,13 +1,15 @@
 //! A handle's hold on its watchdog lock, from take to give-back: the lock as a [`Lock`], and
-//! the steps under it — a take's tries, with the waiter asleep between them; the grant
-//! completed; the watchdog started with the first hold and stopped before the last is
-//! given back.
+//! the steps under it — a take's tries, the waiter asleep between them, and the grant
+//! completed; the watchdog started with the first hold and stopped before the last is given
+//! back; a hold given back, the last one to a waiter of this instance (a hand-off) or to
+//! everybody.
 
 use std::time::Duration;
 
 use redis::Value;
 use tokio::time::Instant;
 
+use super::release::{ReleaseArgs, Released, Successor, release_for_gone, unlock};
 use super::take::{self, Attempt, TakeScript};
 use super::waiters::{self, Woke};
 use super::{FAIR_PATIENCE, WatchdogLock, grant, renewal};
@@ -139,6 +141,81 @@ impl<C: Connection> WatchdogLock<C> {
             return Err(err);
         }
         Ok(())
+    }
+
+    /// One hold given back with the crate's own release script ([`unlock`]).
+    pub(super) async fn release_plainly(&mut self) -> Result<bool, LockError> {
+        let conn = self.shared.conn.clone();
+        let keys = self.keys.for_scripts(self.fair).map(str::to_owned);
+        self.give_back_with(|asked| unlock(conn, keys, asked)).await
+    }
+
+    /// The release under [`Lock::give_back`](crate::Lock::give_back), through `release`
+    /// (see `release_with`, with the `scripting` feature).
+    pub(crate) async fn give_back_with<T, F, Fut>(&mut self, release: F) -> Result<T, LockError>
+    where
+        T: Default,
+        F: FnOnce(ReleaseArgs) -> Fut,
+        Fut: Future<Output = Result<(T, Released), LockError>>,
+    {
+        if self.holds == 0 {
+            return Ok(T::default());
+        }
+        self.holds -= 1;
+        let last = self.holds == 0;
+        if last {
+            self.stop_watchdog();
+        }
+        // The fair lock's next holder is the queue's head, not whoever waits here.
+        let reservation = if last && self.handoff && !self.fair {
+            self.shared.reserve_successor(&self.keys.channel)
+        } else {
+            None
+        };
+        let asked = ReleaseArgs {
+            holder: self.holder.clone(),
+            lease: WatchdogLock::lease(self),
+            fair: self.fair,
+            successor: reservation.as_ref().map(|r| Successor {
+                holder: r.holder().to_owned(),
+                lease: r.lease(),
+                hold: r.hold(),
+            }),
+        };
+        let (outcome, released) = match release(asked).await {
+            Ok(answer) => answer,
+            Err(err) => {
+                if let Some(reservation) = reservation {
+                    reservation.pass();
+                }
+                return Err(err);
+            }
+        };
+        match released {
+            Released::HandedOver(value) => match reservation {
+                Some(reservation) => {
+                    let (holder, hold) = (reservation.holder().to_owned(), reservation.hold());
+                    if !reservation.grant(value) {
+                        let keys = self.keys.for_scripts(self.fair).map(str::to_owned);
+                        let conn = self.shared.conn.clone();
+                        release_for_gone(conn, keys, self.shared.lease, holder, hold);
+                    }
+                }
+                None => {
+                    tracing::warn!(key = %self.keys.lock, "a release handed the lock to nobody")
+                }
+            },
+            other => {
+                if let Some(reservation) = reservation {
+                    reservation.pass();
+                }
+                if matches!(other, Released::NotHeld) {
+                    self.holds = 0;
+                    self.stop_watchdog();
+                }
+            }
+        }
+        Ok(outcome)
     }
 
     pub(super) fn stop_watchdog(&mut self) {

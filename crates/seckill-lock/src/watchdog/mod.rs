@@ -58,7 +58,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use self::waiters::Shared;
-use crate::Connection;
+use crate::{Connection, LockError};
 
 #[cfg(doc)]
 use crate::HolderId;
@@ -137,6 +137,14 @@ impl<C: Connection> WatchdogLock<C> {
     /// The lease the lock is taken with: the explicit one, or the instance's.
     pub fn lease(&self) -> Duration {
         self.lease.unwrap_or(self.shared.lease)
+    }
+
+    /// Deletes the lock whoever holds it, and wakes its waiters.
+    pub async fn force_release(&mut self) -> Result<bool, LockError> {
+        self.stop_watchdog();
+        self.holds = 0;
+        let mut conn = self.shared.conn.clone();
+        crate::inspect::force_release(&mut conn, &self.keys).await
     }
 }
 
