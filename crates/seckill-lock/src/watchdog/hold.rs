@@ -144,7 +144,7 @@ impl<C: Connection> WatchdogLock<C> {
     }
 
     /// One hold given back with the crate's own release script ([`unlock`]).
-    pub(super) async fn release_plainly(&mut self) -> Result<bool, LockError> {
+    async fn release_plainly(&mut self) -> Result<bool, LockError> {
         let conn = self.shared.conn.clone();
         let keys = self.keys.for_scripts(self.fair).map(str::to_owned);
         self.give_back_with(|asked| unlock(conn, keys, asked)).await
@@ -218,6 +218,7 @@ impl<C: Connection> WatchdogLock<C> {
         Ok(outcome)
     }
 
+    /// Stops this handle's watchdog, if one runs: no renewal after this.
     pub(super) fn stop_watchdog(&mut self) {
         if let Some(watchdog) = self.watchdog.take() {
             watchdog.abort();
@@ -235,7 +236,7 @@ impl<C: Connection> Lock for WatchdogLock<C> {
             holder: self.holder.clone(),
             fair: self.fair,
             fenced: self.fenced,
-            lease: self.lease(),
+            lease: WatchdogLock::lease(self),
             first: self.holds == 0,
         };
         let Some(taken) = self.take_with(wait, || script.attempt()).await? else {
@@ -276,7 +277,8 @@ impl<C: Connection> Lock for WatchdogLock<C> {
 
     /// The lease made `lease` long from now, if this holder still holds the lock (the
     /// watchdog's tick, run once with `lease`). A watchdog that renews the lock goes on
-    /// renewing it with the handle's own lease: extending is for a [`Lease::Fixed`](super::Lease::Fixed) one.
+    /// renewing it with the handle's own lease: extending is for a
+    /// [`Lease::Fixed`](super::Lease::Fixed) one.
     async fn extend(&mut self, lease: Duration) -> Result<bool, LockError> {
         if self.holds == 0 {
             return Ok(false);
