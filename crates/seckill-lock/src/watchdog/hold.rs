@@ -10,9 +10,9 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::release::{ReleaseArgs, Released, Successor, release_for_gone, unlock};
-use super::take::{self, Attempt, TakeScript};
+use super::take::{self, Attempt, FAIR_PATIENCE, TakeScript};
 use super::waiters::{self, Woke};
-use super::{FAIR_PATIENCE, WatchdogLock, grant, renewal};
+use super::{WatchdogLock, grant, renewal};
 use crate::{Connection, Lock, LockError, millis, scripts};
 
 impl<C: Connection> WatchdogLock<C> {

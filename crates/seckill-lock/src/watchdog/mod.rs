@@ -45,6 +45,7 @@ pub use lease::Lease;
 #[cfg(feature = "scripting")]
 pub use release::{ReleaseArgs, Released, Successor};
 pub use subscription::Subscriber;
+pub use take::FAIR_PATIENCE;
 #[cfg(feature = "scripting")]
 pub use take::{Attempt, sleep_for};
 pub use waiters::{DEFAULT_HANDOFFS, WatchdogLocks};
@@ -65,11 +66,6 @@ use crate::HolderId;
 
 /// Redisson's `lockWatchdogTimeout`: the lease used, and renewed, when none is asked for.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
-
-/// How long a fair lock's waiter stays in the queue after each try (Redisson's
-/// `threadWaitTime`, 5 s): a waiter that died drops out of the queue this long after its
-/// last try. Waiters try again at half of it, so a live one never does.
-pub const FAIR_PATIENCE: Duration = Duration::from_secs(5);
 
 /// One holder's handle on one reentrant lock.
 ///

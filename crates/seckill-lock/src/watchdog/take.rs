@@ -1,7 +1,7 @@
 //! One try at a watchdog lock: what a try answers ([`Attempt`]), the crate's own take script
 //! that makes one ([`TakeScript`]), how long a waiter sleeps after a try that found the lock
-//! held ([`nap_for`]), and a fair waiter giving up its place in the queue in Redis
-//! ([`leave_fair_queue`]).
+//! held ([`nap_for`]), and a fair waiter's place in the queue in Redis: kept by its tries
+//! ([`FAIR_PATIENCE`]), given up when it stops waiting ([`leave_fair_queue`]).
 //!
 //! With the `scripting` feature a caller's own script makes the tries instead
 //! (`WatchdogLock::acquire_with`): it takes the lock as `lib/lock.lua`'s `take` does, may do
@@ -12,9 +12,13 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::FAIR_PATIENCE;
 use crate::keys::LockKeys;
 use crate::{Connection, LockError, millis, scripts};
+
+/// How long a fair lock's waiter stays in the queue after each try (Redisson's
+/// `threadWaitTime`, 5 s): a waiter that died drops out of the queue this long after its
+/// last try. Waiters try again at half of it, so a live one never does.
+pub const FAIR_PATIENCE: Duration = Duration::from_secs(5);
 
 /// How often a waiter looks again at a lock whose holder's release sends no message (a
 /// setnx or token holder on the same key).
