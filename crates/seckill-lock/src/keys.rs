@@ -130,6 +130,16 @@ impl LockKeys {
     pub fn token(&self) -> &str {
         &self.token
     }
+
+    /// The keys in the order the watchdog lock's scripts take them: lock, channel, and the
+    /// fair queue's two keys (the lock twice over for an unfair lock, which has none).
+    pub(crate) fn for_scripts(&self, fair: bool) -> [&str; 4] {
+        if fair {
+            [&self.lock, &self.channel, &self.queue, &self.waiting]
+        } else {
+            [&self.lock, &self.channel, &self.lock, &self.lock]
+        }
+    }
 }
 
 #[cfg(test)]

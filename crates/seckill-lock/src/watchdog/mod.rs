@@ -10,8 +10,8 @@
 //! - The watchdog belongs to the handle that took the lock and is stopped *before* the
 //!   release script runs, and by `abandon` and `Drop`: no renewal outlives its lock
 //!   (redisson#7272). A renewal that finds the lock gone raises a flag the holder can
-//!   read ([`Lock::is_lost`]) and is counted, instead of stopping silently
-//!   (redisson#5697, #5698, #3194).
+//!   read ([`Lock::is_lost`](crate::Lock::is_lost)) and is counted, instead of stopping
+//!   silently (redisson#5697, #5698, #3194).
 //! - One pattern subscription per instance serves every lock, so waiters cost no
 //!   connections and no subscribe/unsubscribe round trips (redisson#1763, #3349). A
 //!   release message wakes one waiter of this instance, not all of them; a waiter also
@@ -29,52 +29,43 @@
 
 mod builder;
 mod counters;
-mod fused;
 mod grant;
-mod options;
+mod hold;
+mod lease;
 mod release;
 mod renewal;
-mod state;
 mod subscription;
+mod take;
 mod waiters;
 
 pub use crate::keys::{LockKeys, Namespace};
 pub use builder::WatchdogLocksBuilder;
 pub use counters::WatchdogCounters;
-#[cfg(feature = "scripting")]
-pub use fused::{Attempt, sleep_for};
-pub use options::Lease;
+pub use lease::Lease;
 #[cfg(feature = "scripting")]
 pub use release::{ReleaseArgs, Released, Successor};
 pub use subscription::Subscriber;
+pub use take::FAIR_PATIENCE;
+#[cfg(feature = "scripting")]
+pub use take::{Attempt, sleep_for};
 pub use waiters::{DEFAULT_HANDOFFS, WatchdogLocks};
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::AsyncCommands;
+#[cfg(feature = "scripting")]
 use redis::Value;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
-#[cfg(not(feature = "scripting"))]
-use self::fused::Attempt;
-use self::waiters::{Shared, Woke};
-use crate::{Connection, Lock, LockError, millis, scripts};
+use self::waiters::Shared;
+use crate::{Connection, LockError};
 
 #[cfg(doc)]
 use crate::HolderId;
 
 /// Redisson's `lockWatchdogTimeout`: the lease used, and renewed, when none is asked for.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
-
-/// How long a fair lock's waiter stays in the queue after each try (Redisson's
-/// `threadWaitTime`, 5 s): a waiter that died drops out of the queue this long after its
-/// last try. Waiters try again at half of it, so a live one never does.
-pub const FAIR_PATIENCE: Duration = Duration::from_secs(5);
-
-/// How often a waiter looks again at a lock whose holder's release sends no message (a
-/// setnx or token holder on the same key).
-const UNKNOWN_TTL_POLL: Duration = Duration::from_millis(100);
 
 /// One holder's handle on one reentrant lock.
 ///
@@ -126,9 +117,7 @@ impl<C: Connection> WatchdogLock<C> {
             watch: Arc::default(),
         }
     }
-}
 
-impl<C: Connection> WatchdogLock<C> {
     /// Whether it is taken fairly ([`fair`](Self::fair)).
     pub fn is_fair(&self) -> bool {
         self.fair
@@ -144,289 +133,157 @@ impl<C: Connection> WatchdogLock<C> {
         self.lease.unwrap_or(self.shared.lease)
     }
 
-    /// The take under [`Lock::take`], each try `attempt` (see `acquire_with`, with the
-    /// `scripting` feature).
-    pub(crate) async fn take_with<F, Fut>(
+    /// Deletes the lock whoever holds it, and wakes its waiters.
+    pub async fn force_release(&mut self) -> Result<bool, LockError> {
+        self.stop_watchdog();
+        self.holds = 0;
+        let mut conn = self.shared.conn.clone();
+        crate::inspect::force_release(&mut conn, &self.keys).await
+    }
+}
+
+// How the lock is taken: the options of a handle, set before its first take.
+impl<C: Connection> WatchdogLock<C> {
+    /// Takes the lock fairly (`fair`): in the order waiters first tried, across instances,
+    /// through the queue in Redis.
+    pub fn fair(mut self, fair: bool) -> Self {
+        self.fair = fair;
+        self
+    }
+
+    /// How the lease is kept ([`Lease`]; default [`Lease::Watched`]: the instance's lease,
+    /// renewed by a watchdog until release).
+    pub fn with_lease(mut self, lease: Lease) -> Self {
+        (self.lease, self.renew) = match lease {
+            Lease::Watched => (None, false),
+            Lease::Fixed(lease) => (Some(lease), false),
+            Lease::Renewed(lease) => (Some(lease), true),
+        };
+        self
+    }
+
+    /// How long this holder expects to hold the lock once it has it: a holder that hands
+    /// it the lock counts it as inside its critical section for that long.
+    pub fn expecting_to_hold(mut self, hold: Duration) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// A fenced lock (`fenced`), as Redisson's `RFencedLock`: every take also issues a
+    /// fencing token, from a counter of the lock's own that the take script increments in
+    /// the same step and that never expires — so tokens grow for as long as the lock's name
+    /// is used, across expiries and holders ([`Lock::fencing_token`](crate::Lock::fencing_token)). Present it where the
+    /// work lands, and have that side refuse a token lower than the highest it has seen: a
+    /// holder paused past its lease then cannot write after the next holder did.
+    pub fn fenced(mut self, fenced: bool) -> Self {
+        self.fenced = fenced;
+        self
+    }
+
+    /// Whether giving the lock back may hand it to a waiter of this instance (the
+    /// default), rather than always releasing it for everybody.
+    pub fn handing_off(mut self, handoff: bool) -> Self {
+        self.handoff = handoff;
+        self
+    }
+
+    /// Off by default. With it, an acquire returns the lock only once `replicas` replicas
+    /// have its grant (and a fenced lock's token), as Redis's `WAIT` reports within
+    /// `timeout`; fewer, and the lock is given back and the acquire fails
+    /// ([`LockError::NotConfirmed`]). Redis replicates
+    /// asynchronously: without it, a master that fails over right after a grant can leave
+    /// a replica that never saw it to grant the lock again — and hand out a fencing token
+    /// already issued. (Redisson's `checkLockSyncedSlaves`.) `WAIT` holds up the commands
+    /// behind it on the connection it is sent on: give locks that use it a connection of
+    /// their own, whose response timeout is longer than `timeout` (or the connection gives
+    /// up first: the acquire then fails as unavailable, and the lock is given back all the
+    /// same).
+    pub fn confirmed_by_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.confirm = (replicas > 0).then_some((replicas, timeout));
+        self
+    }
+}
+
+// What a holder can ask Redis, and itself, about its lock.
+impl<C: Connection> WatchdogLock<C> {
+    /// Held by anyone.
+    pub async fn is_locked(&self) -> Result<bool, LockError> {
+        Ok(self.shared.conn.clone().exists(&self.keys.lock).await?)
+    }
+
+    /// Held by this holder.
+    pub async fn is_held(&self) -> Result<bool, LockError> {
+        let mut conn = self.shared.conn.clone();
+        Ok(conn.hexists(&self.keys.lock, &self.holder).await?)
+    }
+
+    /// This holder's holds, as Redis counts them.
+    pub async fn hold_count(&self) -> Result<u32, LockError> {
+        let mut conn = self.shared.conn.clone();
+        let holds: Option<u32> = conn.hget(&self.keys.lock, &self.holder).await?;
+        Ok(holds.unwrap_or(0))
+    }
+
+    /// Time left before the lock expires; `None` when nobody holds it.
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>, LockError> {
+        let ttl: i64 = self.shared.conn.clone().pttl(&self.keys.lock).await?;
+        Ok(u64::try_from(ttl).ok().map(Duration::from_millis))
+    }
+
+    /// Whether a watchdog is renewing this handle's lock right now.
+    pub fn is_renewing(&self) -> bool {
+        self.watchdog.as_ref().is_some_and(|w| !w.is_finished())
+    }
+}
+
+// The take and release fused with a script of the caller's on the lock's slot (the
+// `scripting` feature): the caller's try takes the lock as `lib/lock.lua`'s `take` does and
+// may do more in the same step; its release gives it back as `release` does. No stability
+// promise: the scripts' arguments follow the lock's Lua.
+#[cfg(feature = "scripting")]
+impl<C: Connection> WatchdogLock<C> {
+    /// Takes the lock as [`Lock::take`](crate::Lock::take) does, but each try is `attempt`: a script of the
+    /// caller's that takes the lock (as `lib/lock.lua`'s `take` does) and may do more on the
+    /// same slot once it has it. Returns what the script returned with the lock — or, when
+    /// a holder of this instance handed the lock over, what that holder's release script
+    /// returned for this holder — or `None` when `wait` ran out.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped between a try that took the lock and its answer, the lock
+    /// stays held until its lease runs out (what the caller's script did is the caller's
+    /// to undo). Use [`Lock::acquire`](crate::Lock::acquire) where cancellation can happen.
+    pub async fn acquire_with<F, Fut>(
         &mut self,
         wait: Duration,
-        mut attempt: F,
+        attempt: F,
     ) -> Result<Option<Value>, LockError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<Attempt, LockError>>,
     {
-        let deadline = Instant::now().checked_add(wait);
-        // Queued before the first try, so a release between a try and the sleep still
-        // reaches this waiter; it keeps its place in the queue from try to try. Queueing
-        // is local: it costs Redis nothing.
-        let waiter =
-            self.shared
-                .register(&self.keys.channel, &self.holder, self.lease(), self.hold);
-        // This acquire's account: tries sent, and naps that ran out (with the first try
-        // and the wake-ups it received, the reasons it had to try).
-        let (mut tries, mut naps) = (0_u64, 0_u64);
-        let account = |tries: u64, naps: u64, waiter: &waiters::Waiter| {
-            let reasons = 1 + naps + u64::from(waiter.wakes());
-            self.shared.counters.acquire_tried(tries, reasons);
-        };
-        loop {
-            let sent = std::time::Instant::now();
-            self.shared.counters.try_sent();
-            tries += 1;
-            let nap = match attempt().await {
-                Ok(Attempt::Acquired(value)) => {
-                    account(tries, naps, waiter.waiter());
-                    waiter.leave(true);
-                    self.acquired(sent);
-                    return Ok(Some(value));
-                }
-                Ok(Attempt::Held(nap)) => nap,
-                Err(err) => {
-                    account(tries, naps, waiter.waiter());
-                    waiter.leave(false);
-                    return Err(err);
-                }
-            };
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            if left == Some(Duration::ZERO) {
-                account(tries, naps, waiter.waiter());
-                waiter.leave(false);
-                self.leave_queue().await?;
-                return Ok(None);
-            }
-            if !waiter.waiter().settle() {
-                // Woken while trying: try again at once (the wake-up is spent on it).
-                continue;
-            }
-            // Sleep until a release message or a hand-off, or until the lease runs out
-            // (in case the message was lost), or until the wait does; a fair waiter also
-            // wakes in time to keep its place in the queue.
-            let mut nap = nap;
-            if let Some(left) = left {
-                nap = nap.min(left);
-            }
-            if self.fair {
-                nap = nap.min(FAIR_PATIENCE / 2);
-            }
-            // A hand-off's lease began when the holder's release ran, before this grant:
-            // counted from when this waiter went to sleep, to be safe.
-            let asleep = std::time::Instant::now();
-            match waiter.waiter().sleep(nap).await {
-                Woke::Granted(value) => {
-                    account(tries, naps, waiter.waiter());
-                    waiter.leave(true);
-                    self.acquired(asleep);
-                    return Ok(Some(value));
-                }
-                Woke::Retry { napped } => naps += u64::from(napped),
-            }
-        }
+        self.take_with(wait, attempt).await
     }
 
-    /// A fair waiter giving up takes itself out of the queue in Redis, so that nobody
-    /// waits for its turn.
-    async fn leave_queue(&self) -> Result<(), LockError> {
-        if !self.fair {
-            return Ok(());
-        }
-        let keys = &self.keys;
-        let _: i64 = scripts::FAIR_LEAVE
-            .key(&keys.lock)
-            .key(&keys.channel)
-            .key(&keys.queue)
-            .key(&keys.waiting)
-            .arg(&self.holder)
-            .invoke_async(&mut self.shared.conn.clone())
-            .await?;
-        Ok(())
-    }
-
-    /// One more hold, taken by a command sent at `sent`.
-    fn acquired(&mut self, sent: std::time::Instant) {
-        self.holds += 1;
-        if self.holds == 1 {
-            self.watch.start(sent, WatchdogLock::lease(self));
-        }
-        if self.holds == 1 && (self.lease.is_none() || self.renew) {
-            self.watchdog = Some(tokio::spawn(renewal::renew(
-                self.shared.clone(),
-                WatchdogLock::lease(self),
-                self.keys.lock.clone(),
-                self.holder.clone(),
-                self.watch.clone(),
-            )));
-        }
-    }
-
-    /// The lock's keys in the order the lock scripts take them: lock, channel, and the
-    /// fair queue's two keys (the lock twice over for the unfair lock, which has none).
-    fn script_keys(&self) -> [&str; 4] {
-        let keys = &self.keys;
-        if self.fair {
-            [&keys.lock, &keys.channel, &keys.queue, &keys.waiting]
-        } else {
-            [&keys.lock, &keys.channel, &keys.lock, &keys.lock]
-        }
-    }
-
-    fn stop_watchdog(&mut self) {
-        if let Some(watchdog) = self.watchdog.take() {
-            watchdog.abort();
-        }
-    }
-}
-
-impl<C: Connection> Lock for WatchdogLock<C> {
-    /// Takes (or re-enters) the lock, waiting up to `wait` (`Duration::MAX`: as long as it
-    /// takes). The watchdog keeps it until release, unless the handle has an explicit lease.
-    async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
-        let conn = self.shared.conn.clone();
-        let keys = self.script_keys().map(str::to_owned);
-        let holder = self.holder.clone();
-        let fair = self.fair;
-        let lease_ms = millis(self.lease()).max(1);
-        let first = if self.holds == 0 { "first" } else { "again" };
-        let fenced = self.fenced;
-        let token_key = self.keys.token.clone();
-        let attempt = move || {
-            let mut script = if fenced {
-                scripts::FENCED_LOCK.prepare_invoke()
-            } else {
-                scripts::WATCHDOG_LOCK.prepare_invoke()
-            };
-            for key in &keys {
-                script.key(key);
-            }
-            if fenced {
-                script.key(&token_key);
-            }
-            script
-                .arg(lease_ms)
-                .arg(&holder)
-                .arg(if fair { "fair" } else { "unfair" })
-                .arg(millis(FAIR_PATIENCE))
-                .arg(first);
-            let mut conn = conn.clone();
-            async move {
-                if fenced {
-                    let (code, value): (i64, i64) = script.invoke_async(&mut conn).await?;
-                    return Ok(match code {
-                        0 => Attempt::Acquired(Value::Int(value)),
-                        _ => Attempt::Held(nap_for(value)),
-                    });
-                }
-                let wait: Option<i64> = script.invoke_async(&mut conn).await?;
-                Ok(match wait {
-                    None => Attempt::Acquired(Value::Nil),
-                    Some(ms) => Attempt::Held(nap_for(ms)),
-                })
-            }
-        };
-        let Some(taken) = self.take_with(wait, attempt).await? else {
-            return Ok(false);
-        };
-        self.fenced_token(taken).await?;
-        self.confirm_grant().await?;
-        Ok(true)
-    }
-
-    /// Gives back one hold. On the last one the watchdog stops first, then the lock goes to
-    /// a waiter of this instance, or is deleted and the waiters told. False when this
-    /// holder no longer held the lock (it expired or was taken away).
-    async fn give_back(&mut self) -> Result<bool, LockError> {
-        self.release_plainly().await
-    }
-
-    /// After a cancelled take: out of the fair queue, and the lock given back if the take
-    /// reached Redis, or a holder of this instance handed it over, before the take was
-    /// dropped.
-    async fn clean_up(&mut self) -> Result<(), LockError> {
-        self.leave_queue().await?;
-        // What the take may have won, this handle does not know: one hold, given back if
-        // Redis has this holder in the lock (the release script checks), else nothing.
-        self.holds += 1;
-        self.release_plainly().await?;
-        Ok(())
-    }
-
-    /// Stops as if the process died: no release, no more renewals. The lock expires one
-    /// lease later.
-    fn abandon(&mut self) {
-        self.stop_watchdog();
-        self.holds = 0;
-    }
-
-    /// The lease made `lease` long from now, if this holder still holds the lock (the
-    /// watchdog's tick, run once with `lease`). A watchdog that renews the lock goes on
-    /// renewing it with the handle's own lease: extending is for a [`Lease::Fixed`] one.
-    async fn extend(&mut self, lease: Duration) -> Result<bool, LockError> {
-        if self.holds == 0 {
-            return Ok(false);
-        }
-        let sent = std::time::Instant::now();
-        let extended: i64 = scripts::WATCHDOG_RENEW
-            .key(&self.keys.lock)
-            .arg(millis(lease).max(1))
-            .arg(&self.holder)
-            .invoke_async(&mut self.shared.conn.clone())
-            .await?;
-        if extended == 1 {
-            self.watch.renewed_at(sent, lease);
-            Ok(true)
-        } else {
-            self.watch.found_lost();
-            Ok(false)
-        }
-    }
-
-    /// True once a watchdog tick found the lock no longer this holder's, or once the lease
-    /// ran out since the last take or renewal this holder heard of (Redis away, or a lease
-    /// with no watchdog): whatever the holder was doing is no longer protected, and it
-    /// should not commit.
-    fn is_lost(&self) -> bool {
-        self.watch.is_lost()
-    }
-
-    /// Woken by the watchdog's tick that finds the lock gone, or by the lease's end.
-    async fn lost(&self) {
-        self.watch.lost().await;
-    }
-
-    fn key(&self) -> &str {
-        &self.keys.lock
-    }
-
-    fn holder(&self) -> &str {
-        &self.holder
-    }
-
-    /// A fenced lock's token, issued with its last take ([`fenced`](WatchdogLock::fenced)).
-    fn fencing_token(&self) -> Option<i64> {
-        self.token
-    }
-
-    #[cfg(feature = "scripting")]
-    fn holder_is_a_hash_field(&self) -> bool {
-        true
-    }
-
-    fn lease(&self) -> Option<Duration> {
-        Some(WatchdogLock::lease(self))
-    }
-
-    #[cfg(feature = "teaching")]
-    fn renewals(&self) -> Vec<std::time::Instant> {
-        self.watch.renewals().clone()
-    }
-}
-
-/// How long to sleep after a try that found the lock held, from what the script said: the
-/// holder's TTL, or -1 for a setnx or token holder, whose release publishes nothing (look
-/// again every so often).
-pub(crate) fn nap_for(ms: i64) -> Duration {
-    match ms {
-        -1 => UNKNOWN_TTL_POLL,
-        ms => Duration::from_millis(u64::try_from(ms).unwrap_or(0).max(1)),
+    /// Gives back one hold as [`Lock::give_back`](crate::Lock::give_back) does, but through
+    /// `release`: a script of the caller's that gives the lock back (as `lib/lock.lua`'s
+    /// `release` does) and may do more on the same slot, and hands the lock to the
+    /// [`ReleaseArgs::successor`] when one is named. Returns what `release` made of its
+    /// answer. Nothing happens (and `release` is not called) when this handle holds nothing.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped once polled, the hold is given up all the same (the watchdog has stopped):
+    /// the lock is released, or handed over, if the script reached Redis, and otherwise
+    /// expires one lease later. A waiter reserved for the hand-off is told to try again,
+    /// and finds the lock its own if the script handed it over.
+    pub async fn release_with<T, F, Fut>(&mut self, release: F) -> Result<T, LockError>
+    where
+        T: Default,
+        F: FnOnce(ReleaseArgs) -> Fut,
+        Fut: Future<Output = Result<(T, Released), LockError>>,
+    {
+        self.give_back_with(release).await
     }
 }
 

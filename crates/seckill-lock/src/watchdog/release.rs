@@ -1,9 +1,13 @@
-//! Giving a watchdog lock back: one hold at a time; on the last, to a waiter of this
-//! instance (a hand-off), or to everybody.
+//! Giving a watchdog lock back: what a release script is asked ([`ReleaseArgs`]) and what
+//! it did ([`Released`]), the crate's own release script ([`unlock`]), and a lock handed to
+//! a waiter that had gone, given back ([`release_for_gone`]). The holder gives back one
+//! hold at a time; on the last, to a waiter of this instance (a hand-off), or to everybody
+//! (`WatchdogLock::give_back_with`, in `hold.rs`).
+
+use std::time::Duration;
 
 use redis::Value;
 
-use super::WatchdogLock;
 use crate::{Connection, LockError, millis, scripts};
 
 /// What a release script is asked to do, for `WatchdogLock::release_with`.
@@ -58,129 +62,52 @@ impl Released {
     }
 }
 
-impl<C: Connection> WatchdogLock<C> {
-    /// `watchdog_unlock.lua`: one hold given back, the lock handed over or freed.
-    pub(super) async fn release_plainly(&mut self) -> Result<bool, LockError> {
-        let keys = self.script_keys().map(str::to_owned);
-        let mut conn = self.shared.conn.clone();
-        self.give_back_with(move |release| async move {
-            let mut script = scripts::WATCHDOG_UNLOCK.prepare_invoke();
-            for key in &keys {
-                script.key(key);
-            }
-            let successor = release.successor.as_ref();
-            script
-                .arg(millis(release.lease).max(1))
-                .arg(&release.holder)
-                .arg(if release.fair { "fair" } else { "unfair" })
-                .arg(successor.map_or("", |s| s.holder.as_str()))
-                .arg(successor.map_or(0, |s| millis(s.lease).max(1)));
-            let code: Option<i64> = script.invoke_async(&mut conn).await?;
-            let released = Released::from_code(code, Value::Nil);
-            let held = !matches!(released, Released::NotHeld);
-            Ok((held, released))
-        })
-        .await
+/// `watchdog_unlock.lua`, the crate's own release script, as asked: one hold given back,
+/// the lock handed to the successor or freed. Answers whether the holder still held it.
+pub(super) async fn unlock<C: Connection>(
+    mut conn: C,
+    keys: [String; 4],
+    release: ReleaseArgs,
+) -> Result<(bool, Released), LockError> {
+    let mut script = scripts::WATCHDOG_UNLOCK.prepare_invoke();
+    for key in &keys {
+        script.key(key);
     }
+    let successor = release.successor.as_ref();
+    script
+        .arg(millis(release.lease).max(1))
+        .arg(&release.holder)
+        .arg(if release.fair { "fair" } else { "unfair" })
+        .arg(successor.map_or("", |s| s.holder.as_str()))
+        .arg(successor.map_or(0, |s| millis(s.lease).max(1)));
+    let code: Option<i64> = script.invoke_async(&mut conn).await?;
+    let released = Released::from_code(code, Value::Nil);
+    let held = !matches!(released, Released::NotHeld);
+    Ok((held, released))
+}
 
-    /// The release under [`Lock::give_back`](crate::Lock::give_back), through `release`
-    /// (see `release_with`, with the `scripting` feature).
-    pub(crate) async fn give_back_with<T, F, Fut>(&mut self, release: F) -> Result<T, LockError>
-    where
-        T: Default,
-        F: FnOnce(ReleaseArgs) -> Fut,
-        Fut: Future<Output = Result<(T, Released), LockError>>,
-    {
-        if self.holds == 0 {
-            return Ok(T::default());
-        }
-        self.holds -= 1;
-        let last = self.holds == 0;
-        if last {
-            self.stop_watchdog();
-        }
-        // The fair lock's next holder is the queue's head, not whoever waits here.
-        let reservation = if last && self.handoff && !self.fair {
-            self.shared.reserve_successor(&self.keys.channel)
-        } else {
-            None
-        };
+/// Gives back, once the `hold` it expected has passed, a lock a release handed to a waiter
+/// (`holder`) whose acquire was dropped meanwhile: nobody else will (what the hand-off let
+/// it into, on the caller's side, ends by then). `keys` in the scripts' order, `lease` the
+/// instance's.
+pub(super) fn release_for_gone<C: Connection>(
+    conn: C,
+    keys: [String; 4],
+    lease: Duration,
+    holder: String,
+    hold: Duration,
+) {
+    tokio::spawn(async move {
+        tokio::time::sleep(hold).await;
+        let lock = keys[0].clone();
         let asked = ReleaseArgs {
-            holder: self.holder.clone(),
-            lease: WatchdogLock::lease(self),
-            fair: self.fair,
-            successor: reservation.as_ref().map(|r| Successor {
-                holder: r.holder().to_owned(),
-                lease: r.lease(),
-                hold: r.hold(),
-            }),
+            holder: holder.clone(),
+            lease,
+            fair: false,
+            successor: None,
         };
-        let (outcome, released) = match release(asked).await {
-            Ok(answer) => answer,
-            Err(err) => {
-                if let Some(reservation) = reservation {
-                    reservation.pass();
-                }
-                return Err(err);
-            }
-        };
-        match released {
-            Released::HandedOver(value) => match reservation {
-                Some(reservation) => {
-                    let (holder, hold) = (reservation.holder().to_owned(), reservation.hold());
-                    if !reservation.grant(value) {
-                        self.release_for_gone(holder, hold);
-                    }
-                }
-                None => {
-                    tracing::warn!(key = %self.keys.lock, "a release handed the lock to nobody")
-                }
-            },
-            other => {
-                if let Some(reservation) = reservation {
-                    reservation.pass();
-                }
-                if matches!(other, Released::NotHeld) {
-                    self.holds = 0;
-                    self.stop_watchdog();
-                }
-            }
+        if let Err(err) = unlock(conn, keys, asked).await {
+            tracing::warn!(%lock, %holder, %err, "a lock handed to a waiter that had gone could not be given back: it expires one lease from now");
         }
-        Ok(outcome)
-    }
-
-    /// Gives back, once the `hold` it expected has passed, a lock this release handed to a
-    /// waiter whose acquire was dropped meanwhile: nobody else will (what the hand-off let
-    /// it into, on the caller's side, ends by then).
-    fn release_for_gone(&self, holder: String, hold: std::time::Duration) {
-        let [lock, channel, queue, waiting] = self.script_keys().map(str::to_owned);
-        let mut conn = self.shared.conn.clone();
-        let lease = millis(self.shared.lease).max(1);
-        tokio::spawn(async move {
-            tokio::time::sleep(hold).await;
-            let released: Result<Option<i64>, _> = scripts::WATCHDOG_UNLOCK
-                .key(&lock)
-                .key(&channel)
-                .key(&queue)
-                .key(&waiting)
-                .arg(lease)
-                .arg(&holder)
-                .arg("unfair")
-                .arg("")
-                .arg(0)
-                .invoke_async(&mut conn)
-                .await;
-            if let Err(err) = released {
-                tracing::warn!(%lock, %holder, %err, "a lock handed to a waiter that had gone could not be given back: it expires one lease from now");
-            }
-        });
-    }
-
-    /// Deletes the lock whoever holds it, and wakes its waiters.
-    pub async fn force_release(&mut self) -> Result<bool, LockError> {
-        self.stop_watchdog();
-        self.holds = 0;
-        let mut conn = self.shared.conn.clone();
-        crate::inspect::force_release(&mut conn, &self.keys).await
-    }
+    });
 }
