@@ -165,101 +165,145 @@ impl Arrivals {
         report
     }
 
+    /// Buyer `i`'s way, from their arrival until they bought, were told the product was
+    /// sold out, ran out of patience, or had an answer that may have sold.
     async fn buyer(&self, http: &reqwest::Client, i: usize, started: Instant) -> Seen {
-        let user = format!("{}{i}", self.prefix);
-        let mut seen = Seen {
-            journey: Journey {
-                arrived: started.elapsed(),
-                ..Journey::default()
-            },
-            deductions: histogram(),
-            deduction_times: Vec::new(),
-            statuses: BTreeMap::new(),
-            transport_errors: 0,
+        let mut buyer = Buyer {
+            arrivals: self,
+            http,
+            user: format!("{}{i}", self.prefix),
+            started,
+            seen: Seen::arrived(started),
+            ticket: None,
+            pass: None,
+            polling_every: None,
         };
         let deadline = Instant::now() + self.patience;
-        let mut pass = None;
-        let mut ticket = None;
-        let mut polling_every = None;
         while Instant::now() < deadline {
-            if let Door::Room { poll_every } = self.door {
-                if ticket.is_none() {
-                    let url = format!("{}/room/{}/ticket?user={user}", self.base, self.product);
-                    match seen.send("ticket", http.post(url)).await {
-                        Some((200, body)) => ticket = field_string(&body, b"\"ticket\":\""),
-                        Some((409, _)) => {
-                            seen.told(started, polling_every);
-                            break;
-                        }
-                        _ => pause(Duration::from_millis(100)).await,
-                    }
-                    continue;
-                }
-                if pass.is_none() {
-                    let url = format!(
-                        "{}/room/{}?user={user}&ticket={}",
-                        self.base,
-                        self.product,
-                        ticket.as_deref().unwrap_or_default()
-                    );
-                    match seen.send("poll", http.get(url)).await {
-                        Some((200, body)) if find(&body, b"\"admitted\"").is_some() => {
-                            pass = field_string(&body, b"\"pass\":\"");
-                            seen.journey.admitted.get_or_insert(started.elapsed());
-                        }
-                        Some((200, body)) => {
-                            let after = field_number(&body, b"\"poll_after_ms\":")
-                                .map_or(poll_every, Duration::from_millis)
-                                .min(poll_every);
-                            polling_every = Some(after);
-                            pause(after).await;
-                        }
-                        Some((409, _)) => {
-                            seen.told(started, polling_every);
-                            break;
-                        }
-                        _ => pause(Duration::from_millis(100)).await,
-                    }
-                    continue;
-                }
-            }
-            let mut url = format!(
-                "{}/deduct_stock/{}{}product={}&user={user}",
-                self.base,
-                self.variant,
-                if self.variant.contains('?') { '&' } else { '?' },
-                self.product
-            );
-            if let Some(pass) = &pass {
-                url.push_str("&pass=");
-                url.push_str(pass);
-            }
-            seen.deduction_times.push(started.elapsed());
-            let sent = Instant::now();
-            let answer = seen.send("deduct", http.post(url)).await;
-            let took = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
-            seen.deductions.saturating_record(took.max(1));
-            match answer {
-                Some((200, _)) => {
-                    seen.journey.bought = Some(started.elapsed());
-                    break;
-                }
-                Some((409, _)) => {
-                    seen.told(started, polling_every);
-                    break;
-                }
-                // The pass ran out before the buyer used it: back to the room.
-                Some((403, body)) if find(&body, b"pass_refused").is_some() => pass = None,
-                _ if self.once => break,
-                // The lock stayed held, the optimistic tries conflicted, a rate said wait:
-                // nothing was sold, click again.
-                Some((429, _)) => {}
-                // Anything else (a 503, a 504 `unknown`, no answer) may or may not have
-                // sold: the buyer does not click blindly again, and stops.
-                _ => break,
+            let next = match self.door {
+                Door::Room { .. } if buyer.ticket.is_none() => buyer.take_ticket().await,
+                Door::Room { poll_every } if buyer.pass.is_none() => buyer.poll(poll_every).await,
+                _ => buyer.deduct().await,
+            };
+            if next == Next::Stop {
+                break;
             }
         }
-        seen
+        buyer.seen
+    }
+}
+
+/// One buyer on their way: who, how far through the room, and what they have seen.
+struct Buyer<'a> {
+    arrivals: &'a Arrivals,
+    http: &'a reqwest::Client,
+    user: String,
+    started: Instant,
+    seen: Seen,
+    ticket: Option<String>,
+    pass: Option<String>,
+    /// The poll interval the room last said (at most `poll_every`).
+    polling_every: Option<Duration>,
+}
+
+/// What a buyer does after a step: another (or the same again), or stop.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    Again,
+    Stop,
+}
+
+impl Buyer<'_> {
+    /// Asks the room for a ticket.
+    async fn take_ticket(&mut self) -> Next {
+        let Arrivals { base, product, .. } = self.arrivals;
+        let url = format!("{base}/room/{product}/ticket?user={}", self.user);
+        match self.seen.send("ticket", self.http.post(url)).await {
+            Some((200, body)) => self.ticket = field_string(&body, b"\"ticket\":\""),
+            Some((409, _)) => return self.told(),
+            _ => pause(Duration::from_millis(100)).await,
+        }
+        Next::Again
+    }
+
+    /// Polls the room with the ticket: let in with a pass, or waits as long as it says (at
+    /// most `poll_every`).
+    async fn poll(&mut self, poll_every: Duration) -> Next {
+        let Arrivals { base, product, .. } = self.arrivals;
+        let url = format!(
+            "{base}/room/{product}?user={}&ticket={}",
+            self.user,
+            self.ticket.as_deref().unwrap_or_default()
+        );
+        match self.seen.send("poll", self.http.get(url)).await {
+            Some((200, body)) if find(&body, b"\"admitted\"").is_some() => {
+                self.pass = field_string(&body, b"\"pass\":\"");
+                self.seen
+                    .journey
+                    .admitted
+                    .get_or_insert(self.started.elapsed());
+            }
+            Some((200, body)) => {
+                let after = field_number(&body, b"\"poll_after_ms\":")
+                    .map_or(poll_every, Duration::from_millis)
+                    .min(poll_every);
+                self.polling_every = Some(after);
+                pause(after).await;
+            }
+            Some((409, _)) => return self.told(),
+            _ => pause(Duration::from_millis(100)).await,
+        }
+        Next::Again
+    }
+
+    /// Sends the deduction (with the pass, if the room gave one) and times it.
+    async fn deduct(&mut self) -> Next {
+        let Arrivals {
+            base,
+            product,
+            variant,
+            once,
+            ..
+        } = self.arrivals;
+        let mut url = format!(
+            "{base}/deduct_stock/{variant}{}product={product}&user={}",
+            if variant.contains('?') { '&' } else { '?' },
+            self.user
+        );
+        if let Some(pass) = &self.pass {
+            url.push_str("&pass=");
+            url.push_str(pass);
+        }
+        self.seen.deduction_times.push(self.started.elapsed());
+        let sent = Instant::now();
+        let answer = self.seen.send("deduct", self.http.post(url)).await;
+        let took = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.seen.deductions.saturating_record(took.max(1));
+        match answer {
+            Some((200, _)) => {
+                self.seen.journey.bought = Some(self.started.elapsed());
+                Next::Stop
+            }
+            Some((409, _)) => self.told(),
+            // The pass ran out before the buyer used it: back to the room.
+            Some((403, body)) if find(&body, b"pass_refused").is_some() => {
+                self.pass = None;
+                Next::Again
+            }
+            _ if *once => Next::Stop,
+            // The lock stayed held, the optimistic tries conflicted, a rate said wait:
+            // nothing was sold, click again.
+            Some((429, _)) => Next::Again,
+            // Anything else (a 503, a 504 `unknown`, no answer) may or may not have
+            // sold: the buyer does not click blindly again, and stops.
+            _ => Next::Stop,
+        }
+    }
+
+    /// Told the product is sold out: noted, and the buyer stops.
+    fn told(&mut self) -> Next {
+        self.seen.told(self.started, self.polling_every);
+        Next::Stop
     }
 }
 
@@ -277,6 +321,20 @@ struct Seen {
 }
 
 impl Seen {
+    /// Nothing seen yet, by a buyer arriving now.
+    fn arrived(started: Instant) -> Self {
+        Self {
+            journey: Journey {
+                arrived: started.elapsed(),
+                ..Journey::default()
+            },
+            deductions: histogram(),
+            deduction_times: Vec::new(),
+            statuses: BTreeMap::new(),
+            transport_errors: 0,
+        }
+    }
+
     async fn send(
         &mut self,
         step: &'static str,

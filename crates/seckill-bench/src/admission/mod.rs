@@ -29,6 +29,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 mod bot;
+mod overload;
 
 use crate::admin::Service;
 use crate::redis_usage::{Masters, spent};
@@ -126,7 +127,7 @@ pub struct Bot {
 /// Runs the suite.
 pub async fn run(service: &Service<'_>, masters: &mut Option<Masters>) -> anyhow::Result<Figures> {
     let fairness = fairness(service).await?;
-    let overload = overload(service).await?;
+    let overload = overload::overload(service).await?;
     let flag = flag(service, masters).await?;
     let bot = bot::bot(service).await?;
     Ok(Figures {
@@ -195,92 +196,6 @@ async fn fairness(service: &Service<'_>) -> anyhow::Result<Fairness> {
         told_after_ms: ms(told_after),
         told_target_ms: ms(interval) + 100.0,
         told: waiting.len(),
-    })
-}
-
-async fn overload(service: &Service<'_>) -> anyhow::Result<Overload> {
-    let http = client(4_000)?;
-    let base = service.base();
-    let variant = format!("watchdog?work_ms={WORK_MS}");
-    service
-        .reset_body(json!({"product": PRODUCT, "stock": 1_000_000}))
-        .await?;
-    let url = format!("{base}/deduct_stock/{variant}&product={PRODUCT}");
-    let measured = Load::post(url)
-        .requests(2_000)
-        .concurrency(200)
-        .run(&http, &Control::default())
-        .await;
-    let units_per_s = measured.count(200) as f64 / measured.elapsed.as_secs_f64().max(1e-9);
-    let room_rate = (units_per_s / 2.0).floor().max(1.0);
-    let offered = units_per_s * OVERLOAD;
-    // Buyers arriving at `per_s` for `over`, each waiting up to `PATIENCE`.
-    let arrivals = |per_s: f64, over: Duration, prefix: &str| {
-        let buyers = ((per_s * over.as_secs_f64()) as usize).clamp(1, 8_000);
-        Arrivals::new(base, PRODUCT, &variant)
-            .buyers(buyers, over)
-            .patience(PATIENCE)
-            .named(prefix)
-    };
-    let room = json!({"product": PRODUCT, "stock": 1_000_000,
-        "waiting_room": {"rate_per_s": room_rate as u32, "pass_ttl_ms": 5_000}});
-    // As often as the room says (every 5 s, then at the buyer's turn).
-    let door = Door::Room {
-        poll_every: Duration::from_secs(5),
-    };
-    let (mut stock_side, mut admitted, mut unloaded, mut answered) =
-        (vec![], vec![], vec![], vec![]);
-    let (mut admitted_p50, mut unloaded_p50) = (vec![], vec![]);
-    // The room lets buyers in from the opening on; the first half second and the tail
-    // after the arrivals' patience are left out.
-    let window = (
-        Duration::from_millis(500),
-        PATIENCE - Duration::from_millis(500),
-    );
-    for round in 0..ROUNDS {
-        service.reset_body(room.clone()).await?;
-        // As many deductions as the loaded run's, for a p99 as steady.
-        let calm = arrivals(room_rate, PATIENCE, &format!("u{round}-"))
-            .door(door)
-            .run(&http)
-            .await;
-        unloaded.push(calm.deduction_ms(0.99));
-        unloaded_p50.push(calm.deduction_ms(0.5));
-        service.reset_body(room.clone()).await?;
-        let loaded = arrivals(offered, OFFERED_FOR, &format!("l{round}-"))
-            .door(door)
-            .run(&http)
-            .await;
-        stock_side.push(loaded.deduction_rate(window.0, window.1));
-        admitted.push(loaded.deduction_ms(0.99));
-        admitted_p50.push(loaded.deduction_ms(0.5));
-        let room_requests: usize = ["ticket", "poll"]
-            .iter()
-            .flat_map(|step| [200, 409].map(|status| loaded.count(step, status)))
-            .sum();
-        answered.push(room_requests as f64 / loaded.elapsed.as_secs_f64().max(1e-9));
-    }
-    service
-        .reset_body(json!({"product": PRODUCT, "stock": 1_000_000}))
-        .await?;
-    let straight = arrivals(offered, OFFERED_FOR, "x").once().run(&http).await;
-    let statuses: serde_json::Map<String, Value> = [200, 409, 429, 503, 504]
-        .iter()
-        .map(|s| (s.to_string(), json!(straight.count("deduct", *s))))
-        .filter(|(_, n)| n != &json!(0))
-        .collect();
-    Ok(Overload {
-        watchdog_units_per_s: units_per_s,
-        offered_per_s: offered,
-        room_rate_per_s: room_rate,
-        stock_side_per_s: median(stock_side),
-        room_requests_per_s: median(answered),
-        admitted_p99_ms: median(admitted),
-        unloaded_p99_ms: median(unloaded),
-        admitted_p50_ms: median(admitted_p50),
-        unloaded_p50_ms: median(unloaded_p50),
-        straight_statuses: Value::Object(statuses),
-        straight_p99_ms: straight.deduction_ms(0.99),
     })
 }
 

@@ -4,6 +4,7 @@
 //! by itself: the killed instance is started again with `--restart-command`, a paused
 //! store is let go.
 
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -197,6 +198,24 @@ async fn dead_holders(
         bail!("it needs --restart-command, two --instance-urls and --instance-pid-files");
     };
     let (first, second) = (first.trim_end_matches('/'), second.trim_end_matches('/'));
+    let products = holders_inside(service, first, names).await?;
+    let killed = kill(pid_file)?;
+    let times = until_sold(service, second, names, &products, killed).await;
+    start_again(service, restart, first).await?;
+    for product in &products {
+        service.unlock(product).await?;
+    }
+    Ok(times)
+}
+
+/// Sends a holder of each of `names` into the instance at `first`, each on a fresh product,
+/// and checks a second later that every one is still inside (its answer not come): the
+/// products.
+async fn holders_inside(
+    service: &Service<'_>,
+    first: &str,
+    names: &[&str],
+) -> anyhow::Result<Vec<String>> {
     let mut products = Vec::new();
     let mut holders = Vec::new();
     for name in names {
@@ -221,12 +240,28 @@ async fn dead_holders(
             );
         }
     }
+    Ok(products)
+}
+
+/// SIGKILLs the instance whose pid `pid_file` holds: when.
+fn kill(pid_file: &Path) -> anyhow::Result<Instant> {
     let pid = std::fs::read_to_string(pid_file)
         .with_context(|| format!("reading {}", pid_file.display()))?;
     let status = Command::new("kill").args(["-KILL", pid.trim()]).status()?;
     ensure!(status.success(), "kill -KILL {} failed", pid.trim());
-    let killed = Instant::now();
-    let times = join_all(names.iter().zip(&products).map(|(name, product)| {
+    Ok(Instant::now())
+}
+
+/// For each of `names`, how long after `killed` the instance at `second` sells its
+/// product, the variants asked at once (`None`: not within [`PATIENCE`]).
+async fn until_sold(
+    service: &Service<'_>,
+    second: &str,
+    names: &[&str],
+    products: &[String],
+    killed: Instant,
+) -> Vec<Option<Duration>> {
+    join_all(names.iter().zip(products).map(|(name, product)| {
         let v = variant(name);
         let mut url = format!("{second}/deduct_stock/{name}?product={product}");
         if v.takes("wait_ms") {
@@ -248,14 +283,18 @@ async fn dead_holders(
             }
         }
     }))
-    .await;
+    .await
+}
+
+/// Runs `restart` and waits (a minute at most) until the instance at `first` is healthy.
+async fn start_again(service: &Service<'_>, restart: &str, first: &str) -> anyhow::Result<()> {
     let status = Command::new("sh").args(["-c", restart]).status()?;
     ensure!(status.success(), "the restart command failed: {restart}");
     let back = Instant::now();
     loop {
         let up = service.http.get(format!("{first}/healthz")).send().await;
         if up.is_ok_and(|r| r.status() == 200) {
-            break;
+            return Ok(());
         }
         ensure!(
             back.elapsed() < Duration::from_secs(60),
@@ -263,10 +302,6 @@ async fn dead_holders(
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    for product in &products {
-        service.unlock(product).await?;
-    }
-    Ok(times)
 }
 
 async fn reset(service: &Service<'_>, product: &str, variant: Variant) -> anyhow::Result<()> {

@@ -5,16 +5,20 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
+use seckill::variants::Variant;
 use seckill_load::{Buyers, Control, Load, Method, Report as LoadReport};
 use serde_json::{Value, json};
 
+mod cost;
+
+use self::cost::{Before, Cost};
 use crate::admin::{Service, Terms};
-use crate::args::Suite;
-use crate::lock_store::{cpu_seconds, lock_store_pids};
-use crate::redis_usage::{Masters, spent};
+use crate::args::{BenchArgs, Suite};
+use crate::redis_usage::Masters;
 use crate::row::{Drain, Row};
 use crate::scenario::{Key, Scenario};
 
+/// Measures one scenario and returns its row (for a baseline, what the clients saw alone).
 pub(crate) async fn run_one(
     service: &Service<'_>,
     info: &mut Option<Masters>,
@@ -26,74 +30,12 @@ pub(crate) async fn run_one(
         return run_baseline(service, base, scenario).await;
     };
     let others = reset_products(service, &scenario).await?;
-    let mut url = format!("{base}/deduct_stock/{variant}?product={}", args.product);
-    if let Some(first) = &scenario.first {
-        let response = service.http.post(format!("{url}&{first}")).send().await?;
-        let status = response.status();
-        if status == 400 {
-            bail!(
-                "{}: the instances refused {first}: {} (start them with --faults)",
-                scenario.label,
-                response.text().await.unwrap_or_default()
-            );
-        }
-    }
-    if !scenario.knobs.is_empty() {
-        url = format!("{url}&{}", scenario.knobs);
-    }
-    let mut urls = vec![url];
-    for product in &others {
-        let mut url = format!("{base}/deduct_stock/{variant}?product={product}");
-        if !scenario.knobs.is_empty() {
-            url = format!("{url}&{}", scenario.knobs);
-        }
-        urls.push(url);
-    }
-    let urls = at_random(urls, scenario.requests);
-
-    let before = match info {
-        Some(masters) => Some(masters.read().await?),
-        None => None,
-    };
-    let lock_counters = || async {
-        let tries = service.counter_sum("lock_tries").await.ok()?;
-        let wakeups = service.counter_sum("lock_wakeups").await.ok()?;
-        let without_reason = service
-            .counter_sum("lock_tries_without_reason")
-            .await
-            .ok()?;
-        Some((tries, wakeups, without_reason))
-    };
-    let lock_counters_before = lock_counters().await;
-    let lock_pids = lock_store_pids(args, variant);
-    let lock_cpu_before = lock_pids.map(cpu_seconds).transpose()?;
-    let mut load = Load::to(urls, Method::Post).buyers(Buyers {
-        users: args.users.map(|u| usize::try_from(u).unwrap_or(usize::MAX)),
-        clicks: usize::try_from(args.clicks).unwrap_or(1),
-    });
-    if args.keys {
-        load = load.keyed(key_prefix());
-    }
-    let load = drive(service.http, load, &scenario).await;
+    send_first(service, base, variant, &scenario).await?;
+    let urls = deduct_urls(base, variant, &args.product, &others, &scenario);
+    let before = Before::read(service, info, variant).await?;
+    let load = drive(service.http, load_of(args, urls), &scenario).await;
     let ended = Instant::now();
-    let lock_cpu = match (lock_pids, lock_cpu_before) {
-        (Some(pids), Some(before)) => Some((cpu_seconds(pids)? - before).max(0.0) * 1e6),
-        _ => None,
-    };
-    let spent = match (info, before) {
-        (Some(masters), Some(before)) => spent(&before, &masters.read().await?),
-        _ => Vec::new(),
-    };
-
-    let lock_tries = match (lock_counters_before, lock_counters().await) {
-        (Some((tries0, wakeups0, without0)), Some((tries1, wakeups1, without1))) => {
-            Some((tries1 - tries0, wakeups1 - wakeups0, without1 - without0))
-        }
-        _ => None,
-    };
-    // Since the instances started: a row's own worst would need a reset the service
-    // does not offer; the bench's rows run in one order, so it is the worst so far.
-    let most_tries = service.gauge_max("lock_most_tries").await.ok().flatten();
+    let cost = before.cost(service, info).await?;
     let mut stats = service.stats().await?;
     for product in &others {
         add_stats(&mut stats, &service.stats_of(product).await?);
@@ -102,6 +44,82 @@ pub(crate) async fn run_one(
         Key::Orders { on: true, .. } => Some(drained(service, &stats, ended, &load).await?),
         _ => None,
     };
+    Ok(row(args.suite, scenario, load, stats, &cost, drain))
+}
+
+/// The deduction URL of `product` at `variant`, with `knobs` when there are any.
+fn deduct_url(base: &str, variant: Variant, product: &str, knobs: &str) -> String {
+    let url = format!("{base}/deduct_stock/{variant}?product={product}");
+    if knobs.is_empty() {
+        url
+    } else {
+        format!("{url}&{knobs}")
+    }
+}
+
+/// Sends the scenario's request alone before the load (a fault), if it has one; an error
+/// when the instances refuse it (started without `--faults`).
+async fn send_first(
+    service: &Service<'_>,
+    base: &str,
+    variant: Variant,
+    scenario: &Scenario,
+) -> anyhow::Result<()> {
+    let Some(first) = &scenario.first else {
+        return Ok(());
+    };
+    let url = deduct_url(base, variant, &service.args.product, "");
+    let response = service.http.post(format!("{url}&{first}")).send().await?;
+    if response.status() == 400 {
+        bail!(
+            "{}: the instances refused {first}: {} (start them with --faults)",
+            scenario.label,
+            response.text().await.unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// The URLs of the load's requests: `--product`'s and the `others`' deductions with the
+/// scenario's knobs, spread as [`at_random`] spreads them.
+fn deduct_urls(
+    base: &str,
+    variant: Variant,
+    product: &str,
+    others: &[String],
+    scenario: &Scenario,
+) -> Vec<String> {
+    let urls = std::iter::once(product)
+        .chain(others.iter().map(String::as_str))
+        .map(|product| deduct_url(base, variant, product, &scenario.knobs))
+        .collect();
+    at_random(urls, scenario.requests)
+}
+
+/// The load of a row: `urls` clicked by the bench's buyers (`--users`, `--clicks`), with
+/// idempotency keys under `--keys`.
+fn load_of(args: &BenchArgs, urls: Vec<String>) -> Load {
+    let load = Load::to(urls, Method::Post).buyers(Buyers {
+        users: args.users.map(|u| usize::try_from(u).unwrap_or(usize::MAX)),
+        clicks: usize::try_from(args.clicks).unwrap_or(1),
+    });
+    if args.keys {
+        load.keyed(key_prefix())
+    } else {
+        load
+    }
+}
+
+/// The row of a scenario measured: the load's figures, the audit's (`stats`), and what
+/// each unit sold cost the stores.
+fn row(
+    suite: Suite,
+    scenario: Scenario,
+    load: LoadReport,
+    stats: Value,
+    cost: &Cost,
+    drain: Option<Drain>,
+) -> Row {
     let field = |name: &str| stats[name].as_i64().unwrap_or_default();
     let (initial, sold, remaining) = (field("initial"), field("sold"), field("remaining"));
     let real_units = sold.min(initial - remaining).max(0);
@@ -109,6 +127,7 @@ pub(crate) async fn run_one(
         .then_some(load.last_ok)
         .flatten();
     let window = sell_out.unwrap_or(load.elapsed).as_secs_f64().max(1e-9);
+    let spent = &cost.spent;
     let per_unit = |total: f64| (sold > 0 && !spent.is_empty()).then(|| total / sold as f64);
     let commands = spent.iter().map(|(_, commands, _)| *commands).sum::<u64>() as f64;
     let cpu_us: f64 = spent.iter().map(|(_, _, cpu)| cpu).sum();
@@ -120,8 +139,9 @@ pub(crate) async fn run_one(
     } else {
         Vec::new()
     };
+    let lock = cost.lock.filter(|lock| lock.tries > 0);
     let work = load.work_ms();
-    Ok(Row {
+    Row {
         throughput: load.throughput(),
         p50_ms: load.percentile_ms(0.50),
         p99_ms: load.percentile_ms(0.99),
@@ -141,24 +161,25 @@ pub(crate) async fn run_one(
         work_p99_ms: work.map(|(_, p99)| p99),
         redis_commands_per_unit: per_unit(commands),
         redis_cpu_us_per_unit: per_unit(cpu_us),
-        lock_tries_per_unit: lock_tries
-            .filter(|(tries, _, _)| *tries > 0 && sold > 0)
-            .map(|(tries, wakeups, _)| (tries as f64 / sold as f64, wakeups as f64 / sold as f64)),
-        lock_tries_without_reason: lock_tries
-            .filter(|(tries, _, _)| *tries > 0)
-            .map(|(_, _, without)| without),
-        lock_most_tries: most_tries.filter(|_| lock_tries.is_some_and(|(t, _, _)| t > 0)),
+        lock_tries_per_unit: lock.filter(|_| sold > 0).map(|lock| {
+            (
+                lock.tries as f64 / sold as f64,
+                lock.wakeups as f64 / sold as f64,
+            )
+        }),
+        lock_tries_without_reason: lock.map(|lock| lock.without_reason),
+        lock_most_tries: cost.most_tries.filter(|_| lock.is_some()),
         redis_cpu_us_per_unit_by_master: by_master,
-        lock_store_cpu_us_per_unit: match lock_cpu {
+        lock_store_cpu_us_per_unit: match cost.lock_cpu_us {
             Some(cpu) => (sold > 0).then(|| cpu / sold as f64),
             // The stores and seed003 suites' rows whose lock lives in the stock store.
-            None if matches!(args.suite, Suite::Stores | Suite::Seed003) => per_unit(cpu_us),
+            None if matches!(suite, Suite::Stores | Suite::Seed003) => per_unit(cpu_us),
             None => None,
         },
         drain,
         stats,
         scenario,
-    })
+    }
 }
 
 /// Resets `--product` for the scenario and the products besides it that its load is spread
