@@ -1,9 +1,12 @@
 -- deduct.lua (after lib/critical.lua): the lock-free variant. Checks the stock (and the
 -- buyer's limit, and the idempotency key's claim), takes units and records their orders in
--- one atomic step, so no lock is needed. One call serves one or more deductions of one
--- product (an instance sends together the ones that arrived while its previous call was in
--- flight); each still takes exactly one unit or none.
+-- one atomic step, so no lock is needed. One call serves one or more deductions of one or
+-- more products (an instance sends together the ones that arrived while its previous call
+-- was in flight; on a Redis Cluster, of one product only, every key of a call on one slot),
+-- product by product, a line each; each deduction still takes exactly one unit or none.
 --
+-- Per line, its keys, then its arguments (KEYS[1..] and ARGV[3..] below count from the
+-- line's first):
 -- KEYS[1]  stock   (string: units left)
 -- KEYS[2]  orders  (hash: order id -> "instance variant[ user]")
 -- KEYS[3]  audit   (hash of counters: `sold/<instance>/<variant>` for sales, `sold_out`
@@ -16,9 +19,10 @@
 -- KEYS[8]  unpaid  (sorted set: order -> deadline to pay by, with a payment window)
 -- KEYS[9]  void    (hash: order ids voided after their answer was lost: never sold)
 -- KEYS[10..] the claims of the deductions that carry an idempotency key, in their order
--- ARGV[1]  instance id
--- ARGV[2]  variant name
--- ARGV[3..] per deduction, first come first served, four arguments: an order id, its buyer
+-- ARGV[1]  instance id (the call's, once)
+-- ARGV[2]  variant name (the call's, once)
+-- ARGV[3]  the line's number of deductions, n
+-- ARGV[4..] per deduction, first come first served, four arguments: an order id, its buyer
 --          ('' for none), its holder id and its idempotency key ('' for none)
 --
 -- An order id already sold is answered 1 and sold nothing more: a call sent again (by a
@@ -28,83 +32,110 @@
 -- `keyed_sale`), batch-aware: what they write is collected and written once (`flush`). A
 -- sale after `/admin/close` is counted (`sold_after_close`), as under a lock.
 --
--- Returns: {units in stock before this call, then per deduction 1 (sold), 0 (sold out),
---          or why it sold nothing: 'limit_reached', 'user_required', 'taken_over' or
---          'voided' (as lib/critical.lua's `sell`)}; the i-th unit sold leaves
---          `stock - i`. nil when there is no stock key (never reset, or Redis lost it: not
---          for sale).
-local stock = redis.call('GET', KEYS[1])
-if not stock then
-  return false
-end
-stock = tonumber(stock)
+-- Returns: per line, {units in stock before this call, then per deduction 1 (sold), 0
+--          (sold out), or why it sold nothing: 'limit_reached', 'user_required',
+--          'taken_over' or 'voided' (as lib/critical.lua's `sell`)}; the i-th unit sold
+--          leaves `stock - i`. {} when there is no stock key (never reset, or Redis lost
+--          it: not for sale).
 local instance, variant = ARGV[1], ARGV[2]
-local left = stock
-local answers = { stock }
-local sold_out, refused = 0, 0
-local claims = 9
--- The call's sales, written once at the end (lib/critical.lua's `batch`); the sale's terms
--- (`terms`) read at the first sale, and its orders streamed in one entry at the end.
-local call = { lines = {} }
-local batch = { bought = {}, sold = 0, orders = {}, closed = 0 }
-local limit = per_user(KEYS[4], batch)
--- Which of the call's order ids were sold already, and whether any order id of the product
--- was ever voided: read once per call, not once per deduction.
-local ids = {}
-for i = 3, #ARGV, 4 do
-  ids[#ids + 1] = ARGV[i]
-end
-local already = redis.call('HMGET', KEYS[2], unpack(ids))
-local void = redis.call('EXISTS', KEYS[9]) == 1 and KEYS[9] or nil
--- The sale of every deduction without an idempotency key: one table, not one each.
-local unkeyed = { key = '', split = '0', keys = KEYS[6], shard = '0', stream = KEYS[7],
-  unpaid = KEYS[8], call = call }
-local n = 0
-for i = 3, #ARGV, 4 do
-  n = n + 1
-  local order, user, holder = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local sale = unkeyed
-  if ARGV[i + 3] ~= '' then
-    sale = { key = ARGV[i + 3], split = '0', keys = KEYS[6], shard = '0',
-      stream = KEYS[7], unpaid = KEYS[8], call = call }
-    claims = claims + 1
-    sale.claim = KEYS[claims]
+
+-- One line: the product whose keys start after KEYS[k] and whose count of deductions is
+-- ARGV[a], its deductions after it. Returns its answers, and how many keys it took.
+local function line(k, a)
+  local n = tonumber(ARGV[a])
+  local K = {}
+  for i = 1, 9 do
+    K[i] = KEYS[k + i]
   end
-  -- Sold by an earlier send of this same call: sold, and nothing more.
-  local answer = unsold(KEYS[1], KEYS[2], void, order, already[n] ~= false)
-  if answer then
-    answer = answer == 'voided' and answer or 1
-  else
-    -- A buyer is refused at their limit only while there is stock to refuse them: once it
-    -- is gone, every buyer is sold out alike.
-    if limit > 0 and (user == '' or left > 0) then
-      answer = over_limit(KEYS[4], KEYS[5], user, batch)
+  local claims = k + 9
+  for i = a + 1, a + 4 * n, 4 do
+    if ARGV[i + 3] ~= '' then
+      claims = claims + 1
     end
+  end
+  local taken = claims - k
+  local stock = redis.call('GET', K[1])
+  if not stock then
+    return {}, taken
+  end
+  stock = tonumber(stock)
+  local left = stock
+  local answers = { stock }
+  local sold_out, refused = 0, 0
+  claims = k + 9
+  -- The line's sales, written once at the end (lib/critical.lua's `batch`); the sale's
+  -- terms (`terms`) read at the first sale, and its orders streamed in one entry at the end.
+  local call = { lines = {} }
+  local batch = { bought = {}, sold = 0, orders = {}, closed = 0 }
+  local limit = per_user(K[4], batch)
+  -- Which of the line's order ids were sold already, and whether any order id of the
+  -- product was ever voided: read once per line, not once per deduction.
+  local ids = {}
+  for i = a + 1, a + 4 * n, 4 do
+    ids[#ids + 1] = ARGV[i]
+  end
+  local already = redis.call('HMGET', K[2], unpack(ids))
+  local void = redis.call('EXISTS', K[9]) == 1 and K[9] or nil
+  -- The sale of every deduction without an idempotency key: one table, not one each.
+  local unkeyed = { key = '', split = '0', keys = K[6], shard = '0', stream = K[7],
+    unpaid = K[8], call = call }
+  local j = 0
+  for i = a + 1, a + 4 * n, 4 do
+    j = j + 1
+    local order, user, holder = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    local sale = unkeyed
+    if ARGV[i + 3] ~= '' then
+      sale = { key = ARGV[i + 3], split = '0', keys = K[6], shard = '0',
+        stream = K[7], unpaid = K[8], call = call }
+      claims = claims + 1
+      sale.claim = KEYS[claims]
+    end
+    -- Sold by an earlier send of this same call: sold, and nothing more.
+    local answer = unsold(K[1], K[2], void, order, already[j] ~= false)
     if answer then
-      refused = refused + (answer == 'limit_reached' and 1 or 0)
-    elseif left <= 0 then
-      answer = 0
-      sold_out = sold_out + 1
+      answer = answer == 'voided' and answer or 1
     else
-      answer = keyed(sale, KEYS[3], holder)
+      -- A buyer is refused at their limit only while there is stock to refuse them: once
+      -- it is gone, every buyer is sold out alike.
+      if limit > 0 and (user == '' or left > 0) then
+        answer = over_limit(K[4], K[5], user, batch)
+      end
+      if answer then
+        refused = refused + (answer == 'limit_reached' and 1 or 0)
+      elseif left <= 0 then
+        answer = 0
+        sold_out = sold_out + 1
+      else
+        answer = keyed(sale, K[3], holder)
+      end
+      if not answer then
+        answer = 1
+        left = left - 1
+        record(K[2], K[5], K[3], order, instance, variant, user, sale, batch)
+        keyed_sale(sale, K[3], order, instance, left)
+      end
     end
-    if not answer then
-      answer = 1
-      left = left - 1
-      record(KEYS[2], KEYS[5], KEYS[3], order, instance, variant, user, sale, batch)
-      keyed_sale(sale, KEYS[3], order, instance, left)
-    end
+    answers[#answers + 1] = answer
   end
-  answers[#answers + 1] = answer
+  flush(batch, K[1], K[2], K[3], instance, variant)
+  if #call.lines > 0 then
+    stream_orders(K[7], call, '0', instance, variant, table.concat(call.lines, ','))
+  end
+  if sold_out > 0 then
+    redis.call('HINCRBY', K[3], 'sold_out', sold_out)
+  end
+  if refused > 0 then
+    redis.call('HINCRBY', K[3], 'limit_reached', refused)
+  end
+  return answers, taken
 end
-flush(batch, KEYS[1], KEYS[2], KEYS[3], instance, variant)
-if #call.lines > 0 then
-  stream_orders(KEYS[7], call, '0', instance, variant, table.concat(call.lines, ','))
+
+local replies = {}
+local k, a = 0, 3
+while a <= #ARGV do
+  local answers, taken = line(k, a)
+  replies[#replies + 1] = answers
+  k = k + taken
+  a = a + 1 + 4 * tonumber(ARGV[a])
 end
-if sold_out > 0 then
-  redis.call('HINCRBY', KEYS[3], 'sold_out', sold_out)
-end
-if refused > 0 then
-  redis.call('HINCRBY', KEYS[3], 'limit_reached', refused)
-end
-return answers
+return replies

@@ -269,38 +269,45 @@ pub struct Deduct<'a> {
     pub key: &'a str,
 }
 
-/// `deduct.lua` (the lock-free variant) on `shard` for `sales`, first come first served,
-/// sold by `instance` as `variant`. Its answer: `Option<Vec<`[`Reply`]`>>` — none without
-/// a stock key, else the stock before the call, then one reply per sale (1 sold, 0 sold
-/// out, or why not).
-pub fn deduct<'a>(
-    shard: &ShardKeys,
+/// `deduct.lua` (the lock-free variant) for `lines`, each a shard and its sales, first
+/// come first served, sold by `instance` as `variant`. Every line's keys must be on one
+/// slot on a Redis Cluster (one line, then). Its answer: `Vec<Vec<`[`Reply`]`>>`, a line
+/// each — empty without a stock key, else the stock before the call, then one reply per
+/// sale (1 sold, 0 sold out, or why not).
+pub fn deduct<'a, S>(
     instance: &str,
     variant: &str,
-    sales: impl IntoIterator<Item = Deduct<'a>>,
-) -> ScriptInvocation<'static> {
+    lines: impl IntoIterator<Item = (&'a ShardKeys, S)>,
+) -> ScriptInvocation<'static>
+where
+    S: IntoIterator<Item = Deduct<'a>>,
+    S::IntoIter: Clone,
+{
     let mut script = DEDUCT.prepare_invoke();
-    script
-        .key(&shard.stock)
-        .key(&shard.orders)
-        .key(&shard.audit)
-        .key(&shard.meta)
-        .key(&shard.buyers)
-        .key(&shard.keys)
-        .key(&shard.stream)
-        .key(&shard.unpaid)
-        .key(&shard.void)
-        .arg(instance)
-        .arg(variant);
-    for sale in sales {
-        if !sale.key.is_empty() {
-            script.key(shard.claim(sale.key));
-        }
+    script.arg(instance).arg(variant);
+    for (shard, sales) in lines {
+        let sales = sales.into_iter();
         script
-            .arg(sale.order)
-            .arg(sale.user)
-            .arg(sale.holder)
-            .arg(sale.key);
+            .key(&shard.stock)
+            .key(&shard.orders)
+            .key(&shard.audit)
+            .key(&shard.meta)
+            .key(&shard.buyers)
+            .key(&shard.keys)
+            .key(&shard.stream)
+            .key(&shard.unpaid)
+            .key(&shard.void)
+            .arg(sales.clone().count());
+        for sale in sales {
+            if !sale.key.is_empty() {
+                script.key(shard.claim(sale.key));
+            }
+            script
+                .arg(sale.order)
+                .arg(sale.user)
+                .arg(sale.holder)
+                .arg(sale.key);
+        }
     }
     script
 }

@@ -3,14 +3,17 @@
 //! Correct, and the goodput ceiling the lock variants are measured against.
 //!
 //! Every deduction is one unit, taken or not by `lua/deduct.lua` inside Redis. What is
-//! shared is the trip there: while an instance's call for a product is in flight, the
-//! deductions that arrive for it wait, and go together in its next call (group commit;
-//! with `--redis-wait-replicas`, one confirmation covers the call's sales). Each product
-//! has its own call in flight: a slow one holds up no other product. A deduction that
-//! finds its product idle sends the call itself, on its own task — the path of a plain
-//! service, which a sale spread over many products mostly takes. On a hot product, under
-//! load, it turns a hundred round trips into a few. The round trip, not the script, is most of what a deduction costs (see
-//! PERFORMANCE.md); `batch=off` sends each deduction on its own, to show it.
+//! shared is the trip there: while an instance's call is in flight, the deductions that
+//! arrive wait, and go together in its next call (group commit; with
+//! `--redis-wait-replicas`, one confirmation covers the call's sales). On one Redis (or
+//! behind sentinels) one call carries every product's deductions, a line per product, so
+//! a sale spread over many products batches as well as one hot product does; on a Redis
+//! Cluster, where a script's keys share a slot, each product has its own call in flight,
+//! and a slow one holds up no other product. A deduction that finds no call in flight
+//! sends one itself, on its own task, as a plain service would. Under load that turns a
+//! hundred round trips into a few. The round trip, not the script, is most of what a
+//! deduction costs (see PERFORMANCE.md); `batch=off` sends each deduction on its own, to
+//! show it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,7 +29,7 @@ use crate::keys::ShardKeys;
 use crate::knobs::{Kind, Knob};
 use crate::scripts;
 use crate::scripts::{Refusal, Reply};
-use crate::store::{Confirmations, RedisConn};
+use crate::store::{Confirmations, RedisConn, RedisMode};
 
 /// `batch=off`: each deduction in a script call of its own.
 pub const BATCH: Knob = Knob {
@@ -59,6 +62,7 @@ pub const MAX_BATCH: usize = 128;
 pub(super) fn start(start: &Start<'_>) -> LuaBatches {
     LuaBatches::start(
         start.store.conn(),
+        start.store.mode() == RedisMode::Cluster,
         start.settings.instance.clone(),
         start.sale_confirmations.cloned(),
     )
@@ -71,12 +75,13 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     let order = sale.order.clone();
     d.lost.sending(&shard, &order);
     let unit = if d.knobs.switch(&BATCH) {
-        d.app.variant_state.lua.deduct(&shard, sale).await?
+        d.app.variant_state.lua.deduct(shard, sale).await?
     } else {
         let (instance, confirm) = (&d.app.settings.instance, d.app.sale_confirmations.clone());
         let mut redis = d.redis();
-        let units = Box::pin(call(&mut redis, instance, &shard, &[sale], confirm)).await?;
-        units.first().copied().unwrap_or(Unit::NotForSale)
+        let lines = [Line::of(&shard, [&sale])];
+        let units = Box::pin(call(&mut redis, instance, &lines, confirm)).await?;
+        first_unit(&units)
     };
     d.lost.answered();
     match unit {
@@ -117,6 +122,15 @@ impl Batched {
             key: key.to_owned(),
         }
     }
+
+    fn as_script_takes_it(&self) -> scripts::Deduct<'_> {
+        scripts::Deduct {
+            order: &self.order,
+            user: &self.user,
+            holder: &self.holder,
+            key: &self.key,
+        }
+    }
 }
 
 /// What one deduction got from a call of the script.
@@ -134,13 +148,12 @@ enum Unit {
     Refused(Refusal),
 }
 
-/// What the script answered for a call, one [`Unit`] per deduction, in order: the stock
-/// before the call, then each deduction's answer (1 sold, 0 sold out, or a refusal);
-/// nothing when the product has no stock key. `confirmed`: whether the replicas asked for
-/// confirmed the call's sales.
-fn units(script: Option<Vec<Reply>>, count: usize, confirmed: bool) -> Vec<Unit> {
-    let Some((&Reply::Units(before), answers)) = script.as_deref().and_then(<[Reply]>::split_first)
-    else {
+/// What the script answered for one product of a call, one [`Unit`] per deduction, in
+/// order: the stock before the call, then each deduction's answer (1 sold, 0 sold out, or
+/// a refusal); nothing when the product has no stock key. `confirmed`: whether the
+/// replicas asked for confirmed the call's sales.
+fn units(script: &[Reply], count: usize, confirmed: bool) -> Vec<Unit> {
+    let Some((&Reply::Units(before), answers)) = script.split_first() else {
         return vec![Unit::NotForSale; count];
     };
     let mut sold = 0;
@@ -160,173 +173,239 @@ fn units(script: Option<Vec<Reply>>, count: usize, confirmed: bool) -> Vec<Unit>
         .collect()
 }
 
-/// Runs `deduct.lua` for `sales`, in that order, on one shard; with `confirm`, one
-/// confirmation by the replicas covers every sale of the call.
-async fn call<'a>(
-    redis: &mut RedisConn,
-    instance: &str,
-    shard: &ShardKeys,
-    sales: impl IntoIterator<Item = &'a Batched>,
-    confirm: Option<Arc<Confirmations>>,
-) -> Result<Vec<Unit>, RedisError> {
-    let mut count = 0;
-    let sales = sales.into_iter().map(|sale| {
-        count += 1;
-        scripts::Deduct {
-            order: &sale.order,
-            user: &sale.user,
-            holder: &sale.holder,
-            key: &sale.key,
-        }
-    });
-    let script = scripts::deduct(shard, instance, SPEC.name, sales);
-    let result: Option<Vec<Reply>> = script.invoke_async(redis).await?;
-    let sold = result.as_deref().map_or(0, |r| {
-        r.iter().skip(1).filter(|&&a| a == Reply::Units(1)).count()
-    });
-    let confirmed = sold == 0 || confirm_sales(confirm.as_ref(), redis, shard, sold as i64).await;
-    Ok(units(result, count, confirmed))
+/// The first line's first deduction's unit: a call of one.
+fn first_unit(units: &[Vec<Unit>]) -> Unit {
+    let first = units.first().and_then(|line| line.first());
+    first.copied().unwrap_or(Unit::NotForSale)
 }
 
-/// A deduction waiting for its product's next call.
+/// One product's deductions in a call: its shard, and its sales in their order.
+struct Line<'a> {
+    shard: &'a ShardKeys,
+    sales: Vec<&'a Batched>,
+}
+
+impl<'a> Line<'a> {
+    fn of(shard: &'a ShardKeys, sales: impl IntoIterator<Item = &'a Batched>) -> Self {
+        Self {
+            shard,
+            sales: sales.into_iter().collect(),
+        }
+    }
+}
+
+/// Runs `deduct.lua` for `lines`, product by product, each's sales in their order; with
+/// `confirm`, one confirmation by the replicas covers every sale of the call. The units,
+/// a line each.
+async fn call(
+    redis: &mut RedisConn,
+    instance: &str,
+    lines: &[Line<'_>],
+    confirm: Option<Arc<Confirmations>>,
+) -> Result<Vec<Vec<Unit>>, RedisError> {
+    let script = scripts::deduct(
+        instance,
+        SPEC.name,
+        lines.iter().map(|line| {
+            let sales = line.sales.iter().map(|sale| sale.as_script_takes_it());
+            (line.shard, sales)
+        }),
+    );
+    let result: Vec<Vec<Reply>> = script.invoke_async(redis).await?;
+    let sold: Vec<(&ShardKeys, i64)> = lines
+        .iter()
+        .zip(&result)
+        .map(|(line, replies)| {
+            let sold = replies.iter().skip(1).filter(|&&a| a == Reply::Units(1));
+            (line.shard, sold.count() as i64)
+        })
+        .filter(|&(_, sold)| sold > 0)
+        .collect();
+    let confirmed = sold.is_empty() || confirm_sales(confirm.as_ref(), redis, &sold).await;
+    let none = Vec::new();
+    Ok(lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| units(result.get(i).unwrap_or(&none), line.sales.len(), confirmed))
+        .collect())
+}
+
+/// A deduction waiting for its call.
 struct Waiting {
+    shard: Arc<ShardKeys>,
     sale: Batched,
     answer: oneshot::Sender<Result<Unit, RedisError>>,
 }
 
-/// The instance's lua deductions, product by product: at most one script call in flight
-/// for each, and what arrives meanwhile waits for the next (group commit). A deduction
-/// that finds its product idle sends its call itself, on its own task, as a plain service
-/// would; only a product with a call in flight queues, and its queue goes in one call of
-/// a task of its own as soon as that call is answered. Cheap to clone.
+/// The instance's lua deductions: at most one script call in flight for each queue, and
+/// what arrives meanwhile waits for the queue's next call (group commit). On one Redis
+/// (or behind sentinels) the instance has one queue, every product's deductions in it; on
+/// a Redis Cluster, where a script's keys must share a slot, one per product. A deduction
+/// that finds its queue idle sends its call itself, on its own task, as a plain service
+/// would; only a busy queue holds deductions, and they go in one call of a task of its own
+/// as soon as the call in flight is answered. Cheap to clone.
 #[derive(Clone)]
 pub struct LuaBatches(Arc<Batches>);
 
 struct Batches {
-    /// By stock key, the products with a call in flight, and what waits for their next.
-    /// Held for a lookup and a push, never across an await.
-    products: Mutex<HashMap<String, Vec<Waiting>>>,
+    /// By queue, those with a call in flight, and what waits for their next. Held for a
+    /// lookup and a push, never across an await.
+    queues: Mutex<HashMap<String, Vec<Waiting>>>,
+    /// A queue per product (a Redis Cluster), else one for all.
+    per_product: bool,
     redis: RedisConn,
     instance: Arc<str>,
     confirm: Option<Arc<Confirmations>>,
 }
 
 impl LuaBatches {
-    fn start(redis: RedisConn, instance: Arc<str>, confirm: Option<Arc<Confirmations>>) -> Self {
+    fn start(
+        redis: RedisConn,
+        per_product: bool,
+        instance: Arc<str>,
+        confirm: Option<Arc<Confirmations>>,
+    ) -> Self {
         Self(Arc::new(Batches {
-            products: Mutex::new(HashMap::new()),
+            queues: Mutex::new(HashMap::new()),
+            per_product,
             redis,
             instance,
             confirm,
         }))
     }
 
-    fn products(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Waiting>>> {
-        self.0
-            .products
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn queues(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Waiting>>> {
+        self.0.queues.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `sale` from `shard`: sent now when the product has no call in flight, else in its
-    /// next call.
+    /// The queue of `shard`'s deductions.
+    fn queue_of(&self, shard: &ShardKeys) -> String {
+        if self.0.per_product {
+            shard.stock.clone()
+        } else {
+            String::new()
+        }
+    }
+
+    /// `sale` from `shard`: sent now when its queue has no call in flight, else in the
+    /// queue's next call.
     ///
     /// # Cancel safety
     ///
-    /// Dropped while it waits for its product's next call, the sale is left out of it
-    /// (a request that is gone sells nothing). Dropped while its own call is in flight,
-    /// the sale may still be made, as any command whose answer is lost; the product's
-    /// queue goes on in the next call all the same.
-    async fn deduct(&self, shard: &ShardKeys, sale: Batched) -> Result<Unit, AppError> {
-        let queued = {
-            let mut products = self.products();
-            match products.get_mut(&shard.stock) {
-                Some(queue) => {
+    /// Dropped while it waits for its queue's next call, the sale is left out of it (a
+    /// request that is gone sells nothing). Dropped while its own call is in flight, the
+    /// sale may still be made, as any command whose answer is lost; the queue goes on in
+    /// the next call all the same.
+    async fn deduct(&self, shard: Arc<ShardKeys>, sale: Batched) -> Result<Unit, AppError> {
+        let queue = self.queue_of(&shard);
+        let joined = {
+            let mut queues = self.queues();
+            match queues.get_mut(&queue) {
+                Some(waiting) => {
                     let (answer, answered) = oneshot::channel();
-                    queue.push(Waiting { sale, answer });
+                    waiting.push(Waiting {
+                        shard,
+                        sale,
+                        answer,
+                    });
                     Err(answered)
                 }
                 None => {
-                    products.insert(shard.stock.clone(), Vec::new());
-                    Ok(sale)
+                    queues.insert(queue.clone(), Vec::new());
+                    Ok((shard, sale))
                 }
             }
         };
-        let sale = match queued {
-            Ok(sale) => sale,
+        let (shard, sale) = match joined {
+            Ok(first) => first,
             Err(answered) => {
                 let gone =
                     || AppError::Internal(anyhow::anyhow!("a lua call's answer was dropped"));
                 return Ok(answered.await.map_err(|_| gone())??);
             }
         };
-        // This product's sender: whatever ends the call (its answer, or the request
+        // This queue's sender: whatever ends the call (its answer, or the request
         // dropped), the queue goes on (`Next`).
         let _next = Next {
             batches: self,
-            shard,
+            queue,
         };
         let batches = &self.0;
         let mut redis = batches.redis.clone();
-        let confirm = batches.confirm.clone();
-        let units = call(&mut redis, &batches.instance, shard, [&sale], confirm).await?;
-        Ok(units.first().copied().unwrap_or(Unit::NotForSale))
+        let lines = [Line::of(&shard, [&sale])];
+        let units = call(
+            &mut redis,
+            &batches.instance,
+            &lines,
+            batches.confirm.clone(),
+        )
+        .await?;
+        Ok(first_unit(&units))
     }
 
-    /// After a call for `shard`'s product: its queue, up to [`MAX_BATCH`], in the next
-    /// call, on a task of its own; or, nothing queued, the product idle again.
-    fn send_next(&self, shard: &ShardKeys) {
+    /// After a call for `queue`: what waits in it, up to [`MAX_BATCH`], in the next call,
+    /// on a task of its own; or, nothing waiting, the queue idle again.
+    fn send_next(&self, queue: String) {
         let batch: Vec<Waiting> = {
-            let mut products = self.products();
-            let Some(queue) = products.get_mut(&shard.stock) else {
+            let mut queues = self.queues();
+            let Some(waiting) = queues.get_mut(&queue) else {
                 return;
             };
             // A request that is gone (its client hung up, or it timed out) sells nothing.
-            queue.retain(|w| !w.answer.is_closed());
-            if queue.is_empty() {
-                products.remove(&shard.stock);
+            waiting.retain(|w| !w.answer.is_closed());
+            if waiting.is_empty() {
+                queues.remove(&queue);
                 return;
             }
-            queue.drain(..queue.len().min(MAX_BATCH)).collect()
+            waiting.drain(..waiting.len().min(MAX_BATCH)).collect()
         };
-        let (batches, shard) = (self.clone(), ShardKeys::clone(shard));
+        let batches = self.clone();
         tokio::spawn(async move {
             let _next = Next {
                 batches: &batches,
-                shard: &shard,
+                queue,
             };
-            send(&batches.0, &shard, batch).await;
+            send(&batches.0, batch).await;
         });
     }
 }
 
-/// The product's next call, sent once this one ends however it ends.
+/// The queue's next call, sent once this one ends however it ends.
 struct Next<'a> {
     batches: &'a LuaBatches,
-    shard: &'a ShardKeys,
+    queue: String,
 }
 
 impl Drop for Next<'_> {
     fn drop(&mut self) {
-        self.batches.send_next(self.shard);
+        self.batches.send_next(std::mem::take(&mut self.queue));
     }
 }
 
-/// One call for a batch of one product's deductions, and their answers.
-async fn send(batches: &Batches, shard: &ShardKeys, batch: Vec<Waiting>) {
+/// One call for a batch of deductions, a line per product in the order they first came,
+/// and their answers.
+async fn send(batches: &Batches, batch: Vec<Waiting>) {
+    let mut lines: Vec<Line<'_>> = Vec::new();
+    let mut at: Vec<(usize, usize)> = Vec::with_capacity(batch.len());
+    for waiting in &batch {
+        let stock = &waiting.shard.stock;
+        let i = match lines.iter().position(|line| line.shard.stock == *stock) {
+            Some(i) => i,
+            None => {
+                lines.push(Line::of(&waiting.shard, []));
+                lines.len() - 1
+            }
+        };
+        at.push((i, lines[i].sales.len()));
+        lines[i].sales.push(&waiting.sale);
+    }
     let mut redis = batches.redis.clone();
-    let sales = batch.iter().map(|w| &w.sale);
-    let units = call(
-        &mut redis,
-        &batches.instance,
-        shard,
-        sales,
-        batches.confirm.clone(),
-    )
-    .await;
-    for (i, waiting) in batch.into_iter().enumerate() {
+    let confirm = batches.confirm.clone();
+    let units = call(&mut redis, &batches.instance, &lines, confirm).await;
+    drop(lines);
+    for (waiting, (line, j)) in batch.into_iter().zip(at) {
         let unit = match &units {
-            Ok(units) => Ok(units.get(i).copied().unwrap_or(Unit::NotForSale)),
+            Ok(units) => Ok(units[line].get(j).copied().unwrap_or(Unit::NotForSale)),
             Err(err) => Err(err.clone()),
         };
         let _ = waiting.answer.send(unit);
@@ -341,11 +420,7 @@ mod tests {
     fn each_deduction_of_a_call_gets_what_the_script_answered_for_it() {
         use Reply::{Refused, Units};
         let limit = Refused(Refusal::LimitReached);
-        let sold = units(
-            Some(vec![Units(3), Units(1), limit, Units(1), Units(0)]),
-            4,
-            true,
-        );
+        let sold = units(&[Units(3), Units(1), limit, Units(1), Units(0)], 4, true);
         assert_eq!(
             sold,
             [
@@ -356,12 +431,9 @@ mod tests {
             ]
         );
         // Below zero is a stock (two holders under a broken lock sold the last unit).
-        assert_eq!(
-            units(Some(vec![Units(-4), Units(0)]), 1, true),
-            [Unit::SoldOut]
-        );
-        assert_eq!(units(None, 2, true), [Unit::NotForSale; 2]);
-        let unconfirmed = units(Some(vec![Units(3), Units(1), Units(0)]), 2, false);
+        assert_eq!(units(&[Units(-4), Units(0)], 1, true), [Unit::SoldOut]);
+        assert_eq!(units(&[], 2, true), [Unit::NotForSale; 2]);
+        let unconfirmed = units(&[Units(3), Units(1), Units(0)], 2, false);
         assert_eq!(unconfirmed, [Unit::Unconfirmed, Unit::SoldOut]);
     }
 }

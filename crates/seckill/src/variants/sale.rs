@@ -103,7 +103,7 @@ impl Deduction {
     /// A unit sold and recorded: a 200, once as many replicas as asked for have it.
     pub(super) async fn sold(&self, shard: &ShardKeys, order: String, remaining: i64) -> Outcome {
         let confirm = self.app.sale_confirmations.as_ref();
-        if !confirm_sales(confirm, &mut self.redis(), shard, 1).await {
+        if !confirm_sales(confirm, &mut self.redis(), &[(shard, 1)]).await {
             return Outcome::Unconfirmed {
                 order,
                 shard: shard.index,
@@ -132,38 +132,40 @@ fn variants_that(which: fn(&super::Spec) -> bool) -> String {
     }
 }
 
-/// After `count` sales written to `shard`: true when as many replicas as
-/// `--redis-wait-replicas` asks have them (`confirmations`), or none are asked for. When
-/// they do not, or cannot be asked now (every confirmation connection in use, the master
-/// gone), the sales are counted as unconfirmed in the shard's audit (on `conn`, the shared
+/// After sales written to shards on one master (`sold`: each shard with its count of
+/// sales): true when as many replicas as `--redis-wait-replicas` asks have them
+/// (`confirmations`; one `WAIT` covers them all), or none are asked for. When they do not,
+/// or cannot be asked now (every confirmation connection in use, the master gone), the
+/// sales are counted as unconfirmed in each shard's audit (on `conn`, the shared
 /// connection), where that can still be written.
 pub(super) async fn confirm_sales(
     confirmations: Option<&Arc<Confirmations>>,
     conn: &mut RedisConn,
-    shard: &ShardKeys,
-    count: i64,
+    sold: &[(&ShardKeys, i64)],
 ) -> bool {
-    let Some(confirmations) = confirmations else {
+    let (Some(confirmations), Some((first, _))) = (confirmations, sold.first()) else {
         return true;
     };
-    match confirmations.confirm(&shard.confirm).await {
+    match confirmations.confirm(&first.confirm).await {
         Ok(Confirmed::Yes) => return true,
         Ok(Confirmed::No) => {}
         Ok(Confirmed::Busy) => tracing::warn!(
-            key = %shard.stock,
+            key = %first.stock,
             "every confirmation connection in use: the sale is answered unconfirmed"
         ),
         Err(err) => tracing::warn!(
             error = %err,
-            key = %shard.stock,
+            key = %first.stock,
             "confirming the sale with replicas failed"
         ),
     }
-    let counted: Result<i64, _> = conn
-        .hincr(&shard.audit, Counter::Unconfirmed.field(), count)
-        .await;
-    if let Err(err) = counted {
-        tracing::warn!(error = %err, "unconfirmed sales not counted in the audit");
+    for (shard, count) in sold {
+        let counted: Result<i64, _> = conn
+            .hincr(&shard.audit, Counter::Unconfirmed.field(), *count)
+            .await;
+        if let Err(err) = counted {
+            tracing::warn!(error = %err, "unconfirmed sales not counted in the audit");
+        }
     }
     false
 }

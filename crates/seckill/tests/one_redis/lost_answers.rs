@@ -413,24 +413,73 @@ async fn the_lock_free_script_sent_twice_sells_once() {
             holder: "h",
             key: "",
         });
-        scripts::deduct(&shard, "test", "lua", sales)
+        scripts::deduct("test", "lua", [(&*shard, sales)])
     };
     let sold = Reply::Units(1);
-    let first: Vec<Reply> = call(&["o-1", "o-2"]).invoke_async(&mut conn).await.unwrap();
-    assert_eq!(first, [Reply::Units(10), sold, sold]);
-    let again: Vec<Reply> = call(&["o-1", "o-2", "o-3"])
+    let first: Vec<Vec<Reply>> = call(&["o-1", "o-2"]).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(first, [[Reply::Units(10), sold, sold]]);
+    let again: Vec<Vec<Reply>> = call(&["o-1", "o-2", "o-3"])
         .invoke_async(&mut conn)
         .await
         .unwrap();
     assert_eq!(
         again,
-        [Reply::Units(8), sold, sold, sold],
+        [[Reply::Units(8), sold, sold, sold]],
         "o-1 and o-2 sold before, o-3 now"
     );
     let _: () = conn.hset(&shard.void, "o-4", 1).await.unwrap();
-    let voided: Vec<Reply> = call(&["o-4"]).invoke_async(&mut conn).await.unwrap();
-    assert_eq!(voided, [Reply::Units(7), Reply::Refused(Refusal::Voided)]);
+    let voided: Vec<Vec<Reply>> = call(&["o-4"]).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(voided, [[Reply::Units(7), Reply::Refused(Refusal::Voided)]]);
     let stock: i64 = conn.get(&shard.stock).await.unwrap();
     let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
     assert_eq!((stock, orders), (7, 3));
+}
+
+/// One call of `deduct.lua` sells several products, a line each (what an instance on one
+/// Redis sends for a sale spread over many products): each line takes its own product's
+/// units, answers its own deductions in their order, and a product without a stock key
+/// answers its line empty (not for sale) and takes nothing from the others.
+#[tokio::test]
+async fn the_lock_free_script_sells_several_products_in_one_call() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let (a, b, gone) = (keys("201").whole(), keys("202").whole(), keys("203").whole());
+    let _: () = conn.set(&a.stock, 1).await.unwrap();
+    let _: () = conn.set(&b.stock, 5).await.unwrap();
+    let sale = |order| scripts::Deduct {
+        order,
+        user: "",
+        holder: "h",
+        key: "",
+    };
+    let lines = [
+        (&*a, vec![sale("a-1"), sale("a-2")]),
+        (&*gone, vec![sale("g-1")]),
+        (&*b, vec![sale("b-1")]),
+    ];
+    let replies: Vec<Vec<Reply>> = scripts::deduct("test", "lua", lines)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    let (sold, sold_out) = (Reply::Units(1), Reply::Units(0));
+    assert_eq!(
+        replies,
+        [
+            vec![Reply::Units(1), sold, sold_out],
+            vec![],
+            vec![Reply::Units(5), sold]
+        ]
+    );
+    let left: (i64, i64) = (
+        conn.get(&a.stock).await.unwrap(),
+        conn.get(&b.stock).await.unwrap(),
+    );
+    assert_eq!(left, (0, 4));
+    let orders: (i64, i64) = (
+        conn.hlen(&a.orders).await.unwrap(),
+        conn.hlen(&b.orders).await.unwrap(),
+    );
+    assert_eq!(orders, (1, 1), "an order recorded where each unit was sold");
+    let sold_out: Option<i64> = conn.hget(&a.audit, "sold_out").await.unwrap();
+    assert_eq!(sold_out, Some(1), "a-2 counted sold out on its own product");
 }
