@@ -443,7 +443,11 @@ async fn the_lock_free_script_sent_twice_sells_once() {
 async fn the_lock_free_script_sells_several_products_in_one_call() {
     let redis = RedisServer::start();
     let mut conn = redis.conn().await;
-    let (a, b, gone) = (keys("201").whole(), keys("202").whole(), keys("203").whole());
+    let (a, b, gone) = (
+        keys("201").whole(),
+        keys("202").whole(),
+        keys("203").whole(),
+    );
     let _: () = conn.set(&a.stock, 1).await.unwrap();
     let _: () = conn.set(&b.stock, 5).await.unwrap();
     let sale = |order| scripts::Deduct {
