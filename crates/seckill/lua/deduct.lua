@@ -36,33 +36,38 @@
 --          (sold out), or why it sold nothing: 'limit_reached', 'user_required',
 --          'taken_over' or 'voided' (as lib/critical.lua's `sell`)}; the i-th unit sold
 --          leaves `stock - i`. {} when there is no stock key (never reset, or Redis lost
---          it: not for sale).
+--          it: not for sale); 'line failed: <error>' when the line raised an error.
 local instance, variant = ARGV[1], ARGV[2]
 
+-- How many keys the line whose count of deductions is ARGV[a] takes: its nine, and a
+-- claim for each deduction that carries an idempotency key.
+local function keys_of(a)
+  local taken = 9
+  for i = a + 1, a + 4 * tonumber(ARGV[a]), 4 do
+    if ARGV[i + 3] ~= '' then
+      taken = taken + 1
+    end
+  end
+  return taken
+end
+
 -- One line: the product whose keys start after KEYS[k] and whose count of deductions is
--- ARGV[a], its deductions after it. Returns its answers, and how many keys it took.
+-- ARGV[a], its deductions after it. Returns its answers.
 local function line(k, a)
   local n = tonumber(ARGV[a])
   local K = {}
   for i = 1, 9 do
     K[i] = KEYS[k + i]
   end
-  local claims = k + 9
-  for i = a + 1, a + 4 * n, 4 do
-    if ARGV[i + 3] ~= '' then
-      claims = claims + 1
-    end
-  end
-  local taken = claims - k
   local stock = redis.call('GET', K[1])
   if not stock then
-    return {}, taken
+    return {}
   end
   stock = tonumber(stock)
   local left = stock
   local answers = { stock }
   local sold_out, refused = 0, 0
-  claims = k + 9
+  local claims = k + 9
   -- The line's sales, written once at the end (lib/critical.lua's `batch`); the sale's
   -- terms (`terms`) read at the first sale, and its orders streamed in one entry at the end.
   local call = { lines = {} }
@@ -127,15 +132,21 @@ local function line(k, a)
   if refused > 0 then
     redis.call('HINCRBY', K[3], 'limit_reached', refused)
   end
-  return answers, taken
+  return answers
 end
 
+-- A line that fails (a key of another type, a stock that is not a number) fails alone:
+-- the lines before it have sold, and the lines after it still sell; its deductions are
+-- answered with the error, as a call of their own would have been.
 local replies = {}
 local k, a = 0, 3
 while a <= #ARGV do
-  local answers, taken = line(k, a)
+  local ok, answers = pcall(line, k, a)
+  if not ok then
+    answers = 'line failed: ' .. (type(answers) == 'table' and answers.err or tostring(answers))
+  end
   replies[#replies + 1] = answers
-  k = k + taken
+  k = k + keys_of(a)
   a = a + 1 + 4 * tonumber(ARGV[a])
 end
 return replies

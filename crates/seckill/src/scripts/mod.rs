@@ -287,6 +287,7 @@ where
     script.arg(instance).arg(variant);
     for (shard, sales) in lines {
         let sales = sales.into_iter();
+        debug_assert!(sales.clone().next().is_some(), "a line without a sale");
         script
             .key(&shard.stock)
             .key(&shard.orders)

@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use redis::RedisError;
+use redis::{ErrorKind, RedisError, Value};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -55,7 +55,8 @@ pub static SPEC: Spec = Spec {
     deduct: |d| Box::pin(deduct(d)),
 };
 
-/// Most deductions in one call. Past a few dozen, a bigger call saves nothing more.
+/// Most deductions in one call (on one Redis, every product's together). Past a few dozen
+/// on one product, a bigger call saves nothing more.
 pub const MAX_BATCH: usize = 128;
 
 /// The instance's lua deductions, by product ([`LuaBatches`]).
@@ -81,7 +82,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         let mut redis = d.redis();
         let lines = [Line::of(&shard, [&sale])];
         let units = Box::pin(call(&mut redis, instance, &lines, confirm)).await?;
-        first_unit(&units)
+        first_unit(units)?
     };
     d.lost.answered();
     match unit {
@@ -174,9 +175,11 @@ fn units(script: &[Reply], count: usize, confirmed: bool) -> Vec<Unit> {
 }
 
 /// The first line's first deduction's unit: a call of one.
-fn first_unit(units: &[Vec<Unit>]) -> Unit {
-    let first = units.first().and_then(|line| line.first());
-    first.copied().unwrap_or(Unit::NotForSale)
+fn first_unit(units: Vec<LineUnits>) -> Result<Unit, RedisError> {
+    match units.into_iter().next() {
+        Some(line) => Ok(line?.first().copied().unwrap_or(Unit::NotForSale)),
+        None => Ok(Unit::NotForSale),
+    }
 }
 
 /// One product's deductions in a call: its shard, and its sales in their order.
@@ -194,6 +197,22 @@ impl<'a> Line<'a> {
     }
 }
 
+/// What one line of a call came to: its deductions' units, or the error that failed the
+/// line alone (`deduct.lua` runs each line under `pcall`).
+type LineUnits = Result<Vec<Unit>, RedisError>;
+
+/// A line's reply: its answers, or, as a string, the error that failed it.
+fn line_replies(line: Value) -> Result<Vec<Reply>, RedisError> {
+    match line {
+        Value::BulkString(error) => Err(RedisError::from((
+            ErrorKind::Extension,
+            "deduct.lua",
+            String::from_utf8_lossy(&error).into_owned(),
+        ))),
+        answers => redis::from_redis_value(answers).map_err(RedisError::from),
+    }
+}
+
 /// Runs `deduct.lua` for `lines`, product by product, each's sales in their order; with
 /// `confirm`, one confirmation by the replicas covers every sale of the call. The units,
 /// a line each.
@@ -202,7 +221,7 @@ async fn call(
     instance: &str,
     lines: &[Line<'_>],
     confirm: Option<Arc<Confirmations>>,
-) -> Result<Vec<Vec<Unit>>, RedisError> {
+) -> Result<Vec<LineUnits>, RedisError> {
     let script = scripts::deduct(
         instance,
         SPEC.name,
@@ -211,22 +230,27 @@ async fn call(
             (line.shard, sales)
         }),
     );
-    let result: Vec<Vec<Reply>> = script.invoke_async(redis).await?;
+    let result: Vec<Value> = script.invoke_async(redis).await?;
+    let result: Vec<Result<Vec<Reply>, RedisError>> =
+        result.into_iter().map(line_replies).collect();
     let sold: Vec<(&ShardKeys, i64)> = lines
         .iter()
         .zip(&result)
-        .map(|(line, replies)| {
-            let sold = replies.iter().skip(1).filter(|&&a| a == Reply::Units(1));
-            (line.shard, sold.count() as i64)
+        .filter_map(|(line, replies)| {
+            let sold = replies.as_ref().ok()?.iter().skip(1);
+            let sold = sold.filter(|&&a| a == Reply::Units(1)).count() as i64;
+            (sold > 0).then_some((line.shard, sold))
         })
-        .filter(|&(_, sold)| sold > 0)
         .collect();
     let confirmed = sold.is_empty() || confirm_sales(confirm.as_ref(), redis, &sold).await;
-    let none = Vec::new();
+    let mut result = result.into_iter();
     Ok(lines
         .iter()
-        .enumerate()
-        .map(|(i, line)| units(result.get(i).unwrap_or(&none), line.sales.len(), confirmed))
+        .map(|line| match result.next() {
+            Some(Ok(replies)) => Ok(units(&replies, line.sales.len(), confirmed)),
+            Some(Err(err)) => Err(err),
+            None => Ok(units(&[], line.sales.len(), confirmed)),
+        })
         .collect())
 }
 
@@ -237,13 +261,16 @@ struct Waiting {
     answer: oneshot::Sender<Result<Unit, RedisError>>,
 }
 
-/// The instance's lua deductions: at most one script call in flight for each queue, and
-/// what arrives meanwhile waits for the queue's next call (group commit). On one Redis
-/// (or behind sentinels) the instance has one queue, every product's deductions in it; on
-/// a Redis Cluster, where a script's keys must share a slot, one per product. A deduction
-/// that finds its queue idle sends its call itself, on its own task, as a plain service
-/// would; only a busy queue holds deductions, and they go in one call of a task of its own
-/// as soon as the call in flight is answered. Cheap to clone.
+/// The instance's lua deductions: one script call at a time for each queue (one more only
+/// after a request whose call was in flight was dropped), and what arrives meanwhile waits
+/// for the queue's next call (group commit). On one Redis (or behind sentinels) the
+/// instance has one queue, every product's deductions in it; on a Redis Cluster, where a
+/// script's keys must share a slot, one per product. A deduction that finds its queue idle
+/// sends its call itself, on its own task, as a plain service would; only a busy queue
+/// holds deductions, and up to [`MAX_BATCH`] of them go in one call of a task of its own as
+/// soon as the call in flight is answered (and confirmed, with `--redis-wait-replicas`).
+/// One product's line that fails (a key of another type) fails that line alone. Cheap to
+/// clone.
 #[derive(Clone)]
 pub struct LuaBatches(Arc<Batches>);
 
@@ -292,10 +319,10 @@ impl LuaBatches {
     ///
     /// # Cancel safety
     ///
-    /// Dropped while it waits for its queue's next call, the sale is left out of it (a
-    /// request that is gone sells nothing). Dropped while its own call is in flight, the
-    /// sale may still be made, as any command whose answer is lost; the queue goes on in
-    /// the next call all the same.
+    /// Dropped while it waits in its queue, the sale is left out of the next call (a
+    /// request that is gone sells nothing). Dropped once its call is sent — its own, or the
+    /// queue's that took it — the sale may still be made, as any command whose answer is
+    /// lost; the queue goes on in the next call all the same.
     async fn deduct(&self, shard: Arc<ShardKeys>, sale: Batched) -> Result<Unit, AppError> {
         let queue = self.queue_of(&shard);
         let joined = {
@@ -319,15 +346,13 @@ impl LuaBatches {
         let (shard, sale) = match joined {
             Ok(first) => first,
             Err(answered) => {
-                let gone =
-                    || AppError::Internal(anyhow::anyhow!("a lua call's answer was dropped"));
-                return Ok(answered.await.map_err(|_| gone())??);
+                return Ok(answered.await.unwrap_or_else(|_| Err(never_answered()))?);
             }
         };
         // This queue's sender: whatever ends the call (its answer, or the request
         // dropped), the queue goes on (`Next`).
         let _next = Next {
-            batches: self,
+            batches: self.clone(),
             queue,
         };
         let batches = &self.0;
@@ -340,7 +365,7 @@ impl LuaBatches {
             batches.confirm.clone(),
         )
         .await?;
-        Ok(first_unit(&units))
+        Ok(first_unit(units)?)
     }
 
     /// After a call for `queue`: what waits in it, up to [`MAX_BATCH`], in the next call,
@@ -359,27 +384,44 @@ impl LuaBatches {
             }
             waiting.drain(..waiting.len().min(MAX_BATCH)).collect()
         };
-        let batches = self.clone();
-        tokio::spawn(async move {
-            let _next = Next {
-                batches: &batches,
-                queue,
-            };
-            send(&batches.0, batch).await;
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // No runtime to send it on (the instance is shutting down): the queue is let
+            // go, and its deductions are answered as never answered.
+            self.queues().remove(&queue);
+            return;
+        };
+        // Made before the task, so that a task dropped before it first runs hands the
+        // queue on all the same.
+        let next = Next {
+            batches: self.clone(),
+            queue,
+        };
+        runtime.spawn(async move {
+            send(&next.batches.0, batch).await;
+            drop(next);
         });
     }
 }
 
 /// The queue's next call, sent once this one ends however it ends.
-struct Next<'a> {
-    batches: &'a LuaBatches,
+struct Next {
+    batches: LuaBatches,
     queue: String,
 }
 
-impl Drop for Next<'_> {
+impl Drop for Next {
     fn drop(&mut self) {
         self.batches.send_next(std::mem::take(&mut self.queue));
     }
+}
+
+/// A queued deduction whose call's answer never reached it (the task that sent the call
+/// stopped): the call may have run, so the sale is looked up, as a lost answer is.
+fn never_answered() -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "the answer of the lua call this deduction went in never reached it",
+    ))
 }
 
 /// One call for a batch of deductions, a line per product in the order they first came,
@@ -404,9 +446,9 @@ async fn send(batches: &Batches, batch: Vec<Waiting>) {
     let units = call(&mut redis, &batches.instance, &lines, confirm).await;
     drop(lines);
     for (waiting, (line, j)) in batch.into_iter().zip(at) {
-        let unit = match &units {
-            Ok(units) => Ok(units[line].get(j).copied().unwrap_or(Unit::NotForSale)),
-            Err(err) => Err(err.clone()),
+        let unit = match units.as_ref().map(|units| &units[line]) {
+            Ok(Ok(line)) => Ok(line.get(j).copied().unwrap_or(Unit::NotForSale)),
+            Ok(Err(err)) | Err(err) => Err(err.clone()),
         };
         let _ = waiting.answer.send(unit);
     }

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use redis::AsyncCommands;
 use uuid::Uuid;
 
 use super::{Deduction, Outcome};
@@ -159,13 +158,16 @@ pub(super) async fn confirm_sales(
             "confirming the sale with replicas failed"
         ),
     }
-    for (shard, count) in sold {
-        let counted: Result<i64, _> = conn
-            .hincr(&shard.audit, Counter::Unconfirmed.field(), *count)
-            .await;
-        if let Err(err) = counted {
-            tracing::warn!(error = %err, "unconfirmed sales not counted in the audit");
-        }
+    // One round trip for every shard, however many: the calls behind this one wait.
+    let mut count = redis::pipe();
+    for (shard, sales) in sold {
+        count
+            .hincr(&shard.audit, Counter::Unconfirmed.field(), *sales)
+            .ignore();
+    }
+    let counted: Result<(), _> = count.query_async(conn).await;
+    if let Err(err) = counted {
+        tracing::warn!(error = %err, "unconfirmed sales not counted in the audit");
     }
     false
 }

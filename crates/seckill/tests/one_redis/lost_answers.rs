@@ -487,3 +487,65 @@ async fn the_lock_free_script_sells_several_products_in_one_call() {
     let sold_out: Option<i64> = conn.hget(&a.audit, "sold_out").await.unwrap();
     assert_eq!(sold_out, Some(1), "a-2 counted sold out on its own product");
 }
+
+/// One product's line that fails in a call of several (its stock a key of another type)
+/// fails alone: the lines before and after it sell, each keyed sale's claim (the keys after
+/// its line's nine) gets its answer, and a line without a stock key still takes its claims'
+/// keys, so the next line's claim is its own.
+#[tokio::test]
+async fn a_failing_line_fails_alone_and_every_claim_is_its_sales() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let (a, bad, gone, d) = (
+        keys("301").whole(),
+        keys("302").whole(),
+        keys("303").whole(),
+        keys("304").whole(),
+    );
+    let _: () = conn.set(&a.stock, 5).await.unwrap();
+    let _: () = conn.hset(&bad.stock, "not", "a number").await.unwrap();
+    let _: () = conn.set(&d.stock, 5).await.unwrap();
+    for (shard, key) in [(&a, "k-a"), (&gone, "k-c"), (&d, "k-d")] {
+        let claim = shard.claim(key);
+        let _: () = conn
+            .hset_multiple(&claim, &[("state", "pending"), ("holder", "h")])
+            .await
+            .unwrap();
+    }
+    let sale = |order, key| scripts::Deduct {
+        order,
+        user: "",
+        holder: "h",
+        key,
+    };
+    let lines = [
+        (&*a, vec![sale("a-1", "k-a")]),
+        (&*bad, vec![sale("b-1", "")]),
+        (&*gone, vec![sale("c-1", "k-c")]),
+        (&*d, vec![sale("d-1", "k-d")]),
+    ];
+    let replies: Vec<redis::Value> = scripts::deduct("test", "lua", lines)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    let line = |i: usize| -> Vec<Reply> { redis::from_redis_value(replies[i].clone()).unwrap() };
+    let sold = Reply::Units(1);
+    assert_eq!(line(0), [Reply::Units(5), sold]);
+    let failed: String = redis::from_redis_value(replies[1].clone()).unwrap();
+    assert!(failed.starts_with("line failed: "), "{failed}");
+    assert_eq!(line(2), []);
+    assert_eq!(line(3), [Reply::Units(5), sold]);
+    for (shard, key, state) in [
+        (&a, "k-a", "done"),
+        (&gone, "k-c", "pending"),
+        (&d, "k-d", "done"),
+    ] {
+        let now: Option<String> = conn.hget(shard.claim(key), "state").await.unwrap();
+        assert_eq!(now.as_deref(), Some(state), "{key}");
+    }
+    let left: (i64, i64) = (
+        conn.get(&a.stock).await.unwrap(),
+        conn.get(&d.stock).await.unwrap(),
+    );
+    assert_eq!(left, (4, 4));
+}
