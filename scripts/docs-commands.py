@@ -265,7 +265,9 @@ class Facts:
             for name, body in re.findall(r"const (\w+): &\[Knob\] = &\[(.*?)\];", text, re.S):
                 lists[(f.stem, name)] = body
         variants = {}
-        for f in sorted((src / "variants").glob("*.rs")):
+        # One file a variant, or a directory of its own (its mod.rs).
+        files = sorted((src / "variants").glob("*.rs")) + sorted((src / "variants").glob("*/mod.rs"))
+        for f in files:
             spec = re.search(r"static SPEC: Spec = Spec \{(.*?)\n\};", f.read_text(), re.S)
             named = spec and re.search(r'^\s*name: "(\w+)"', spec.group(1), re.M)
             if not named:

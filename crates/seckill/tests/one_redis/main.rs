@@ -10,6 +10,7 @@ mod buyers;
 mod close;
 mod cluster_script;
 mod database;
+mod deduct_script;
 mod durability;
 mod failure_modes;
 mod fencing;

@@ -1,0 +1,161 @@
+//! `deduct.lua`, the lock-free variant's script, called directly: a call sent twice sells
+//! once, one call sells several products a line each, and a line that fails fails alone.
+
+use redis::AsyncCommands;
+use seckill::scripts::{self, Refusal, Reply};
+use seckill_testkit::RedisServer;
+
+use crate::keys;
+
+/// `deduct.lua` (the lock-free variant) sent twice with the same order ids — a client
+/// library re-sending a call after a dropped connection — sells once: the second call
+/// answers those deductions sold, and takes nothing more. A voided order id never sells.
+#[tokio::test]
+async fn the_lock_free_script_sent_twice_sells_once() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let shard = keys("101").whole();
+    let _: () = conn.set(&shard.stock, 10).await.unwrap();
+    let call = |orders: &[&'static str]| {
+        let sales = orders.iter().map(|&order| scripts::Deduct {
+            order,
+            user: "",
+            holder: "h",
+            key: "",
+        });
+        scripts::deduct("test", "lua", [(&*shard, sales)])
+    };
+    let sold = Reply::Units(1);
+    let first: Vec<Vec<Reply>> = call(&["o-1", "o-2"]).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(first, [[Reply::Units(10), sold, sold]]);
+    let again: Vec<Vec<Reply>> = call(&["o-1", "o-2", "o-3"])
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        again,
+        [[Reply::Units(8), sold, sold, sold]],
+        "o-1 and o-2 sold before, o-3 now"
+    );
+    let _: () = conn.hset(&shard.void, "o-4", 1).await.unwrap();
+    let voided: Vec<Vec<Reply>> = call(&["o-4"]).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(voided, [[Reply::Units(7), Reply::Refused(Refusal::Voided)]]);
+    let stock: i64 = conn.get(&shard.stock).await.unwrap();
+    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+    assert_eq!((stock, orders), (7, 3));
+}
+
+/// One call of `deduct.lua` sells several products, a line each (what an instance on one
+/// Redis sends for a sale spread over many products): each line takes its own product's
+/// units, answers its own deductions in their order, and a product without a stock key
+/// answers its line empty (not for sale) and takes nothing from the others.
+#[tokio::test]
+async fn the_lock_free_script_sells_several_products_in_one_call() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let (a, b, gone) = (
+        keys("201").whole(),
+        keys("202").whole(),
+        keys("203").whole(),
+    );
+    let _: () = conn.set(&a.stock, 1).await.unwrap();
+    let _: () = conn.set(&b.stock, 5).await.unwrap();
+    let sale = |order| scripts::Deduct {
+        order,
+        user: "",
+        holder: "h",
+        key: "",
+    };
+    let lines = [
+        (&*a, vec![sale("a-1"), sale("a-2")]),
+        (&*gone, vec![sale("g-1")]),
+        (&*b, vec![sale("b-1")]),
+    ];
+    let replies: Vec<Vec<Reply>> = scripts::deduct("test", "lua", lines)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    let (sold, sold_out) = (Reply::Units(1), Reply::Units(0));
+    assert_eq!(
+        replies,
+        [
+            vec![Reply::Units(1), sold, sold_out],
+            vec![],
+            vec![Reply::Units(5), sold]
+        ]
+    );
+    let left: (i64, i64) = (
+        conn.get(&a.stock).await.unwrap(),
+        conn.get(&b.stock).await.unwrap(),
+    );
+    assert_eq!(left, (0, 4));
+    let orders: (i64, i64) = (
+        conn.hlen(&a.orders).await.unwrap(),
+        conn.hlen(&b.orders).await.unwrap(),
+    );
+    assert_eq!(orders, (1, 1), "an order recorded where each unit was sold");
+    let sold_out: Option<i64> = conn.hget(&a.audit, "sold_out").await.unwrap();
+    assert_eq!(sold_out, Some(1), "a-2 counted sold out on its own product");
+}
+
+/// One product's line that fails in a call of several (its stock a key of another type)
+/// fails alone: the lines before and after it sell, each keyed sale's claim (the keys after
+/// its line's nine) gets its answer, and a line without a stock key still takes its claims'
+/// keys, so the next line's claim is its own.
+#[tokio::test]
+async fn a_failing_line_fails_alone_and_every_claim_is_its_sales() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let (a, bad, gone, d) = (
+        keys("301").whole(),
+        keys("302").whole(),
+        keys("303").whole(),
+        keys("304").whole(),
+    );
+    let _: () = conn.set(&a.stock, 5).await.unwrap();
+    let _: () = conn.hset(&bad.stock, "not", "a number").await.unwrap();
+    let _: () = conn.set(&d.stock, 5).await.unwrap();
+    for (shard, key) in [(&a, "k-a"), (&gone, "k-c"), (&d, "k-d")] {
+        let claim = shard.claim(key);
+        let _: () = conn
+            .hset_multiple(&claim, &[("state", "pending"), ("holder", "h")])
+            .await
+            .unwrap();
+    }
+    let sale = |order, key| scripts::Deduct {
+        order,
+        user: "",
+        holder: "h",
+        key,
+    };
+    let lines = [
+        (&*a, vec![sale("a-1", "k-a")]),
+        (&*bad, vec![sale("b-1", "")]),
+        (&*gone, vec![sale("c-1", "k-c")]),
+        (&*d, vec![sale("d-1", "k-d")]),
+    ];
+    let replies: Vec<redis::Value> = scripts::deduct("test", "lua", lines)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    let line = |i: usize| -> Vec<Reply> { redis::from_redis_value(replies[i].clone()).unwrap() };
+    let sold = Reply::Units(1);
+    assert_eq!(line(0), [Reply::Units(5), sold]);
+    let failed: String = redis::from_redis_value(replies[1].clone()).unwrap();
+    assert!(failed.starts_with("line failed: "), "{failed}");
+    assert_eq!(line(2), []);
+    assert_eq!(line(3), [Reply::Units(5), sold]);
+    for (shard, key, state) in [
+        (&a, "k-a", "done"),
+        (&gone, "k-c", "pending"),
+        (&d, "k-d", "done"),
+    ] {
+        let now: Option<String> = conn.hget(shard.claim(key), "state").await.unwrap();
+        assert_eq!(now.as_deref(), Some(state), "{key}");
+    }
+    let left: (i64, i64) = (
+        conn.get(&a.stock).await.unwrap(),
+        conn.get(&d.stock).await.unwrap(),
+    );
+    assert_eq!(left, (4, 4));
+}
