@@ -4,7 +4,7 @@
 tests/, examples/ and benches/ are not read. Code under #[cfg(test)] (an inline
 `#[cfg(test)] mod tests { .. }`, or the file of a `#[cfg(test)] mod x;`, `#[path]` followed)
 is left out of rules 1 and 2. Comments and strings are blanked first (as in
-scripts/long-fns.py and scripts/imports.py), so that braces and words in them do not count.
+scripts/imports.py), so that braces and words in them do not count.
 
   1. impls: a type's inherent impls in at most two files. An inherent impl is `impl Foo {`,
      `impl<T: X> Foo<T> {`, `impl<'a> Foo<'a> {`, with or without a where-clause; a trait
@@ -13,8 +13,7 @@ scripts/long-fns.py and scripts/imports.py), so that braces and words in them do
      type, so each violation lists where the name is defined and every impl's file and
      module, for a human to tell.
   2. fns: a function at most --limit lines (80). Its length is from its `fn` line to its
-     closing brace, doc comments and attributes left out (the rule scripts/long-fns.py
-     states; that script also counted the doc comments and the blank line above a `fn`).
+     closing brace, doc comments and attributes left out.
   3. outcomes: an outcome's name spelled once. The names crates/seckill/src/outcome.rs
      spells (its `Outcome::NAMES`, its `&str` name constants such as `Outcome::DEDUCTED`
      and `WAITING`, and the refusals `TurnedAway::name` and `Counter::field` answer) must
