@@ -1,7 +1,9 @@
 //! One lesson run: phase after phase, each product reset (traced, so that the page can
 //! draw its timeline), the phase's load driven through Nginx, its audit recorded.
 
-use std::sync::Mutex;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use seckill_load::{Control, Load};
@@ -117,9 +119,12 @@ async fn close_failed<T, E: std::fmt::Display>(
     }
 }
 
-/// Latecomers, once the last reservations expired and gave their units back: a flag that
-/// was cleared sells to them, one that was not turns them away. They pay at once, so that
-/// their units do not come back before the audit is read. Their answers, by status.
+/// Latecomers, once every reservation expired and gave its unit back (the audit shows the
+/// whole stock left): a flag that was cleared sells to them, one that was not turns them
+/// away. Each pays as soon as it is answered, so that its unit does not come back before
+/// the audit is read; one whose reservation expired all the same (a slow machine) gave its
+/// unit back, and another latecomer comes for it, up to [`LATE_ROUNDS`] times. Their
+/// answers, by status.
 async fn latecomers(
     phase: &Phase,
     product: &str,
@@ -127,18 +132,74 @@ async fn latecomers(
     service: &impl Service,
     http: &reqwest::Client,
     control: &Control,
-) -> std::collections::BTreeMap<u16, usize> {
-    let expired = Duration::from_millis(phase.pay_within_ms.unsigned_abs() + 500);
-    tokio::time::sleep(expired).await;
-    let late = Load::post(url)
-        .requests(usize::try_from(phase.stock).unwrap_or(0))
-        .concurrency(5)
-        .keeping_orders();
-    let late = late.run(http, control).await;
-    for order in &late.orders {
-        if let Err(err) = service.pay(product, order).await {
-            tracing::warn!(%product, order, error = %err, "a latecomer's payment failed");
+) -> BTreeMap<u16, usize> {
+    units_back(phase, product, service, control).await;
+    let mut statuses = BTreeMap::new();
+    let mut wanted = usize::try_from(phase.stock).unwrap_or(0);
+    for _ in 0..LATE_ROUNDS {
+        if wanted == 0 || control.is_stopped() {
+            break;
+        }
+        let next = Arc::new(AtomicUsize::new(0));
+        let mut workers = tokio::task::JoinSet::new();
+        for _ in 0..wanted.min(5) {
+            let (next, url, service, http, control, product) = (
+                next.clone(),
+                url.clone(),
+                service.clone(),
+                http.clone(),
+                control.clone(),
+                product.to_owned(),
+            );
+            workers.spawn(async move {
+                let (mut statuses, mut came_back) = (BTreeMap::<u16, usize>::new(), 0);
+                while next.fetch_add(1, Ordering::Relaxed) < wanted {
+                    let bought = Load::post(url.as_str())
+                        .keeping_orders()
+                        .run(&http, &control)
+                        .await;
+                    for (code, count) in bought.statuses {
+                        *statuses.entry(code).or_default() += count;
+                    }
+                    for order in &bought.orders {
+                        if let Err(err) = service.pay(&product, order).await {
+                            tracing::warn!(%product, order, error = %err, "a latecomer's payment failed");
+                            came_back += 1;
+                        }
+                    }
+                }
+                (statuses, came_back)
+            });
+        }
+        wanted = 0;
+        while let Some(worker) = workers.join_next().await {
+            let Ok((answers, came_back)) = worker else {
+                continue;
+            };
+            for (code, count) in answers {
+                *statuses.entry(code).or_default() += count;
+            }
+            wanted += came_back;
         }
     }
-    late.statuses
+    statuses
+}
+
+/// How many times latecomers come for units whose reservations expired before they paid.
+const LATE_ROUNDS: usize = 10;
+
+/// Waits until every reservation of the phase expired and gave its unit back: the audit
+/// shows the whole stock left. Gives up after 30 s (the phase's results then say what
+/// the latecomers found), or when the lesson is stopped.
+async fn units_back(phase: &Phase, product: &str, service: &impl Service, control: &Control) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && !control.is_stopped() {
+        if let Ok(audit) = service.audit(product).await
+            && audit.remaining >= phase.stock
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tracing::warn!(%product, "not every reservation gave its unit back within 30 s");
 }
