@@ -222,9 +222,6 @@ impl Stats {
     fn settle(&mut self) {
         let expired = self.payment.as_ref().map_or(0, |p| p.expired);
         self.held = self.sold - expired;
-        self.oversold = (self.held - self.initial).max(0);
-        let left_the_stock = self.initial - self.remaining;
-        self.lost_updates = (self.held - left_the_stock).max(0);
         let conflict = match &mut self.optimistic {
             Some(tx) => {
                 let tries = tx.commits + tx.conflicts;
@@ -236,10 +233,15 @@ impl Stats {
             None => 0,
         };
         let flagged = self.admission.as_ref().map_or(0, |a| a.sold_out_flagged);
-        self.undersold = self
-            .remaining
-            .max(0)
-            .min(self.lock_busy + conflict + flagged);
+        let sale = seckill_audit::Sale {
+            initial: self.initial,
+            held: self.held,
+            remaining: self.remaining,
+            turned_away: self.lock_busy + conflict + flagged,
+        };
+        self.oversold = sale.oversold();
+        self.lost_updates = sale.lost_updates();
+        self.undersold = sale.undersold();
     }
 
     /// A product whose stock is in PostgreSQL (`stock_in: postgres`): what is left and
