@@ -17,12 +17,17 @@
 //! ```
 
 pub mod arrivals;
+mod body;
+mod shaped;
+
+pub use shaped::{Answered, Shape};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use body::{field_number, field_string, find};
 use hdrhistogram::Histogram;
 use tokio::time::Instant;
 
@@ -46,6 +51,9 @@ pub struct Load {
     buyers: Option<Buyers>,
     /// Each request carries `Idempotency-Key: <this>-<n>`.
     keys: Option<String>,
+    /// Builds each request instead of `urls` and `method` ([`Load::shaped`]).
+    shape: Option<shaped::Builder>,
+    keep_history: bool,
 }
 
 /// Who buys: request `n` is click `n mod clicks` of buyer `n / clicks` (of buyer
@@ -112,7 +120,23 @@ impl Load {
             keep_orders: false,
             buyers: None,
             keys: None,
+            shape: None,
+            keep_history: false,
         }
+    }
+
+    /// Requests built by `shape` (request `n` is `shape(client, n)`), as they are.
+    pub fn shaped(shape: Shape) -> Self {
+        Self {
+            shape: Some(shaped::Builder(shape)),
+            ..Self::to(vec![String::new()], Method::Post)
+        }
+    }
+
+    /// Keep every request's [`Answered`] ([`Report::history`]), its body included.
+    pub fn keeping_history(mut self) -> Self {
+        self.keep_history = true;
+        self
     }
 
     /// Names a buyer in each request (`user=u<i>`), as `buyers` says.
@@ -185,23 +209,8 @@ impl Load {
             if n >= self.requests {
                 break;
             }
-            let url = &self.urls[n % self.urls.len()];
-            let url = match &self.buyers {
-                Some(buyers) => {
-                    let joint = if url.contains('?') { '&' } else { '?' };
-                    std::borrow::Cow::Owned(format!("{url}{joint}user=u{}", buyers.of(n)))
-                }
-                None => std::borrow::Cow::Borrowed(url.as_str()),
-            };
             let sent = Instant::now();
-            let mut request = match self.method {
-                Method::Get => http.get(url.as_ref()),
-                Method::Post => http.post(url.as_ref()),
-            };
-            if let Some(prefix) = &self.keys {
-                request = request.header("idempotency-key", format!("{prefix}-{n}"));
-            }
-            let answer = match request.send().await {
+            let answer = match self.request(http, n).send().await {
                 // Read the body, so the connection can be reused.
                 Ok(response) => {
                     let status = response.status().as_u16();
@@ -213,6 +222,15 @@ impl Load {
                 Err(_) => None,
             };
             control.answered.fetch_add(1, Ordering::Relaxed);
+            if self.keep_history {
+                report.history.push(Answered {
+                    n,
+                    sent: sent - started,
+                    done: started.elapsed(),
+                    status: answer.as_ref().map(|a| a.0),
+                    body: answer.as_ref().map(|a| a.3.to_vec()).unwrap_or_default(),
+                });
+            }
             let Some((status, retry_after, replayed, body)) = answer else {
                 report.transport_errors += 1;
                 continue;
@@ -240,6 +258,29 @@ impl Load {
         }
         report
     }
+
+    /// Request `n`: built by the shape, or to its URL with its buyer and key.
+    fn request(&self, http: &reqwest::Client, n: usize) -> reqwest::RequestBuilder {
+        if let Some(shape) = &self.shape {
+            return (shape.0)(http, n);
+        }
+        let url = &self.urls[n % self.urls.len()];
+        let url = match &self.buyers {
+            Some(buyers) => {
+                let joint = if url.contains('?') { '&' } else { '?' };
+                std::borrow::Cow::Owned(format!("{url}{joint}user=u{}", buyers.of(n)))
+            }
+            None => std::borrow::Cow::Borrowed(url.as_str()),
+        };
+        let mut request = match self.method {
+            Method::Get => http.get(url.as_ref()),
+            Method::Post => http.post(url.as_ref()),
+        };
+        if let Some(prefix) = &self.keys {
+            request = request.header("idempotency-key", format!("{prefix}-{n}"));
+        }
+        request
+    }
 }
 
 /// What the clients saw.
@@ -262,6 +303,8 @@ pub struct Report {
     pub without_retry_after: usize,
     /// Answers that were an idempotency key's first answer given again.
     pub replayed: usize,
+    /// Every request, in the order answered, when the load keeps its history.
+    pub history: Vec<Answered>,
 }
 
 impl std::fmt::Debug for Report {
@@ -293,6 +336,7 @@ impl Report {
             unnamed_sales: 0,
             without_retry_after: 0,
             replayed: 0,
+            history: Vec::new(),
         }
     }
 
@@ -308,6 +352,7 @@ impl Report {
         self.unnamed_sales += part.unnamed_sales;
         self.without_retry_after += part.without_retry_after;
         self.replayed += part.replayed;
+        self.history.extend(part.history);
     }
 
     /// Answers with `status`.
@@ -351,28 +396,6 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")
 }
 
-/// The number after `field` in an answer's body, found without parsing the whole of it
-/// (every answer is read, and most are a few dozen bytes of flat JSON).
-fn field_number(body: &[u8], field: &[u8]) -> Option<u64> {
-    let at = find(body, field)? + field.len();
-    let digits = body[at..].iter().take_while(|b| b.is_ascii_digit()).count();
-    std::str::from_utf8(&body[at..at + digits])
-        .ok()?
-        .parse()
-        .ok()
-}
-
-/// The string after `field` (which ends with its opening quote), up to its closing quote.
-fn field_string(body: &[u8], field: &[u8]) -> Option<String> {
-    let at = find(body, field)? + field.len();
-    let len = body[at..].iter().position(|&b| b == b'"')?;
-    String::from_utf8(body[at..at + len].to_vec()).ok()
-}
-
-fn find(body: &[u8], field: &[u8]) -> Option<usize> {
-    body.windows(field.len()).position(|w| w == field)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,18 +414,5 @@ mod tests {
         };
         let who: Vec<usize> = (0..5).map(|n| two.of(n)).collect();
         assert_eq!(who, [0, 1, 0, 1, 0]);
-    }
-
-    #[test]
-    fn reads_work_us_and_the_order_from_an_answer() {
-        let body = br#"{"outcome":"deducted","order":"0190-ab","remaining":3,"work_us":2031}"#;
-        assert_eq!(field_number(body, b"\"work_us\":"), Some(2031));
-        assert_eq!(
-            field_string(body, b"\"order\":\"").as_deref(),
-            Some("0190-ab")
-        );
-        let sold_out = br#"{"outcome":"sold_out"}"#;
-        assert_eq!(field_number(sold_out, b"\"work_us\":"), None);
-        assert_eq!(field_string(sold_out, b"\"order\":\""), None);
     }
 }
