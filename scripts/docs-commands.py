@@ -26,8 +26,9 @@ run in order, each under `bash -euo pipefail` from the repository root with a ti
 followed by `scripts/cluster.sh stop` whatever happened. They run as written, with one
 deviation: the release build they would make is not made. The environment has
 SKIP_BUILD=1 and BIN=--bin (target/debug/seckill), and `target/release/seckill-bench` /
-`target/release/seckill` in a block are the --bench / --bin binaries: scripts/test.sh
-has just built those (cargo test, cargo build -p seckill-bench), and a second, release
+`target/release/seckill` / `target/release/seckill-check` in a block are the --bench /
+--bin / --check binaries: scripts/test.sh has just built those (cargo test, cargo build
+-p seckill-bench), and a second, release
 build would take minutes on every run. cluster.sh's own settings (REDIS, INSTANCES, RUN_DIR, ...) are unset, so that a
 block sees what a reader's shell has. A line that needs a tool that is not installed
 (oha, jmeter, docker, mdbook, or any command not on the PATH) is left out and reported as
@@ -35,7 +36,8 @@ skipped, not failed. Refuses to start while a cluster runs in ./run.
 
 Run from the repository root:
   scripts/docs-commands.py [--run [-v] [--only FILE[:LINE]]] [--bin target/debug/seckill]
-                           [--bench target/debug/seckill-bench] [--timeout 300]
+                           [--bench target/debug/seckill-bench]
+                           [--check target/debug/seckill-check] [--timeout 300]
 Exits 1 on any problem or failed block. Standard library only; it never builds.
 """
 import argparse
@@ -205,7 +207,7 @@ def simple_commands(text):
 class Facts:
     """What the commands are checked against: the binaries' --help, the API, the sources."""
 
-    def __init__(self, bin_path, bench_path):
+    def __init__(self, bin_path, bench_path, check_path):
         self.notes = []
         self.serve = self.help([bin_path, "serve", "--help"], "seckill serve")
         self.subcommands = set()
@@ -214,6 +216,7 @@ class Facts:
             listed = top.split("Commands:")[-1].split("Options:")[0]
             self.subcommands = set(re.findall(r"^  (\w[\w-]*)  ", listed, re.M))
         self.bench = self.help([bench_path, "--help"], "seckill-bench")
+        self.check = self.help([check_path, "--help"], "seckill-check")
         self.openapi = json.loads((ROOT / "crates/seckill/openapi.json").read_text())
         self.routes = self.router_routes()
         self.variants = self.variant_knobs()
@@ -366,7 +369,7 @@ class Checker:
             if cmd == "jq" and piped and prev:
                 self.jq(where, prev, args)
             prev = None
-            if Path(cmd).name in ("seckill", "seckill-bench") or cmd.startswith("target/"):
+            if Path(cmd).name in ("seckill", "seckill-bench", "seckill-check") or cmd.startswith("target/"):
                 self.binary(where, Path(cmd).name, args)
             elif "/" in cmd and not cmd.startswith(("/", "$", "~", "__SUBST")):
                 self.script(where, cmd, args, env)
@@ -386,8 +389,13 @@ class Checker:
                 self.bad(where, f"seckill has no subcommand {args[0]!r} (it has: {', '.join(sorted(self.f.subcommands))})")
             elif args[0] == "serve":
                 self.flags(where, args[1:], self.f.serve, "seckill serve")
+        elif name == "seckill-check":
+            self.flags(where, args, self.f.check, "seckill-check")
+            for arg in args:
+                if arg.endswith(".toml") and not (ROOT / arg).is_file():
+                    self.bad(where, f"seckill-check: no target file {arg}")
         else:
-            self.bad(where, f"target/…/{name}: not a binary of this workspace (seckill, seckill-bench)")
+            self.bad(where, f"target/…/{name}: not a binary of this workspace (seckill, seckill-bench, seckill-check)")
 
     def flags(self, where, args, known, what):
         """Each --flag is one `what` knows; --suite and --variants name values it knows."""
@@ -589,6 +597,7 @@ def run_block(block, args, env):
     lines, skipped = [], []
     for line, text, kind in command_lines(block):
         text = re.sub(r"\btarget/release/seckill-bench\b", shlex.quote(args.bench), text)
+        text = re.sub(r"\btarget/release/seckill-check\b", shlex.quote(args.check), text)
         text = re.sub(r"\btarget/release/seckill\b(?!-)", shlex.quote(args.bin), text)
         missing = needs(text) if kind is None else []
         if missing:
@@ -624,13 +633,14 @@ def main():
     ap.add_argument("--run", action="store_true", help="also run the blocks that start a cluster")
     ap.add_argument("--bin", default="target/debug/seckill", help="the service's binary (BIN for cluster.sh)")
     ap.add_argument("--bench", default="target/debug/seckill-bench", help="the bench's binary")
+    ap.add_argument("--check", default="target/debug/seckill-check", help="seckill-check's binary")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every block's output, not only a failed one's tail")
     ap.add_argument("--only", metavar="FILE[:LINE]", help="run only the blocks whose file:line starts with this")
     ap.add_argument("--timeout", type=int, default=300, metavar="S", help="each block's time limit, seconds")
     args = ap.parse_args()
     args.bin, args.bench = (str((ROOT / p).resolve()) if not os.path.isabs(p) else p for p in (args.bin, args.bench))
 
-    facts = Facts(args.bin, args.bench)
+    facts = Facts(args.bin, args.bench, args.check)
     check = Checker(facts)
     found = blocks()
     checked, passed_over, opted_out = 0, {}, []

@@ -7,6 +7,7 @@
 
 mod admission;
 mod buyers;
+mod check;
 mod close;
 mod cluster_script;
 mod database;

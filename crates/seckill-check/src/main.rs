@@ -1,0 +1,122 @@
+//! `seckill-check TARGET.toml…`: a row per target file (per variant when the file lists
+//! them), the table, each row's findings, and an exit status a CI can use: 0 every row
+//! passed, 1 a rule was broken, 2 a file or a run went wrong (the error says which field,
+//! or which request).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use seckill_check::{history, report, run, target::Target, verdict};
+
+/// Checks a stock service described in a TOML file: load, faults, then the verdict.
+#[derive(Debug, Parser)]
+#[command(name = "seckill-check", version)]
+struct Args {
+    /// Target files (see docs/src/check-your-service.md); each gives a row, or a row per
+    /// variant it lists.
+    #[arg(required = true)]
+    targets: Vec<PathBuf>,
+    /// Only these variants of a file that lists them (repeat, or comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    variant: Vec<String>,
+    /// Write each row's history here, as <row>.jsonl (Jepsen's counter model, JSON lines).
+    #[arg(long)]
+    history: Option<PathBuf>,
+    /// Draw each row's sales over time against its stock into this SVG file.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    match check(&args).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(err) => {
+            eprintln!("seckill-check: {err}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn check(args: &Args) -> Result<bool, String> {
+    let mut targets = Vec::new();
+    for path in &args.targets {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let target = Target::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        targets.push(target);
+    }
+    let mut rows = Vec::new();
+    let mut judging = Duration::ZERO;
+    for target in &targets {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_millis(target.timeout_ms))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| e.to_string())?;
+        let variants: Vec<Option<(&str, &str)>> = if target.variants.is_empty() {
+            vec![None]
+        } else {
+            let wanted =
+                |v: &&(String, String)| args.variant.is_empty() || args.variant.contains(&v.0);
+            let named = target.variants.iter().filter(wanted);
+            named
+                .map(|(name, value)| Some((name.as_str(), value.as_str())))
+                .collect()
+        };
+        for variant in variants {
+            let row = run::row(target, variant, &http)
+                .await
+                .map_err(|e| format!("{}: {e}", target.name))?;
+            let started = Instant::now();
+            let judged = verdict::judge(&row);
+            judging += started.elapsed();
+            if let Some(dir) = &args.history {
+                write_history(dir, &row)?;
+            }
+            rows.push((row, judged));
+        }
+    }
+    print!("{}", report::render(&rows));
+    let requests: usize = rows.iter().map(|(row, _)| row.ops.len()).sum();
+    println!(
+        "\n{requests} requests judged in {:.1} ms",
+        judging.as_secs_f64() * 1e3
+    );
+    if let Some(path) = &args.svg {
+        std::fs::write(path, report::svg(&rows)).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    let faults_failed: Vec<&String> = rows
+        .iter()
+        .flat_map(|(row, _)| &row.faults)
+        .filter(|line| !line.ends_with("exit 0"))
+        .collect();
+    if !faults_failed.is_empty() {
+        return Err(format!(
+            "a fault's command failed, so the run is not the one asked for: {faults_failed:?}"
+        ));
+    }
+    Ok(rows.iter().all(|(_, v)| v.passed()))
+}
+
+fn write_history(dir: &std::path::Path, row: &run::Row) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let name: String = row
+        .label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let path = dir.join(format!("{name}.jsonl"));
+    let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    history::write(row, &mut out).map_err(|e| format!("{}: {e}", path.display()))
+}
