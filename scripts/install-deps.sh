@@ -2,9 +2,9 @@
 # Installs what the tests and the demo run against — redis-server, redis-tools (redis-cli),
 # redis-sentinel, nginx, postgresql (the orders' store of record, started by
 # scripts/postgres.sh) and zookeeper on a headless JRE (the zookeeper variant's ensemble,
-# started by scripts/zookeeper.sh), and for the tests openssl (TLS certificates) and iproute2 (a
-# network namespace) — from Debian's packages when they are missing. Runs apt-get update
-# at most once.
+# started by scripts/zookeeper.sh), and for the tests openssl (TLS certificates), iproute2 (a
+# network namespace) and kubectl (kubernetes-client, for scripts/k8s-check.sh) — from
+# Debian's packages when they are missing. Runs apt-get update at most once.
 #
 #   scripts/install-deps.sh           the servers and tools
 #   scripts/install-deps.sh browser   Chromium, chromedriver and a Chinese font, for the page's browser
@@ -45,6 +45,9 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v gdb >/dev/null 2>&1 || missing+=(gdb)
 command -v addr2line >/dev/null 2>&1 || missing+=(binutils)
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing+=(iproute2)
+# scripts/k8s-check.sh renders the Kubernetes manifests with `kubectl kustomize`; any kubectl
+# will do, Debian's (1.20, kustomize 2.0.3) included.
+command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 sudo=""

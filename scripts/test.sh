@@ -44,6 +44,9 @@ python3 scripts/shape.py --fail >/dev/null
 # The book: every link and image stays inside docs/src and lands, every page is in
 # SUMMARY.md (the instance serves the same pages under /book/, checked by a unit test).
 python3 scripts/book-links.py
+# The Kubernetes manifests: every overlay renders and passes kubernetes-validate --strict,
+# which must refuse a misspelled field (no cluster needed).
+scripts/k8s-check.sh
 
 cargo test --all-targets "$@"
 

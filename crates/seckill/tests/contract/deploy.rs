@@ -8,12 +8,12 @@ use seckill_testkit::{nginx, root};
 
 use crate::SECKILL;
 
-fn read(path: &str) -> String {
+pub(crate) fn read(path: &str) -> String {
     std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// `seckill serve --help`: the flags and environment variables the binary knows.
-fn serve_help() -> String {
+pub(crate) fn serve_help() -> String {
     let output = Command::new(SECKILL)
         .args(["serve", "--help"])
         .output()

@@ -6,6 +6,7 @@
 
 mod deploy;
 mod in_process;
+mod k8s;
 
 /// The service's binary, as cargo built it for these tests.
 const SECKILL: &str = env!("CARGO_BIN_EXE_seckill");
