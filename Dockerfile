@@ -12,7 +12,8 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/target/release/seckill /usr/local/bin/seckill
-USER nobody
+# nobody, by number: Kubernetes' runAsNonRoot can check a number, not a name.
+USER 65534:65534
 EXPOSE 8081
 ENTRYPOINT ["seckill"]
 CMD ["serve", "--listen", "0.0.0.0:8081"]

@@ -288,11 +288,14 @@ fn image_and_port_are_the_dockerfiles() {
         .lines()
         .find_map(|l| l.strip_prefix("USER "))
         .expect("USER");
-    if user == "nobody" {
-        assert_eq!(field(&deployment, "runAsUser"), "65534", "Debian's nobody");
-    } else {
-        assert!(user.parse::<u32>().is_ok_and(|uid| uid > 0), "USER {user}");
-    }
+    // A number (uid[:gid]) the kubelet can check against runAsNonRoot, and the pod's own.
+    let uid = user.split(':').next().unwrap_or_default();
+    assert!(uid.parse::<u32>().is_ok_and(|uid| uid > 0), "USER {user}");
+    assert_eq!(
+        field(&deployment, "runAsUser"),
+        uid,
+        "the pod runs as the image's user"
+    );
 }
 
 /// Every pod runs as a user that is not root, under the runtime's seccomp profile, and every
