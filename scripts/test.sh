@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite:
+#   0. what builds nothing: the modules' imports, the code's shape, the book's links, and
+#      scripts/k8s-check.sh (the Kubernetes overlays rendered and validated offline);
 #   1. cargo test: every crate's unit tests, and the integration tests, one binary per
 #      what they start (crates/seckill/tests: contract — nothing, in-process; one_redis —
 #      one Redis, instances, Nginx; topology — a Redis Cluster, sentinels; browser —
-#      Chromium; crates/seckill-lock/tests — the locks against a real Redis), each server
+#      Chromium; crates/seckill-lock/tests — the locks against a real Redis;
+#      crates/seckill-check/tests — a Python service the checker judges), each server
 #      on a loopback port of its own;
 #   2. scripts/lock-crate.sh: the lock crate with no feature and each feature alone, its
 #      doctests, its docs (no warning) and `cargo publish --dry-run`; scripts/walk.sh
 #      --check: docs/src/layout.md's walk of one deduction is the traced path;
-#   3. scripts/book-links.py: the book's links; scripts/docs-commands.py --run: every shell block of the docs checked against the
+#   3. scripts/docs-commands.py --run: every shell block of the docs checked against the
 #      scripts, the binaries' flags and the routes, and the blocks that start a cluster run
 #      as written on the debug build (SKIP_DOCS=1 leaves it out);
 #   4. the test that needs a network namespace (root only): Nginx refusing /admin to a
