@@ -9,9 +9,11 @@ Python's standard library only. One product's stock in memory, sold over HTTP:
   GET  /stock?product=p1                                      -> 200 {"remaining": n}
   GET  /orders/<order>                                        -> 200, or 404
 
-`--racy` (the default) reads the stock, thinks a moment, then writes it back one lower:
-the read-then-write race of the naive flash sale (two buyers read 5, both write 4, two
-units sold and one taken), and it checks a key and a buyer's limit the same way.
+`--racy` (the default) reads the stock, then writes it back one lower: the read-then-write
+race of the naive flash sale (two buyers read 5, both write 4, two units sold and one
+taken). It waits, between the read and the write, for another buyer to have read too (up
+to half a second), so that the race happens whenever two buyers are in at once, on any
+machine. It checks a key and a buyer's limit before the read, the same way.
 `--fixed` does the same under one lock, so the read and the write are one step.
 
   python3 check/example/stock_service.py --port 9090 --racy
@@ -20,7 +22,6 @@ units sold and one taken), and it checks a key and a buyer's limit the same way.
 import argparse
 import json
 import threading
-import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
@@ -30,6 +31,8 @@ class Shop:
     def __init__(self, racy):
         self.racy = racy
         self.lock = threading.Lock()
+        # Two buyers meet between their read and their write: the race, made certain.
+        self.partner = threading.Barrier(2, timeout=0.5)
         self.reset("p1", 0, 0)
 
     def reset(self, product, stock, limit):
@@ -54,8 +57,12 @@ class Shop:
         left = self.stock
         if left <= 0:
             return 409, {"outcome": "sold_out"}
-        # The race: another request may read the same stock before this one writes it.
-        time.sleep(0.002)
+        if self.racy:
+            # The race: another buyer reads the same stock before this one writes it.
+            try:
+                self.partner.wait()
+            except threading.BrokenBarrierError:
+                self.partner.reset()  # a buyer alone: on with the write
         self.stock = left - 1
         order = str(uuid.uuid4())
         self.orders[order] = user

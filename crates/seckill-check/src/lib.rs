@@ -4,14 +4,15 @@
 //! left and, optionally, look an order up, read the service's own audit and fault each part
 //! of the deployment. [`run::row`] sends the phases' load (through `seckill-load`), keeping
 //! every request's history; [`verdict::judge`] applies the audit's rules (`seckill-audit`)
-//! with every unknown answer a bound; [`history::write`] writes the history as JSON lines
+//! with every unknown answer a bound; [`history::write`] writes the history as a JSON array
 //! for Jepsen's counter checker; [`report`] prints the table and draws the SVG.
 //!
 //! `docs/src/check-your-service.md` is the guide; `check/seckill.toml` describes seckill's
 //! own variants behind Nginx.
 
-mod fault;
+pub mod fault;
 pub mod history;
+pub mod purchase;
 pub mod report;
 pub mod run;
 pub mod target;

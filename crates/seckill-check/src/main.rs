@@ -1,14 +1,16 @@
 //! `seckill-check TARGET.toml…`: a row per target file (per variant when the file lists
 //! them), the table, each row's findings, and an exit status a CI can use: 0 every row
-//! passed, 1 a rule was broken, 2 a file or a run went wrong (the error says which field,
-//! or which request).
+//! passed, 1 a rule was broken, 3 no rule was broken for certain but unknown answers could
+//! hide one (inconclusive), 2 a file or a run went wrong (the error says which field, or
+//! which request, or which fault's command).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use seckill_check::{history, report, run, target::Target, verdict};
+use seckill_check::verdict::{self, Conclusion};
+use seckill_check::{history, report, run, target::Target};
 
 /// Checks a stock service described in a TOML file: load, faults, then the verdict.
 #[derive(Debug, Parser)]
@@ -21,9 +23,14 @@ struct Args {
     /// Only these variants of a file that lists them (repeat, or comma-separated).
     #[arg(long, value_delimiter = ',')]
     variant: Vec<String>,
-    /// Write each row's history here, as <row>.jsonl (Jepsen's counter model, JSON lines).
+    /// Write each row's history here, as <row>.json (Jepsen's counter model: a JSON array,
+    /// one operation a line).
     #[arg(long)]
     history: Option<PathBuf>,
+    /// Run the target files' fault commands ([parts], phases' faults): shell commands on
+    /// this machine, so never without asking.
+    #[arg(long)]
+    faults: bool,
     /// Draw each row's sales over time against its stock into this SVG file.
     #[arg(long)]
     svg: Option<PathBuf>,
@@ -33,8 +40,9 @@ struct Args {
 async fn main() -> ExitCode {
     let args = Args::parse();
     match check(&args).await {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(Conclusion::Pass) => ExitCode::SUCCESS,
+        Ok(Conclusion::Fail) => ExitCode::from(1),
+        Ok(Conclusion::Inconclusive) => ExitCode::from(3),
         Err(err) => {
             eprintln!("seckill-check: {err}");
             ExitCode::from(2)
@@ -42,11 +50,18 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn check(args: &Args) -> Result<bool, String> {
+async fn check(args: &Args) -> Result<Conclusion, String> {
     let mut targets = Vec::new();
     for path in &args.targets {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let target = Target::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let faulted = target.phases.iter().any(|p| !p.faults.is_empty());
+        if faulted && !args.faults {
+            return Err(format!(
+                "{}: its phases run shell commands ([parts]); pass --faults to let them",
+                path.display()
+            ));
+        }
         targets.push(target);
     }
     let mut rows = Vec::new();
@@ -55,6 +70,8 @@ async fn check(args: &Args) -> Result<bool, String> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_millis(target.timeout_ms))
             .redirect(reqwest::redirect::Policy::none())
+            // The base is the address load goes to: no proxy from the environment.
+            .no_proxy()
             .build()
             .map_err(|e| e.to_string())?;
         let variants: Vec<Option<(&str, &str)>> = if target.variants.is_empty() {
@@ -89,17 +106,26 @@ async fn check(args: &Args) -> Result<bool, String> {
     if let Some(path) = &args.svg {
         std::fs::write(path, report::svg(&rows)).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    let faults_failed: Vec<&String> = rows
+    let failed: Vec<String> = rows
         .iter()
         .flat_map(|(row, _)| &row.faults)
-        .filter(|line| !line.ends_with("exit 0"))
+        .filter(|ran| ran.failed.is_some())
+        .map(ToString::to_string)
         .collect();
-    if !faults_failed.is_empty() {
+    if !failed.is_empty() {
         return Err(format!(
-            "a fault's command failed, so the run is not the one asked for: {faults_failed:?}"
+            "a fault's command failed, so the run is not the one asked for: {}",
+            failed.join("; ")
         ));
     }
-    Ok(rows.iter().all(|(_, v)| v.passed()))
+    let conclusions: Vec<Conclusion> = rows.iter().map(|(_, v)| v.conclusion()).collect();
+    Ok(if conclusions.contains(&Conclusion::Fail) {
+        Conclusion::Fail
+    } else if conclusions.contains(&Conclusion::Inconclusive) {
+        Conclusion::Inconclusive
+    } else {
+        Conclusion::Pass
+    })
 }
 
 fn write_history(dir: &std::path::Path, row: &run::Row) -> Result<(), String> {
@@ -115,7 +141,7 @@ fn write_history(dir: &std::path::Path, row: &run::Row) -> Result<(), String> {
             }
         })
         .collect();
-    let path = dir.join(format!("{name}.jsonl"));
+    let path = dir.join(format!("{name}.json"));
     let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut out = std::io::BufWriter::new(file);
     history::write(row, &mut out).map_err(|e| format!("{}: {e}", path.display()))

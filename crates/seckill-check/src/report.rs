@@ -4,8 +4,9 @@
 
 use std::fmt::Write;
 
+use crate::purchase::{purchases, sales};
 use crate::run::Row;
-use crate::verdict::{Verdict, sales};
+use crate::verdict::Verdict;
 
 const HEADER: [&str; 15] = [
     "target",
@@ -51,7 +52,7 @@ fn cells(row: &Row, verdict: &Verdict) -> Vec<String> {
         verdict.unaccounted.to_string(),
         verdict.undersold.to_string(),
         format!("{p99:.1}"),
-        if verdict.passed() { "pass" } else { "FAIL" }.to_owned(),
+        verdict.conclusion().word().to_owned(),
     ]
 }
 
@@ -107,12 +108,19 @@ fn findings(out: &mut String, row: &Row, verdict: &Verdict) {
     if verdict.unknown > 0 {
         let _ = writeln!(
             out,
-            "  {} answers unknown (no answer, or a status the file does not name): each may have sold; figures with two ends are least..most",
+            "  {} purchases unknown (no answer, or a status the file does not name, and no later answer to their key): each may have sold; figures with two ends are least..most",
             verdict.unknown
         );
     }
     for line in &row.faults {
         let _ = writeln!(out, "  fault {line}");
+    }
+    if row.resent > 0 {
+        let _ = writeln!(
+            out,
+            "  {} requests resent with their keys, to settle purchases no answer had settled",
+            row.resent
+        );
     }
     for finding in &verdict.findings {
         let _ = writeln!(out, "  {}: {}", finding.rule, finding.what);
@@ -154,7 +162,7 @@ pub fn svg(rows: &[(Row, Verdict)]) -> String {
         let most = (verdict.sold.max(row.initial) as f64 * 1.1).max(1.0);
         let x = |s: f64| pad + (w - 2.0 * pad) * s / span;
         let y = |units: f64| top + h - pad - (h - 2.0 * pad) * units / most;
-        let mut done: Vec<f64> = sales(&row.ops)
+        let mut done: Vec<f64> = sales(&purchases(&row.ops))
             .iter()
             .map(|&i| row.ops[i].done.as_secs_f64())
             .collect();
@@ -164,7 +172,11 @@ pub fn svg(rows: &[(Row, Verdict)]) -> String {
             let _ = write!(path, " H{:.1} V{:.1}", x(*at), y((n + 1) as f64));
         }
         let _ = write!(path, " H{:.1}", x(span));
-        let colour = if verdict.passed() { "#2a7" } else { "#c33" };
+        let colour = match verdict.conclusion() {
+            crate::verdict::Conclusion::Pass => "#2a7",
+            crate::verdict::Conclusion::Fail => "#c33",
+            crate::verdict::Conclusion::Inconclusive => "#d90",
+        };
         let _ = writeln!(
             out,
             r##"<text x="{pad}" y="{:.1}">{} — {} sold of {}, {} left: {}</text>"##,
@@ -173,7 +185,7 @@ pub fn svg(rows: &[(Row, Verdict)]) -> String {
             verdict.sold,
             row.initial,
             row.left,
-            if verdict.passed() { "pass" } else { "FAIL" }
+            verdict.conclusion().word()
         );
         let _ = writeln!(
             out,

@@ -52,7 +52,8 @@ fn default_timeout_ms() -> u64 {
 #[serde(untagged)]
 enum Variants {
     Names(Vec<String>),
-    Named(BTreeMap<String, String>),
+    /// In the file's order.
+    Named(toml::Table),
 }
 
 impl Default for Variants {
@@ -66,7 +67,16 @@ impl Variants {
     fn check(self) -> Result<Vec<(String, String)>, String> {
         let pairs: Vec<(String, String)> = match self {
             Variants::Names(names) => names.into_iter().map(|n| (n.clone(), n)).collect(),
-            Variants::Named(named) => named.into_iter().collect(),
+            Variants::Named(named) => named
+                .into_iter()
+                .map(|(name, value)| match value {
+                    toml::Value::String(value) => Ok((name, value)),
+                    other => Err(format!(
+                        "variants.{name}: a {} is not a string",
+                        other.type_str()
+                    )),
+                })
+                .collect::<Result<_, _>>()?,
         };
         for (name, value) in &pairs {
             check_id(&format!("variants.{name}"), name)?;
@@ -200,8 +210,15 @@ impl File {
 /// Load goes to loopback only, unless the file names the host it goes to.
 fn check_base(base: &str, allow_host: Option<&str>) -> Result<reqwest::Url, String> {
     let url = reqwest::Url::parse(base).map_err(|e| format!("base: {base:?}: {e}"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("base: {base:?} is not an http or https URL"));
+    if url.scheme() != "http" {
+        return Err(format!(
+            "base: {base:?} is not an http:// URL (this build speaks plain HTTP: check the service behind its TLS terminator, or on its own port)"
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "base: {base:?} holds a user or password; give credentials as a header"
+        ));
     }
     if url.path() != "/" || url.query().is_some() {
         return Err(format!(

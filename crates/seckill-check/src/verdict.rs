@@ -1,13 +1,15 @@
 //! The verdict on one row: the audit's rules (`seckill-audit`) applied to what the clients
-//! saw, with every unknown answer counted as a bound — it may have sold, or not — and the
-//! per-request rules (a key's two orders, a buyer past the limit, a sale with no order).
-//! A rule is broken only when it is broken whatever the unknown answers were; each finding
-//! names the requests that show it.
+//! saw, purchase by purchase ([`crate::purchase`]), with every purchase whose outcome is
+//! unknown counted as a bound — it may have sold, or not — and the per-request rules (a
+//! key's two orders, a buyer past the limit, a sale with no order). A rule is broken only
+//! when it is broken whatever the unknowns were (FAIL); when it might be, the verdict is
+//! inconclusive, never a pass. Each finding names the requests that show it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use seckill_audit::{Bounds, Sale};
 
+use crate::purchase::{Outcome, Purchase, purchases, sales};
 use crate::run::{Op, Row};
 use crate::target::Meaning;
 
@@ -22,14 +24,38 @@ pub struct Finding {
     pub requests: Vec<usize>,
 }
 
+/// What a row comes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conclusion {
+    /// No rule broken, whatever the unknowns were.
+    Pass,
+    /// A rule broken, whatever the unknowns were.
+    Fail,
+    /// No rule broken for certain, but one might be: unknowns could hide it.
+    Inconclusive,
+}
+
+impl Conclusion {
+    pub fn word(self) -> &'static str {
+        match self {
+            Conclusion::Pass => "pass",
+            Conclusion::Fail => "FAIL",
+            Conclusion::Inconclusive => "inconclusive",
+        }
+    }
+}
+
 /// What one row's history says.
 #[derive(Debug, Clone)]
 pub struct Verdict {
-    /// Units sold, as the clients were told: distinct orders (or keys, or requests).
+    /// Units sold, as the clients were told: a purchase's distinct orders (one when its
+    /// answers named none).
     pub sold: i64,
+    /// Purchases whose latest answer was sold out, refused, busy.
     pub sold_out: i64,
     pub refused: i64,
     pub busy: i64,
+    /// Purchases no answer settled.
     pub unknown: i64,
     pub oversold: Bounds,
     pub lost_updates: Bounds,
@@ -39,47 +65,50 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    pub fn passed(&self) -> bool {
-        self.findings.is_empty()
+    pub fn conclusion(&self) -> Conclusion {
+        let open = [self.oversold, self.lost_updates, self.unaccounted];
+        if !self.findings.is_empty() {
+            Conclusion::Fail
+        } else if open.iter().any(|b| b.most > 0) {
+            Conclusion::Inconclusive
+        } else {
+            Conclusion::Pass
+        }
     }
-}
 
-/// The sales the clients were told of, one per unit: a sale's order when it names one,
-/// else its key, else the request; a resend answered with an earlier sale is the same unit.
-pub fn sales(ops: &[Op]) -> Vec<usize> {
-    let mut seen = BTreeSet::new();
-    let mut first = Vec::new();
-    for (i, op) in ops.iter().enumerate() {
-        if op.meaning != Meaning::Sold {
-            continue;
-        }
-        let unit = match (&op.order, &op.key) {
-            (Some(order), _) => format!("order {order}"),
-            (None, Some(key)) => format!("key {key}"),
-            (None, None) => format!("request {i}"),
-        };
-        if seen.insert(unit) {
-            first.push(i);
-        }
+    pub fn passed(&self) -> bool {
+        self.conclusion() == Conclusion::Pass
     }
-    first
 }
 
 pub fn judge(row: &Row) -> Verdict {
-    let count = |m: Meaning| row.ops.iter().filter(|op| op.meaning == m).count() as i64;
-    let sales = sales(&row.ops);
-    let unknown = count(Meaning::Unknown);
+    let purchases = purchases(&row.ops);
+    let ended = |m: Meaning| {
+        let ended_so = |p: &&Purchase| p.outcome == Outcome::NotSold(m);
+        purchases.iter().filter(ended_so).count() as i64
+    };
+    let sales = sales(&purchases);
+    let unknown = purchases.iter().filter(|p| p.is_unknown()).count() as i64;
+    let (sold_out, refused, busy) = (
+        ended(Meaning::SoldOut),
+        ended(Meaning::Refused),
+        ended(Meaning::Busy),
+    );
+    // A busy answer leaves a unit unsold only when the buyers wanted them all: with fewer
+    // purchases than units, units are left whatever the service does.
+    let wanted = purchases.len() as i64 - refused;
+    let busy_counts = if wanted >= row.initial { busy } else { 0 };
     let sale = Sale {
         initial: row.initial,
         held: sales.len() as i64,
         remaining: row.left,
-        turned_away: count(Meaning::SoldOut) + count(Meaning::Busy),
+        turned_away: sold_out + busy_counts,
     };
     let mut verdict = Verdict {
         sold: sale.held,
-        sold_out: count(Meaning::SoldOut),
-        refused: count(Meaning::Refused),
-        busy: count(Meaning::Busy),
+        sold_out,
+        refused,
+        busy,
         unknown,
         oversold: Bounds::of(sale, unknown, Sale::oversold),
         lost_updates: Bounds::of(sale, unknown, Sale::lost_updates),
@@ -154,7 +183,7 @@ fn stock_rules(row: &Row, sales: &[usize], verdict: &mut Verdict) {
         verdict.findings.push(Finding {
             rule: "undersold",
             what: format!(
-                "{} units left while {} buyers were told sold out or busy",
+                "{} units left while {} purchases were told sold out or busy",
                 row.left,
                 verdict.sold_out + verdict.busy
             ),
@@ -250,15 +279,31 @@ fn missing_orders(row: &Row, sales: &[usize]) -> Vec<Finding> {
             order.is_some_and(|o| row.lookups.get(o) == Some(&false))
         })
         .collect();
-    if missing.is_empty() {
-        return Vec::new();
+    let mut findings = Vec::new();
+    if !missing.is_empty() {
+        findings.push(Finding {
+            rule: "missing orders",
+            what: format!(
+                "{} acknowledged sales have no order of record",
+                missing.len()
+            ),
+            requests: missing.into_iter().take(SHOWN).collect(),
+        });
     }
-    vec![Finding {
-        rule: "missing orders",
-        what: format!(
-            "{} acknowledged sales have no order of record",
-            missing.len()
-        ),
-        requests: missing.into_iter().take(SHOWN).collect(),
-    }]
+    // Where the file says a sale names its order, one that does not is a sale of record
+    // nobody can look up.
+    let unnamed: Vec<usize> = (0..row.ops.len())
+        .filter(|&i| row.ops[i].meaning == Meaning::Sold && row.ops[i].order.is_none())
+        .collect();
+    if row.names_orders && !unnamed.is_empty() {
+        findings.push(Finding {
+            rule: "sale names no order",
+            what: format!(
+                "{} answers said sold and named no order at buy.order",
+                unnamed.len()
+            ),
+            requests: unnamed.into_iter().take(SHOWN).collect(),
+        });
+    }
+    findings
 }

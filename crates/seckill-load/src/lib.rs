@@ -228,7 +228,10 @@ impl Load {
                     sent: sent - started,
                     done: started.elapsed(),
                     status: answer.as_ref().map(|a| a.0),
-                    body: answer.as_ref().map(|a| a.3.to_vec()).unwrap_or_default(),
+                    body: answer
+                        .as_ref()
+                        .map(|a| a.3[..a.3.len().min(shaped::KEPT_BODY)].to_vec())
+                        .unwrap_or_default(),
                 });
             }
             let Some((status, retry_after, replayed, body)) = answer else {

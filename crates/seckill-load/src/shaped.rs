@@ -18,6 +18,10 @@ impl std::fmt::Debug for Builder {
     }
 }
 
+/// How much of each answer's body a history keeps: enough for an order id, and a million
+/// requests' history stays in memory even when a service answers with error pages.
+pub const KEPT_BODY: usize = 2048;
+
 /// One request of a load that keeps its history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answered {
@@ -30,6 +34,6 @@ pub struct Answered {
     /// Its status; `None` when no answer came: a refused or reset connection, or the
     /// client's timeout. Whether it did anything is unknown.
     pub status: Option<u16>,
-    /// The answer's body (empty without one).
+    /// The answer's body, its first [`KEPT_BODY`] bytes (empty without one).
     pub body: Vec<u8>,
 }
