@@ -12,9 +12,12 @@
 
 pub mod fault;
 pub mod history;
+mod http;
+pub mod op;
 pub mod purchase;
 pub mod report;
 pub mod run;
+mod slots;
 pub mod target;
 mod target_file;
 pub mod template;

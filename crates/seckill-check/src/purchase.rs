@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::run::Op;
+use crate::op::Op;
 use crate::target::Meaning;
 
 /// How a purchase ended, as far as the clients know.
