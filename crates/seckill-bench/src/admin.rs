@@ -4,6 +4,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::args::BenchArgs;
+use crate::parts_cpu::Pids;
 use crate::row::Row;
 
 /// What a reset sets.
@@ -22,6 +23,9 @@ pub struct Terms {
 pub struct Service<'a> {
     pub args: &'a BenchArgs,
     pub http: &'a reqwest::Client,
+    /// The processes of each part, when the bench started them: each row then reads what
+    /// each part spent on its load.
+    pub parts: Option<&'a Pids>,
 }
 
 impl Service<'_> {

@@ -53,7 +53,7 @@ pub struct BenchArgs {
     pub instance_urls: Vec<String>,
 
     /// Rounds of the ceiling suite (healthz, lua, lua with batch=off, each round); its ratio
-    /// is the median.
+    /// is the median. The orders and capacity suites run their rows in rounds too.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
     pub rounds: u64,
 
@@ -119,6 +119,11 @@ pub struct BenchArgs {
     /// The partial suite: how long each phase of the stalled-replica rows lasts.
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(1..=120))]
     pub phase_seconds: u64,
+
+    /// The capacity suite: the service's binary it starts [default: `seckill` beside this
+    /// binary].
+    #[arg(long)]
+    pub seckill_bin: Option<PathBuf>,
 
     /// Variants to compare, comma-separated [default: the progression, in its order].
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -260,6 +265,12 @@ pub enum Suite {
     /// it, the sold-out flag's Redis commands, a bot against its rate limit
     /// (`crate::admission`); not part of `performance`.
     Admission,
+    /// A capacity model from measured parts: starts its own Redis, Redis Clusters of one
+    /// and three masters, instances, Nginx and PostgreSQL on loopback, and measures the CPU
+    /// a unit sold costs each part (lua, watchdog, segmented over --shards), units/s from 1
+    /// to 2 instances and from 1 to 3 masters, and the model's prediction beside each
+    /// (`crate::capacity`); not part of `performance`.
+    Capacity,
     /// All of the performance suites, one after the other.
     Performance,
 }

@@ -15,17 +15,22 @@
 //! - [`suites`] — the scenarios each suite runs; [`ratios`] — what each reports;
 //!   [`partial`] — the partial suite's loads side by side, and the failures it makes.
 //! - [`run`] — the run itself; [`admin`] — resets, `/stats`, `/metrics`;
-//!   [`redis_usage`] — Redis's own counters per master.
+//!   [`redis_usage`] — Redis's own counters per master; [`parts_cpu`] — each part's CPU
+//!   from `/proc`, when the bench knows the parts' processes (the capacity suite).
 //! - [`admission`] — the front door's suite: buyers on their own schedules.
+//! - [`capacity`] — the capacity model: its own parts started, the CPU each spends per
+//!   unit, the scaling from 1 to 2 instances and 1 to 3 masters, the model beside them.
 //! - [`report`] — the rows; `table.rs` and `chart.rs` — the table and the SVG.
 
 pub mod admin;
 pub mod admission;
 pub mod args;
+pub mod capacity;
 mod chart;
 pub mod lock_store;
 pub mod measure;
 pub mod partial;
+pub mod parts_cpu;
 pub mod ratio;
 pub mod ratios;
 pub mod redis_usage;

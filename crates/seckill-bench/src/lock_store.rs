@@ -12,7 +12,7 @@ use crate::args::Suite;
 
 /// Clock ticks per second in `/proc/<pid>/stat` (`USER_HZ`): 100 on every Linux the
 /// project runs on.
-const TICKS_PER_SECOND: f64 = 100.0;
+pub(crate) const TICKS_PER_SECOND: f64 = 100.0;
 
 /// The CPU seconds the processes `pids` have used so far, all their threads together —
 /// and their children's, living (PostgreSQL's backends, one per connection) and reaped.
@@ -57,13 +57,13 @@ fn fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
 }
 
 /// The parent's pid, the 4th field.
-fn parent(stat: &str) -> Option<u32> {
+pub(crate) fn parent(stat: &str) -> Option<u32> {
     fields(stat)?.nth(1)?.parse().ok()
 }
 
 /// utime + stime + cutime + cstime, the 14th to 17th fields: the process's own CPU and
 /// that of its children it has reaped.
-fn ticks_of(stat: &str) -> Option<u64> {
+pub(crate) fn ticks_of(stat: &str) -> Option<u64> {
     let mut fields = fields(stat)?.skip(11);
     let mut ticks = 0u64;
     for _ in 0..4 {

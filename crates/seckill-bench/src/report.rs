@@ -20,4 +20,7 @@ pub struct Report {
     /// The front door's figures (admission suite).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admission: Option<crate::admission::Figures>,
+    /// The capacity model's figures (capacity suite).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::capacity::Figures>,
 }

@@ -58,6 +58,10 @@ pub struct Row {
     /// store, its CPU per unit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_store_cpu_us_per_unit: Option<f64>,
+    /// What each part spent on the load, from `/proc` (the capacity suite, which knows the
+    /// parts' processes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parts_cpu: Option<crate::parts_cpu::Spent>,
     /// The orders suite, a row whose orders went to the database: how they drained.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drain: Option<Drain>,
@@ -110,6 +114,7 @@ impl Row {
             lock_most_tries: None,
             redis_cpu_us_per_unit_by_master: Vec::new(),
             lock_store_cpu_us_per_unit: None,
+            parts_cpu: None,
             drain: None,
             stats: Value::Null,
             scenario,

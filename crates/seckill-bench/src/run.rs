@@ -20,12 +20,30 @@ use crate::{chart, partial, suites, table};
 
 /// Runs the suite, prints the table and the ratios, and writes the JSON and the chart.
 pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
+    if args.suite == Suite::Capacity {
+        // It starts the parts it measures: no cluster of the caller's is read.
+        // Boxed: its future nests deep enough to overflow the compiler's layout queries.
+        let capacity = Box::pin(crate::capacity::run(&args)).await?;
+        let report = Report {
+            suite: args.suite,
+            rows: capacity.rows,
+            ratios: capacity.ratios,
+            peak_rss: Vec::new(),
+            conditions: Vec::new(),
+            admission: None,
+            capacity: Some(capacity.figures),
+        };
+        print(&args, &report);
+        write(&args, &report)?;
+        return Ok(report);
+    }
     let product = ProductId::parse(&args.product).map_err(anyhow::Error::msg)?;
     let scenarios = suites::scenarios(&args);
     let http = client(&scenarios)?;
     let service = Service {
         args: &args,
         http: &http,
+        parts: None,
     };
     let mut info = connect(&args).await;
 
@@ -59,6 +77,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
         peak_rss,
         conditions,
         admission,
+        capacity: None,
     };
     print(&args, &report);
     write(&args, &report)?;
@@ -124,7 +143,7 @@ async fn peak_rss(service: &Service<'_>) -> Vec<(String, u64)> {
     })
 }
 
-/// Prints the table, the ratios, and the seed003 and admission suites' findings.
+/// Prints the table, the ratios, and the seed003, admission and capacity suites' findings.
 fn print(args: &BenchArgs, report: &Report) {
     println!("{}", table::render(&report.rows));
     for ratio in &report.ratios {
@@ -138,6 +157,9 @@ fn print(args: &BenchArgs, report: &Report) {
     }
     if let Some(figures) = &report.admission {
         println!("{}", crate::admission::render(figures));
+    }
+    if let Some(figures) = &report.capacity {
+        println!("{}", crate::capacity::render(figures));
     }
 }
 

@@ -56,6 +56,17 @@ pub enum Key {
         on: bool,
         round: u64,
     },
+    /// The capacity suite: `variant` over `shards`, its load spread over `products`, on
+    /// `setup` (`1 instance`, `3 masters`, …) in round `round`; `db`: its orders streamed
+    /// into PostgreSQL (the row waits for them to land).
+    Capacity {
+        variant: Variant,
+        shards: u32,
+        products: u32,
+        setup: &'static str,
+        round: u64,
+        db: bool,
+    },
 }
 
 impl fmt::Display for Key {
@@ -90,6 +101,19 @@ impl fmt::Display for Key {
             } => write!(f, "{variant}, 1 product"),
             Self::Contention { variant, products } => {
                 write!(f, "{variant}, {products} products")
+            }
+            Self::Capacity {
+                variant,
+                shards,
+                products,
+                setup,
+                ..
+            } => {
+                write!(f, "{}", named(variant, shards))?;
+                if products > 1 {
+                    write!(f, ", {products} products")?;
+                }
+                write!(f, ", {setup}")
             }
             Self::Orders { variant, on, .. } => {
                 write!(f, "{variant}, orders db {}", if on { "on" } else { "off" })

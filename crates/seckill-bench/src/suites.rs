@@ -45,6 +45,8 @@ pub fn scenarios(args: &BenchArgs) -> Vec<Scenario> {
         Suite::Partial => Vec::new(),
         // Buyers on their own schedules, run by `admission.rs`.
         Suite::Admission => Vec::new(),
+        // Its own parts, started and measured by `capacity/`.
+        Suite::Capacity => Vec::new(),
         // (`orders` is not in it: it needs the database.)
         Suite::Performance => [
             ceiling(args),

@@ -1,10 +1,12 @@
-//! What a row's load cost the stores: Redis's `INFO`, the instances' lock counters and the
-//! CPU time of the lock's own servers, read before the load and again after it.
+//! What a row's load cost the stores: Redis's `INFO`, the instances' lock counters, the
+//! CPU time of the lock's own servers and, when the bench knows them, of every part, read
+//! before the load and again after it.
 
 use seckill::variants::Variant;
 
 use crate::admin::Service;
 use crate::lock_store::{cpu_seconds, lock_store_pids};
+use crate::parts_cpu::{Reading, Spent};
 use crate::redis_usage::{Masters, Usage, spent};
 
 /// The instances' watchdog-lock counters, summed over their `/metrics`.
@@ -48,6 +50,7 @@ pub(super) struct Before<'a> {
     lock: Option<LockCounters>,
     lock_pids: Option<&'a [u32]>,
     lock_cpu: Option<f64>,
+    parts: Option<Reading>,
 }
 
 /// What the load cost the stores, read against [`Before`].
@@ -59,6 +62,8 @@ pub(super) struct Cost {
     pub(super) lock: Option<LockCounters>,
     /// The most lock scripts one acquire sent, since the instances started.
     pub(super) most_tries: Option<u64>,
+    /// What each part spent, when the service knows the parts' processes.
+    pub(super) parts: Option<Spent>,
 }
 
 impl<'a> Before<'a> {
@@ -75,11 +80,14 @@ impl<'a> Before<'a> {
         let lock = LockCounters::read(service).await;
         let lock_pids = lock_store_pids(service.args, variant);
         let lock_cpu = lock_pids.map(cpu_seconds).transpose()?;
+        // Last, nearest the load.
+        let parts = service.parts.map(Reading::now).transpose()?;
         Ok(Self {
             usage,
             lock,
             lock_pids,
             lock_cpu,
+            parts,
         })
     }
 
@@ -89,6 +97,11 @@ impl<'a> Before<'a> {
         service: &Service<'_>,
         info: &mut Option<Masters>,
     ) -> anyhow::Result<Cost> {
+        // First, nearest the load.
+        let parts = match (self.parts, service.parts) {
+            (Some(before), Some(pids)) => Some(Reading::now(pids)?.since(&before)),
+            _ => None,
+        };
         let lock_cpu_us = match (self.lock_pids, self.lock_cpu) {
             (Some(pids), Some(before)) => Some((cpu_seconds(pids)? - before).max(0.0) * 1e6),
             _ => None,
@@ -109,6 +122,7 @@ impl<'a> Before<'a> {
             spent,
             lock,
             most_tries,
+            parts,
         })
     }
 }

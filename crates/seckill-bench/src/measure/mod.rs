@@ -41,7 +41,9 @@ pub(crate) async fn run_one(
         add_stats(&mut stats, &service.stats_of(product).await?);
     }
     let drain = match scenario.key {
-        Key::Orders { on: true, .. } => Some(drained(service, &stats, ended, &load).await?),
+        Key::Orders { on: true, .. } | Key::Capacity { db: true, .. } => {
+            Some(drained(service, &stats, ended, &load).await?)
+        }
         _ => None,
     };
     Ok(row(args.suite, scenario, load, stats, &cost, drain))
@@ -176,6 +178,7 @@ fn row(
             None if matches!(suite, Suite::Stores | Suite::Seed003) => per_unit(cpu_us),
             None => None,
         },
+        parts_cpu: cost.parts,
         drain,
         stats,
         scenario,
