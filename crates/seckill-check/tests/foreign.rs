@@ -48,6 +48,21 @@ impl Drop for Foreign {
     }
 }
 
+/// A scratch directory, removed when the test is done with it.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(what: &str) -> Self {
+        Self(scratch_dir(what))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// `check/example/stock.toml` with its base at `port`, written into `dir`.
 fn target_file(dir: &Path, port: u16) -> PathBuf {
     let text = std::fs::read_to_string(root().join("check/example/stock.toml")).unwrap();
@@ -86,8 +101,9 @@ fn text(output: &Output) -> String {
 fn catches_the_race_in_a_foreign_service_and_passes_its_fix() {
     for (mode, passes) in [("--racy", false), ("--fixed", true)] {
         let service = Foreign::start(mode);
-        let dir = scratch_dir("check");
-        let file = target_file(&dir, service.port);
+        let scratch = Scratch::new("check");
+        let dir = &scratch.0;
+        let file = target_file(dir, service.port);
         let histories = dir.join("history");
         let output = check(&[&file, Path::new("--history"), &histories]);
         let said = text(&output);
@@ -123,7 +139,8 @@ fn catches_the_race_in_a_foreign_service_and_passes_its_fix() {
 #[test]
 fn a_bad_target_file_is_refused_naming_the_field() {
     let good = std::fs::read_to_string(root().join("check/example/stock.toml")).unwrap();
-    let dir = scratch_dir("check-bad");
+    let scratch = Scratch::new("check-bad");
+    let dir = &scratch.0;
     let cases = [
         (
             "base = \"http://127.0.0.1:9090\"",
@@ -181,8 +198,9 @@ fn a_bad_target_file_is_refused_naming_the_field() {
 #[test]
 fn a_paused_service_is_settled_by_resending_the_keys_and_passes() {
     let service = Foreign::start("--fixed");
-    let dir = scratch_dir("check-pause");
-    let file = target_file(&dir, service.port);
+    let scratch = Scratch::new("check-pause");
+    let dir = &scratch.0;
+    let file = target_file(dir, service.port);
     let pid = service.child.id();
     let fault = "faults = [{ part = \"service\", run = \"pause\", at = 100, then = \"resume\", then_after = 40 }]";
     let faulted = std::fs::read_to_string(&file)

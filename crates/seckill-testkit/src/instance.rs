@@ -149,5 +149,9 @@ impl Drop for Instance {
             print_log("seckill", &self.log);
         }
         self.kill();
+        // Its scratch directory holds only the log, printed above when it mattered.
+        if let Some(dir) = self.log.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
