@@ -64,6 +64,14 @@ async fn check(args: &Args) -> Result<Conclusion, String> {
         }
         targets.push(target);
     }
+    let listed = |name: &String| {
+        targets
+            .iter()
+            .any(|t| t.variants.iter().any(|v| &v.0 == name))
+    };
+    if let Some(unknown) = args.variant.iter().find(|name| !listed(name)) {
+        return Err(format!("--variant {unknown}: no target file lists it"));
+    }
     let mut rows = Vec::new();
     let mut judging = Duration::ZERO;
     for target in &targets {
