@@ -40,10 +40,10 @@ export PATH="$PATH:/usr/sbin:/sbin"
 
 # Every crate's modules import one way: no circle among them (scripts/imports.py prints the
 # graph).
-python3 scripts/imports.py --all --max-cycle 1 >/dev/null
+out=$(python3 scripts/imports.py --all --max-cycle 1) || { echo "$out"; exit 1; }
 # The code's shape: a type's inherent impls in at most two files, no function over 80
 # lines, an outcome's name spelled once (scripts/shape.py says which and where).
-python3 scripts/shape.py --fail >/dev/null
+out=$(python3 scripts/shape.py --fail) || { echo "$out"; exit 1; }
 # The book: every link and image stays inside docs/src and lands, every page is in
 # SUMMARY.md (the instance serves the same pages under /book/, checked by a unit test).
 python3 scripts/book-links.py

@@ -51,27 +51,7 @@ async fn main() -> ExitCode {
 }
 
 async fn check(args: &Args) -> Result<Conclusion, String> {
-    let mut targets = Vec::new();
-    for path in &args.targets {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let target = Target::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        let faulted = target.phases.iter().any(|p| !p.faults.is_empty());
-        if faulted && !args.faults {
-            return Err(format!(
-                "{}: its phases run shell commands ([parts]); pass --faults to let them",
-                path.display()
-            ));
-        }
-        targets.push(target);
-    }
-    let listed = |name: &String| {
-        targets
-            .iter()
-            .any(|t| t.variants.iter().any(|v| &v.0 == name))
-    };
-    if let Some(unknown) = args.variant.iter().find(|name| !listed(name)) {
-        return Err(format!("--variant {unknown}: no target file lists it"));
-    }
+    let targets = read_targets(args)?;
     let mut rows = Vec::new();
     let mut judging = Duration::ZERO;
     for target in &targets {
@@ -134,6 +114,33 @@ async fn check(args: &Args) -> Result<Conclusion, String> {
     } else {
         Conclusion::Pass
     })
+}
+
+/// The target files, read and checked: a file with faults only with `--faults`, and each
+/// `--variant` one a file lists.
+fn read_targets(args: &Args) -> Result<Vec<Target>, String> {
+    let mut targets = Vec::new();
+    for path in &args.targets {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let target = Target::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let faulted = target.phases.iter().any(|p| !p.faults.is_empty());
+        if faulted && !args.faults {
+            return Err(format!(
+                "{}: its phases run shell commands ([parts]); pass --faults to let them",
+                path.display()
+            ));
+        }
+        targets.push(target);
+    }
+    let listed = |name: &String| {
+        targets
+            .iter()
+            .any(|t| t.variants.iter().any(|v| &v.0 == name))
+    };
+    if let Some(unknown) = args.variant.iter().find(|name| !listed(name)) {
+        return Err(format!("--variant {unknown}: no target file lists it"));
+    }
+    Ok(targets)
 }
 
 fn write_history(dir: &std::path::Path, row: &run::Row) -> Result<(), String> {
