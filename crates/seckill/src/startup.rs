@@ -13,6 +13,7 @@ use axum::{BoxError, Json, Router};
 use serde_json::json;
 use tokio::net::{TcpListener, TcpSocket};
 use tower::ServiceBuilder;
+use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
@@ -246,30 +247,38 @@ fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(8192)
 }
 
-/// The router with the layers every request goes through: load shedding past the
-/// in-flight limit (503 with Retry-After), a request timeout (408), a body-size limit (413).
+/// The router with the layers every request goes through — a request timeout (408), a
+/// body-size limit (413) — and, for all but the probes, load shedding past the in-flight
+/// limit (503 with Retry-After): a probe is answered while the instance sheds a burst.
 pub fn app(state: AppState) -> Router {
     let limits = &state.settings.limits;
     let max_in_flight = usize::try_from(limits.max_in_flight).unwrap_or(usize::MAX);
     let max_body = usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX);
     let timeout = limits.request_timeout();
-    routes::router(state).layer(
-        ServiceBuilder::new()
-            // Per-request spans and failures at debug: a 503 storm while Redis is away
-            // must not become a log storm; errors worth a line are logged where they arise.
-            .layer(
-                TraceLayer::new_for_http()
-                    .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
-            )
-            .layer(HandleErrorLayer::new(overloaded))
-            .load_shed()
-            .concurrency_limit(max_in_flight)
-            .layer(TimeoutLayer::with_status_code(
-                StatusCode::REQUEST_TIMEOUT,
-                timeout,
-            ))
-            .layer(DefaultBodyLimit::max(max_body)),
-    )
+    // One limit for the whole instance: `Router::layer` gives each route its own copy of a
+    // layer, and a plain concurrency limit would be a limit per route.
+    let shedding = ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(overloaded))
+        .load_shed()
+        .layer(GlobalConcurrencyLimitLayer::new(max_in_flight));
+    routes::router(state.clone())
+        .layer(shedding)
+        .merge(routes::probes(state))
+        .layer(
+            ServiceBuilder::new()
+                // Per-request spans and failures at debug: a 503 storm while Redis is away
+                // must not become a log storm; errors worth a line are logged where they
+                // arise.
+                .layer(
+                    TraceLayer::new_for_http()
+                        .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+                )
+                .layer(TimeoutLayer::with_status_code(
+                    StatusCode::REQUEST_TIMEOUT,
+                    timeout,
+                ))
+                .layer(DefaultBodyLimit::max(max_body)),
+        )
 }
 
 async fn overloaded(err: BoxError) -> Response {

@@ -243,3 +243,77 @@ async fn sheds_load_past_its_in_flight_limit() {
     assert_every_200_an_order(&report, &stats, "watchdog");
     assert_exact(&stats, 1000, "watchdog");
 }
+
+/// Past its in-flight limit an instance sheds every request but its probes: the limit is
+/// the instance's (a read of the stock is shed too, not only the route that filled it),
+/// and `/healthz`, `/readyz` and `/metrics` are answered, so a kubelet or a monitor does not
+/// take an instance shedding a burst for a dead one. The limit is filled by two deductions waiting for a lock this test
+/// holds (an event, not a duration); a third is shed, and the probes are answered while
+/// the two still wait; then the lock is released and both sell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_are_answered_while_the_instance_sheds_load() {
+    let flags = [
+        "--max-in-flight",
+        "2",
+        "--max-wait-ms",
+        "60000",
+        "--request-timeout-ms",
+        "120000",
+    ];
+    let cluster = service(1, &flags);
+    let api = cluster.api(0);
+    api.reset("101", 10, 1).await;
+    let lock = crate::keys("101").whole().lock.clone();
+    let mut redis = cluster.redis.conn().await;
+    let _: () = redis::AsyncCommands::set(&mut redis, &lock, "the-test")
+        .await
+        .unwrap();
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let api = api.clone();
+            // Shed while the slots change hands, it comes back: it returns only with an
+            // answer of its own.
+            tokio::spawn(async move {
+                loop {
+                    let (status, body) = api.post("/deduct_stock/token?wait_ms=60000").await;
+                    if status != 503 || body["outcome"] != "overloaded" {
+                        return (status, body);
+                    }
+                }
+            })
+        })
+        .collect();
+    // Until the two are in, a third gets in too, waits 10 ms for the lock and is told
+    // busy; once they are, it is shed.
+    loop {
+        let (status, body) = api.post("/deduct_stock/token?wait_ms=10").await;
+        if status == 503 && body["outcome"] == "overloaded" {
+            break;
+        }
+        assert_eq!(status, 429, "{body}");
+        assert!(
+            waiting.iter().all(|w| !w.is_finished()),
+            "a waiting deduction was answered before the lock was released"
+        );
+    }
+    // The limit is the instance's, not a route's: a read of the stock is shed too.
+    let (status, body) = api.get("/stock?product=101").await;
+    assert_eq!(
+        (status, &body["outcome"]),
+        (503, &serde_json::json!("overloaded")),
+        "{body}"
+    );
+    for probe in ["/healthz", "/readyz", "/metrics"] {
+        let (status, body) = api.get(probe).await;
+        assert_eq!(status, 200, "{probe} while shedding: {body}");
+    }
+    assert!(
+        waiting.iter().all(|w| !w.is_finished()),
+        "the two still wait for the lock"
+    );
+    let _: () = redis::AsyncCommands::del(&mut redis, &lock).await.unwrap();
+    for w in waiting {
+        let (status, body) = w.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+}
