@@ -11,13 +11,17 @@
 -- KEYS[2]  orders  (hash: order id -> "instance variant[ user]")
 -- KEYS[3]  audit   (hash of counters: `sold/<instance>/<variant>` for sales, `sold_out`
 --                   for deductions that found nothing, `limit_reached` for buyers at
---                   their limit; '/' cannot occur in an instance id or a variant name)
--- KEYS[4]  meta    (the product's: `per_user`, units one buyer may have; none: no limit)
+--                   their limit; '/' cannot occur in an instance id or a variant name;
+--                   and the sale's terms, read once a line: lib/critical.lua's `terms`)
+-- KEYS[4]  meta    (the product's: `per_user`, units one buyer may have; none: no limit;
+--                   read only when the audit has no `per_user`, a sale reset before the
+--                   reset wrote it there)
 -- KEYS[5]  buyers  (hash: user -> units sold to them)
 -- KEYS[6]  keys    (hash: idempotency key -> order)
 -- KEYS[7]  stream  (the orders stream, written when the sale is streamed)
 -- KEYS[8]  unpaid  (sorted set: order -> deadline to pay by, with a payment window)
--- KEYS[9]  void    (hash: order ids voided after their answer was lost: never sold)
+-- KEYS[9]  void    (hash: order ids voided after their answer was lost: never sold;
+--                   looked in only when the audit counts one, `voided`)
 -- KEYS[10..] the claims of the deductions that carry an idempotency key, in their order
 -- ARGV[1]  instance id (the call's, once)
 -- ARGV[2]  variant name (the call's, once)
@@ -52,14 +56,14 @@ local function keys_of(a)
 end
 
 -- One line: the product whose keys start after KEYS[k] and whose count of deductions is
--- ARGV[a], its deductions after it. Returns its answers.
+-- ARGV[a], its deductions after it. Returns its answers. (A line is what a sale spread over
+-- many products pays for each product: its keys are locals and its tables few and made at
+-- their size, not one per deduction.)
 local function line(k, a)
   local n = tonumber(ARGV[a])
-  local K = {}
-  for i = 1, 9 do
-    K[i] = KEYS[k + i]
-  end
-  local stock = redis.call('GET', K[1])
+  local stock_key, orders, audit, meta = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
+  local buyers, keys, stream, unpaid = KEYS[k + 5], KEYS[k + 6], KEYS[k + 7], KEYS[k + 8]
+  local stock = redis.call('GET', stock_key)
   if not stock then
     return {}
   end
@@ -68,42 +72,53 @@ local function line(k, a)
   local answers = { stock }
   local sold_out, refused = 0, 0
   local claims = k + 9
-  -- The line's sales, written once at the end (lib/critical.lua's `batch`); the sale's
-  -- terms (`terms`) read at the first sale, and its orders streamed in one entry at the end.
-  local call = { lines = {} }
-  local batch = { bought = {}, sold = 0, orders = {}, closed = 0 }
-  local limit = per_user(K[4], batch)
-  -- Which of the line's order ids were sold already, and whether any order id of the
-  -- product was ever voided: read once per line, not once per deduction.
-  local ids = {}
-  for i = a + 1, a + 4 * n, 4 do
-    ids[#ids + 1] = ARGV[i]
+  -- The line's terms (lib/critical.lua's `terms`: the limit and the void mark with them),
+  -- read once; its sales, written once at the end (`batch`); its orders streamed in one
+  -- entry at the end. One `sale` serves every deduction of the line: its key and claim are
+  -- set for each.
+  local call = { lines = {}, epoch = nil, streaming = nil, pay_within = nil, closed = nil,
+    per_user = nil, voided = nil, now = nil }
+  local sale = { key = '', split = '0', keys = keys, shard = '0', stream = stream,
+    unpaid = unpaid, call = call, claim = nil }
+  local batch = { limit = terms(sale, audit).per_user, bought = nil, sold = 0, orders = {},
+    closed = 0 }
+  local limit = per_user(meta, batch)
+  if limit > 0 then
+    batch.bought = {}
   end
-  local already = redis.call('HMGET', K[2], unpack(ids))
-  local void = redis.call('EXISTS', K[9]) == 1 and K[9] or nil
-  -- The sale of every deduction without an idempotency key: one table, not one each.
-  local unkeyed = { key = '', split = '0', keys = K[6], shard = '0', stream = K[7],
-    unpaid = K[8], call = call }
+  -- Which of the line's order ids were sold already: read once per line, not once per
+  -- deduction. The void hash is looked in only when an order id of the product was ever
+  -- voided.
+  local already
+  if n == 1 then
+    already = { redis.call('HEXISTS', orders, ARGV[a + 1]) == 1 }
+  else
+    local ids = {}
+    for i = a + 1, a + 4 * n, 4 do
+      ids[#ids + 1] = ARGV[i]
+    end
+    already = redis.call('HMGET', orders, unpack(ids))
+  end
+  local void = call.voided and KEYS[k + 9] or nil
   local j = 0
   for i = a + 1, a + 4 * n, 4 do
     j = j + 1
-    local order, user, holder = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-    local sale = unkeyed
-    if ARGV[i + 3] ~= '' then
-      sale = { key = ARGV[i + 3], split = '0', keys = K[6], shard = '0',
-        stream = K[7], unpaid = K[8], call = call }
+    local order, user, holder, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    sale.key = key
+    sale.claim = nil
+    if key ~= '' then
       claims = claims + 1
       sale.claim = KEYS[claims]
     end
     -- Sold by an earlier send of this same call: sold, and nothing more.
-    local answer = unsold(K[1], K[2], void, order, already[j] ~= false)
+    local answer = unsold(stock_key, orders, void, order, already[j] ~= false)
     if answer then
       answer = answer == 'voided' and answer or 1
     else
       -- A buyer is refused at their limit only while there is stock to refuse them: once
       -- it is gone, every buyer is sold out alike.
       if limit > 0 and (user == '' or left > 0) then
-        answer = over_limit(K[4], K[5], user, batch)
+        answer = over_limit(meta, buyers, user, batch)
       end
       if answer then
         refused = refused + (answer == 'limit_reached' and 1 or 0)
@@ -111,26 +126,26 @@ local function line(k, a)
         answer = 0
         sold_out = sold_out + 1
       else
-        answer = keyed(sale, K[3], holder)
+        answer = keyed(sale, audit, holder)
       end
       if not answer then
         answer = 1
         left = left - 1
-        record(K[2], K[5], K[3], order, instance, variant, user, sale, batch)
-        keyed_sale(sale, K[3], order, instance, left)
+        record(orders, buyers, audit, order, instance, variant, user, sale, batch)
+        keyed_sale(sale, audit, order, instance, left)
       end
     end
     answers[#answers + 1] = answer
   end
-  flush(batch, K[1], K[2], K[3], instance, variant)
+  flush(batch, stock_key, orders, audit, instance, variant)
   if #call.lines > 0 then
-    stream_orders(K[7], call, '0', instance, variant, table.concat(call.lines, ','))
+    stream_orders(stream, call, '0', instance, variant, table.concat(call.lines, ','))
   end
   if sold_out > 0 then
-    redis.call('HINCRBY', K[3], 'sold_out', sold_out)
+    redis.call('HINCRBY', audit, 'sold_out', sold_out)
   end
   if refused > 0 then
-    redis.call('HINCRBY', K[3], 'limit_reached', refused)
+    redis.call('HINCRBY', audit, 'limit_reached', refused)
   end
   return answers
 end

@@ -9,6 +9,7 @@
 -- KEYS[2]  inside  (the holder leaves the critical section: it will not commit now)
 -- KEYS[3]  orders  (hash: order id -> "instance variant[ user]")
 -- KEYS[4]  void    (hash: order id -> 1)
+-- KEYS[5]  audit   (counts `voided`: deduct.lua looks in the void hash only when it is set)
 -- ARGV[1]  the holder
 -- ARGV[2]  the order id
 --
@@ -19,5 +20,7 @@ local stock = redis.call('GET', KEYS[1])
 if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then
   return { 1, stock }
 end
-redis.call('HSET', KEYS[4], ARGV[2], 1)
+if redis.call('HSET', KEYS[4], ARGV[2], 1) == 1 then
+  redis.call('HINCRBY', KEYS[5], 'voided', 1)
+end
 return { 0, stock }

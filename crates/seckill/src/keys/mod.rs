@@ -193,7 +193,10 @@ pub struct ShardKeys {
     /// a split product, a key on its slot that does not exist (no limit is checked there:
     /// the product's `reserved` is).
     pub meta: String,
-    /// Hash of counters: `sold/<instance>/<variant>`, `lock_overlaps`, `lock_lost`.
+    /// Hash of counters: `sold/<instance>/<variant>`, `lock_overlaps`, `lock_lost`,
+    /// `voided` (order ids whose answer was lost, voided by `lua/resolve.lua`); and the
+    /// sale's terms, written by its reset (`epoch`, `streamed`, `pay_within_ms`, `trace`,
+    /// `per_user`).
     pub audit: String,
     /// Hash: `seen`, the highest fencing token that has read or written the shard's stock
     /// (the tokens come from the lock's own counter, `<lock>:token`, which a reset leaves).

@@ -134,6 +134,13 @@ async fn reset_shard(
                 ("streamed", i64::from(streamed)),
                 ("pay_within_ms", terms.pay_within_ms),
                 ("trace", i64::from(terms.trace)),
+                // The buyer's limit where `deduct.lua` reads the terms, in one read: the
+                // product's on its whole shard; a split product's is checked before its
+                // shards (`reserve.lua`), as its shards' meta key says (none).
+                (
+                    "per_user",
+                    if terms.shards == 1 { terms.per_user } else { 0 },
+                ),
             ],
         )
         .ignore();

@@ -18,6 +18,7 @@ pub fn resolve(shard: &ShardKeys, holder: &str, order: &str) -> ScriptInvocation
         .key(&shard.inside)
         .key(&shard.orders)
         .key(&shard.void)
+        .key(&shard.audit)
         .arg(holder)
         .arg(order);
     script

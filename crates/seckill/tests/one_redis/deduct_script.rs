@@ -1,5 +1,6 @@
 //! `deduct.lua`, the lock-free variant's script, called directly: a call sent twice sells
-//! once, one call sells several products a line each, and a line that fails fails alone.
+//! once, one call sells several products a line each, a line that fails fails alone, and
+//! the buyer's limit is read from the audit or, for an older reset, the meta.
 
 use redis::AsyncCommands;
 use seckill::scripts::{self, Refusal, Reply};
@@ -37,7 +38,12 @@ async fn the_lock_free_script_sent_twice_sells_once() {
         [[Reply::Units(8), sold, sold, sold]],
         "o-1 and o-2 sold before, o-3 now"
     );
-    let _: () = conn.hset(&shard.void, "o-4", 1).await.unwrap();
+    // o-4's answer was lost and the look-up found it had not run: voided.
+    let (sold, _): (i64, Option<i64>) = scripts::resolve(&shard, "h", "o-4")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(sold, 0, "o-4 never ran");
     let voided: Vec<Vec<Reply>> = call(&["o-4"]).invoke_async(&mut conn).await.unwrap();
     assert_eq!(voided, [[Reply::Units(7), Reply::Refused(Refusal::Voided)]]);
     let stock: i64 = conn.get(&shard.stock).await.unwrap();
@@ -158,4 +164,38 @@ async fn a_failing_line_fails_alone_and_every_claim_is_its_sales() {
         conn.get(&d.stock).await.unwrap(),
     );
     assert_eq!(left, (4, 4));
+}
+
+/// The buyer's limit, which `deduct.lua` reads with the sale's terms in the audit hash
+/// (where a reset writes it), is still kept for a sale whose audit has none — reset by a
+/// version that wrote it only in the product's meta: the meta's is read then.
+#[tokio::test]
+async fn the_buyer_limit_is_kept_from_the_audit_or_else_from_the_meta() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let shard = keys("101").whole();
+    let buy = |order: &'static str| {
+        let sale = scripts::Deduct {
+            order,
+            user: "ann",
+            holder: "h",
+            key: "",
+        };
+        scripts::deduct("test", "lua", [(&*shard, [sale])])
+    };
+    let limited = Reply::Refused(Refusal::LimitReached);
+    // As this version's reset writes it: in the audit (and the meta).
+    let _: () = conn.set(&shard.stock, 10).await.unwrap();
+    let _: () = conn.hset(&shard.audit, "per_user", 1).await.unwrap();
+    let first: Vec<Vec<Reply>> = buy("o-1").invoke_async(&mut conn).await.unwrap();
+    let second: Vec<Vec<Reply>> = buy("o-2").invoke_async(&mut conn).await.unwrap();
+    assert_eq!(first, [[Reply::Units(10), Reply::Units(1)]]);
+    assert_eq!(second, [[Reply::Units(9), limited]], "the audit's limit");
+    // As an older reset wrote it: in the meta only.
+    let _: () = conn.hdel(&shard.audit, "per_user").await.unwrap();
+    let _: () = conn.hset(&shard.meta, "per_user", 1).await.unwrap();
+    let third: Vec<Vec<Reply>> = buy("o-3").invoke_async(&mut conn).await.unwrap();
+    assert_eq!(third, [[Reply::Units(9), limited]], "the meta's limit");
+    let stock: i64 = conn.get(&shard.stock).await.unwrap();
+    assert_eq!(stock, 9);
 }
