@@ -55,20 +55,11 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- The time of every sale this script makes (Redis time, ms), read once, by the first sale
--- that needs it (one with a payment window, or streamed: `ordered`), so that a script
--- whose sales need no time pays no `TIME`. A script runs whole, and nothing else runs in
--- between; a Redis stopped in the middle of one (SIGSTOP, a frozen VM) finishes it when it
--- wakes, and the time then read is the wake-up's: a reservation's window starts no earlier
--- than the moment its sale could be seen. (A script whose checks compare times — pay.lua,
--- expire.lua — reads the time first, itself.)
-local STARTED_MS
-local function started_ms()
-  if STARTED_MS == nil then
-    STARTED_MS = now_ms()
-  end
-  return STARTED_MS
-end
+-- When this script began (Redis time, ms): the time of every sale it makes. Read first: a
+-- script runs whole, and nothing else runs in between, but a Redis stopped in the middle
+-- of one (SIGSTOP, a frozen VM, a process preempted and then stopped) finishes it when it
+-- wakes, and a time read later would be the wake-up's, not the moment its checks saw.
+local STARTED_MS = now_ms()
 
 -- The terms of this shard's sale, as its reset wrote them in the audit hash: its epoch,
 -- whether its orders are streamed, its payment window (ms, 0 for none), the buyer's limit
@@ -272,7 +263,7 @@ local function ordered(sale, audit, order, instance, variant, user)
     return
   end
   if call.now == nil then
-    call.now = started_ms()
+    call.now = STARTED_MS
   end
   if call.pay_within > 0 then
     redis.call('ZADD', sale.unpaid, call.now + call.pay_within, order)
