@@ -1,7 +1,5 @@
 //! The comparison table, as plain text.
 
-use std::fmt::Write;
-
 use crate::row::Row;
 
 const HEADER: [&str; 21] = [
@@ -30,41 +28,7 @@ const HEADER: [&str; 21] = [
 
 pub fn render(rows: &[Row]) -> String {
     let cells: Vec<Vec<String>> = rows.iter().map(cells).collect();
-    let widths: Vec<usize> = (0..HEADER.len())
-        .map(|c| {
-            cells
-                .iter()
-                .map(|row| row[c].len())
-                .chain([HEADER[c].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    let line = |out: &mut String, row: &[&str]| {
-        for (c, cell) in row.iter().enumerate() {
-            // The label is left-aligned, the figures right-aligned.
-            let _ = if c == 0 {
-                write!(out, "{cell:<w$}", w = widths[c])
-            } else {
-                write!(out, "  {cell:>w$}", w = widths[c])
-            };
-        }
-        out.push('\n');
-    };
-    line(&mut out, &HEADER);
-    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    line(
-        &mut out,
-        &rule.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    for row in &cells {
-        line(
-            &mut out,
-            &row.iter().map(String::as_str).collect::<Vec<_>>(),
-        );
-    }
-    out
+    seckill_load::table(&HEADER, &cells, &[])
 }
 
 fn cells(row: &Row) -> Vec<String> {

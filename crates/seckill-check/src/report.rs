@@ -59,39 +59,7 @@ fn cells(row: &Row, verdict: &Verdict) -> Vec<String> {
 /// The table, then each row's findings.
 pub fn render(rows: &[(Row, Verdict)]) -> String {
     let cells: Vec<Vec<String>> = rows.iter().map(|(row, v)| cells(row, v)).collect();
-    let widths: Vec<usize> = (0..HEADER.len())
-        .map(|c| {
-            cells
-                .iter()
-                .map(|r| r[c].len())
-                .chain([HEADER[c].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    let line = |out: &mut String, row: &[&str]| {
-        for (c, cell) in row.iter().enumerate() {
-            let _ = if c == 0 {
-                write!(out, "{cell:<w$}", w = widths[c])
-            } else {
-                write!(out, "  {cell:>w$}", w = widths[c])
-            };
-        }
-        out.push('\n');
-    };
-    line(&mut out, &HEADER);
-    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    line(
-        &mut out,
-        &rule.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    for row in &cells {
-        line(
-            &mut out,
-            &row.iter().map(String::as_str).collect::<Vec<_>>(),
-        );
-    }
+    let mut out = seckill_load::table(&HEADER, &cells, &[]);
     for (row, verdict) in rows {
         findings(&mut out, row, verdict);
     }

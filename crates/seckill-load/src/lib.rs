@@ -19,8 +19,10 @@
 pub mod arrivals;
 mod body;
 mod shaped;
+mod table;
 
 pub use shaped::{Answered, Shape};
+pub use table::table;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -17,39 +17,46 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     /// `masters` masters with `replicas` replicas each, every slot served, every replica
-    /// in sync with its master.
+    /// in sync with its master. One master alone (`start(1, 0)`) is given every slot by
+    /// hand: `redis-cli --cluster create` wants three masters at least.
     pub fn start(masters: usize, replicas: usize) -> Self {
+        let alone = masters == 1 && replicas == 0;
         let timeout = NODE_TIMEOUT_MS.to_string();
+        let mut args = vec![
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            &timeout,
+            // A replica's first sync starts at once, not 5 s later.
+            "--repl-diskless-sync-delay",
+            "0",
+        ];
+        if alone {
+            // A node that never met another does not know its own address.
+            args.extend(["--cluster-announce-ip", "127.0.0.1"]);
+        }
         let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
-            .map(|_| {
-                RedisServer::start_on_one_of(
-                    ports::cluster_candidate,
-                    &[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-node-timeout",
-                        &timeout,
-                        // A replica's first sync starts at once, not 5 s later.
-                        "--repl-diskless-sync-delay",
-                        "0",
-                    ],
-                )
-            })
+            .map(|_| RedisServer::start_on_one_of(ports::cluster_candidate, &args))
             .collect();
-        let created = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
-            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
-            .output()
-            .expect("redis-cli must be installed (scripts/test.sh installs it)");
-        assert!(
-            created.status.success(),
-            "redis-cli --cluster create: {}",
-            String::from_utf8_lossy(&created.stdout)
-        );
+        if alone {
+            let added = redis_cli(nodes[0].port, &["cluster", "addslotsrange", "0", "16383"]);
+            assert!(added.contains("OK"), "CLUSTER ADDSLOTSRANGE: {added}");
+        } else {
+            let created = Command::new("redis-cli")
+                .arg("--cluster")
+                .arg("create")
+                .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
+                .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+                .output()
+                .expect("redis-cli must be installed (scripts/test.sh installs it)");
+            assert!(
+                created.status.success(),
+                "redis-cli --cluster create: {}",
+                String::from_utf8_lossy(&created.stdout)
+            );
+        }
         let cluster = Self { nodes };
         cluster.wait_until_settled(masters * (1 + replicas), masters);
         cluster

@@ -8,13 +8,11 @@
 //! server's log) comes back as an error.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use seckill::config::RedisArgs;
 use seckill::store::RedisMode;
-use seckill_testkit::cluster::NODE_TIMEOUT_MS;
-use seckill_testkit::{Instance, Nginx, Postgres, RedisCluster, RedisServer, ports, redis_cli};
+use seckill_testkit::{Instance, Nginx, Postgres, RedisCluster, RedisServer, redis_cli};
 
 use crate::parts_cpu::Pids;
 
@@ -140,11 +138,7 @@ pub struct OnCluster {
 
 impl OnCluster {
     pub fn start(bin: &Path, masters: usize) -> anyhow::Result<Self> {
-        let cluster = if masters == 1 {
-            one_master()?
-        } else {
-            RedisCluster::start(masters, 0)
-        };
+        let cluster = RedisCluster::start(masters, 0);
         let instances = start_instances(bin, &cluster.urls(), &["--redis-mode", "cluster"]);
         let (nginx, nginx_pid) = start_nginx(&instances)?;
         let redis = cluster
@@ -173,38 +167,6 @@ impl OnCluster {
     pub fn redis(&self) -> RedisArgs {
         redis_args(&self.cluster.urls(), RedisMode::Cluster)
     }
-}
-
-/// A Cluster of one master holding every slot. (`redis-cli --cluster create` wants three
-/// masters at least, so the slots are added by hand; a node that never met another does
-/// not know its own address, so it is told which to announce.)
-fn one_master() -> anyhow::Result<RedisCluster> {
-    let timeout = NODE_TIMEOUT_MS.to_string();
-    let node = RedisServer::start_on_one_of(
-        ports::cluster_candidate,
-        &[
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-            "--cluster-node-timeout",
-            &timeout,
-            "--cluster-announce-ip",
-            "127.0.0.1",
-        ],
-    );
-    let added = redis_cli(node.port, &["cluster", "addslotsrange", "0", "16383"]);
-    if !added.contains("OK") {
-        bail!("CLUSTER ADDSLOTSRANGE on :{}: {added}", node.port);
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !redis_cli(node.port, &["cluster", "info"]).contains("cluster_state:ok") {
-        if Instant::now() > deadline {
-            bail!("the one-master Cluster on :{} did not become ok", node.port);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok(RedisCluster { nodes: vec![node] })
 }
 
 fn start_instances(bin: &Path, redis_url: &str, args: &[&str]) -> Vec<Instance> {

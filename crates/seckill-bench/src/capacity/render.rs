@@ -18,39 +18,9 @@ pub fn render(figures: &Figures) -> String {
     out
 }
 
-/// A table: the first column and those in `left` left-aligned, the others right-aligned,
-/// each as wide as its widest cell.
+/// A table (`seckill_load::table`): the first column and those in `left` left-aligned.
 fn table(out: &mut String, header: &[&str], rows: &[Vec<String>], left: &[usize]) {
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| {
-            rows.iter()
-                .map(|r| r[c].chars().count())
-                .chain([header[c].chars().count()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |out: &mut String, cells: &[&str]| {
-        for (c, cell) in cells.iter().enumerate() {
-            let pad = widths[c].saturating_sub(cell.chars().count());
-            if c == 0 {
-                let _ = write!(out, "{cell}{}", " ".repeat(pad));
-            } else if left.contains(&c) {
-                let _ = write!(out, "  {cell}{}", " ".repeat(pad));
-            } else {
-                let _ = write!(out, "  {}{cell}", " ".repeat(pad));
-            }
-        }
-        // The last column may be left-aligned: no padding after it.
-        out.truncate(out.trim_end_matches(' ').len());
-        out.push('\n');
-    };
-    line(out, header);
-    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    line(out, &rule.iter().map(String::as_str).collect::<Vec<_>>());
-    for row in rows {
-        line(out, &row.iter().map(String::as_str).collect::<Vec<_>>());
-    }
+    out.push_str(&seckill_load::table(header, rows, left));
 }
 
 fn cost_cells(costs: &PerPart) -> Vec<String> {
