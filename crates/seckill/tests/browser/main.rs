@@ -28,6 +28,8 @@ struct Browser {
     base: String,
     session: String,
     http: reqwest::Client,
+    /// The browser's profile, removed with it.
+    profile: std::path::PathBuf,
 }
 
 impl Browser {
@@ -106,6 +108,7 @@ impl Browser {
             base,
             session,
             http,
+            profile,
         })
     }
 
@@ -240,6 +243,9 @@ impl Drop for Browser {
             .status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
+        // Once the browser is gone, its profile goes too (a few MiB a test, left in the
+        // temporary directory before).
+        let _ = std::fs::remove_dir_all(&self.profile);
     }
 }
 
