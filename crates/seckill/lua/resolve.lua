@@ -20,7 +20,11 @@ local stock = redis.call('GET', KEYS[1])
 if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then
   return { 1, stock }
 end
+-- Counted once per id; an id already in the void hash (voided by an older version, which
+-- did not count it) is marked all the same: in the void hash means marked in the audit.
 if redis.call('HSET', KEYS[4], ARGV[2], 1) == 1 then
   redis.call('HINCRBY', KEYS[5], 'voided', 1)
+else
+  redis.call('HSETNX', KEYS[5], 'voided', 1)
 end
 return { 0, stock }

@@ -8,7 +8,8 @@
 --           inside stops counting as inside after that
 --   orders  hash: order id -> "instance variant"
 --   audit   hash of counters: `sold/<instance>/<variant>`, `lock_overlaps`, `lock_lost`,
---           `fenced`
+--           `fenced`, `voided` (order ids lua/resolve.lua voided); and the sale's terms,
+--           written by its reset (`terms` below)
 --   fence   hash: `issued`, the last fencing token handed out, and `seen`, the highest one
 --           that has read or written the stock
 --   buyers  hash: user -> units sold to them here, written with each order
@@ -44,8 +45,9 @@
 -- `terms` read) }.
 -- A fencing token is '' when the holder presents none.
 -- A script that sells several deductions of one product in one call (deduct.lua) passes a
--- `batch` = { limit = the product's per-user limit, bought = user -> units (read once
--- each), sold = units sold so far, orders = the HSET arguments collected, closed = the
+-- `batch` = { limit = the product's per-user limit (set from `terms` before the first
+-- sale, or read by `per_user`), bought = user -> units (read once each; only with a
+-- limit), sold = units sold so far, orders = the HSET arguments collected, closed = the
 -- sale was closed }: the steps below then collect what they would write, and `flush`
 -- writes it once. A script that sells one unit passes no batch.
 
@@ -200,8 +202,8 @@ local function enter(stock, inside, audit, fence, holder, stay, token, trace)
   return { units, overlap, on_timeline }
 end
 
--- The product's per-user limit (0: none); a batch reads it once (a script that passes a
--- batch asks for it before its first sale).
+-- The product's per-user limit (0: none), from its meta; a batch reads it once, unless it
+-- already has it (deduct.lua sets it from the terms, where the reset writes it too).
 local function per_user(meta, batch)
   if batch then
     if batch.limit == nil then

@@ -139,7 +139,7 @@ async fn reset_shard(
                 // shards (`reserve.lua`), as its shards' meta key says (none).
                 (
                     "per_user",
-                    if terms.shards == 1 { terms.per_user } else { 0 },
+                    if terms.shards <= 1 { terms.per_user } else { 0 },
                 ),
             ],
         )

@@ -1,6 +1,7 @@
 //! `deduct.lua`, the lock-free variant's script, called directly: a call sent twice sells
-//! once, one call sells several products a line each, a line that fails fails alone, and
-//! the buyer's limit is read from the audit or, for an older reset, the meta.
+//! once, one call sells several products a line each, a line that fails fails alone, the
+//! buyer's limit is read from the audit or, for an older reset, the meta, and a voided
+//! order id is refused (the void marked in the audit, whoever voided it).
 
 use redis::AsyncCommands;
 use seckill::scripts::{self, Refusal, Reply};
@@ -198,4 +199,35 @@ async fn the_buyer_limit_is_kept_from_the_audit_or_else_from_the_meta() {
     assert_eq!(third, [[Reply::Units(9), limited]], "the meta's limit");
     let stock: i64 = conn.get(&shard.stock).await.unwrap();
     assert_eq!(stock, 9);
+}
+
+/// An order id in the void hash is marked in the audit whoever put it there: one voided by
+/// an older `resolve.lua` (which did not count it) and looked up again is marked then, and
+/// `deduct.lua`, which looks in the void hash only for a marked product, refuses it.
+#[tokio::test]
+async fn a_voided_id_is_marked_in_the_audit_even_if_voided_before() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let shard = keys("101").whole();
+    let _: () = conn.set(&shard.stock, 5).await.unwrap();
+    // As an older resolve.lua left it: in the void hash, not counted.
+    let _: () = conn.hset(&shard.void, "o-1", 1).await.unwrap();
+    let (sold, _): (i64, Option<i64>) = scripts::resolve(&shard, "h", "o-1")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(sold, 0);
+    let marked: Option<i64> = conn.hget(&shard.audit, "voided").await.unwrap();
+    assert!(marked.is_some_and(|n| n > 0), "marked: {marked:?}");
+    let sale = scripts::Deduct {
+        order: "o-1",
+        user: "",
+        holder: "h",
+        key: "",
+    };
+    let answer: Vec<Vec<Reply>> = scripts::deduct("test", "lua", [(&*shard, [sale])])
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(answer, [[Reply::Units(5), Reply::Refused(Refusal::Voided)]]);
 }
