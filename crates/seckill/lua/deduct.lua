@@ -32,8 +32,8 @@
 -- An order id already sold is answered 1 and sold nothing more: a call sent again (by a
 -- client library, after a dropped connection) sells nothing twice. A voided one is 'voided'.
 --
--- The steps are lib/critical.lua's (`unsold`, `over_limit`, `keyed`, `record`,
--- `keyed_sale`), batch-aware: what they write is collected and written once (`flush`). A
+-- The steps are lib/critical.lua's (`over_limit`, `keyed`, `record`, `keyed_sale`),
+-- batch-aware: what they write is collected and written once (`flush`). A
 -- sale after `/admin/close` is counted (`sold_after_close`), as under a lock.
 --
 -- Returns: per line, {units in stock before this call, then per deduction 1 (sold), 0
@@ -55,17 +55,35 @@ local function keys_of(a)
   return taken
 end
 
+-- Set anew for each line (the line's product, its terms), made once a call: a sale spread
+-- over many products pays for a line per product, so a line makes few tables.
+local call = { lines = nil, epoch = nil, streaming = nil, pay_within = nil, closed = nil,
+  per_user = nil, voided = nil, now = nil }
+local sale = { key = '', split = '0', keys = nil, shard = '0', stream = nil, unpaid = nil,
+  call = call, claim = nil }
+
+-- Whether `order` was sold already (by an earlier send of this same call): from the line's
+-- HMGET of its ids (`already`, a line of several), else looked up.
+local function sold_before(orders, order, already, j)
+  if already then
+    return already[j] ~= false
+  end
+  return redis.call('HEXISTS', orders, order) == 1
+end
+
 -- One line: the product whose keys start after KEYS[k] and whose count of deductions is
--- ARGV[a], its deductions after it. Returns its answers. (A line is what a sale spread over
--- many products pays for each product: its keys are locals and its tables few and made at
--- their size, not one per deduction.)
+-- ARGV[a], its deductions after it. Returns its answers.
 local function line(k, a)
   local n = tonumber(ARGV[a])
   local stock_key, orders, audit, meta = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
-  local buyers, keys, stream, unpaid = KEYS[k + 5], KEYS[k + 6], KEYS[k + 7], KEYS[k + 8]
+  local buyers = KEYS[k + 5]
   local stock = redis.call('GET', stock_key)
   if not stock then
     return {}
+  end
+  -- Checked before anything is written: DECR takes nothing else.
+  if not string.match(stock, '^%-?%d+$') then
+    error('the stock is not an integer')
   end
   stock = tonumber(stock)
   local left = stock
@@ -73,32 +91,36 @@ local function line(k, a)
   local sold_out, refused = 0, 0
   local claims = k + 9
   -- The line's terms (lib/critical.lua's `terms`: the limit and the void mark with them),
-  -- read once; its sales, written once at the end (`batch`); its orders streamed in one
-  -- entry at the end. One `sale` serves every deduction of the line: its key and claim are
-  -- set for each.
-  local call = { lines = {}, epoch = nil, streaming = nil, pay_within = nil, closed = nil,
-    per_user = nil, voided = nil, now = nil }
-  local sale = { key = '', split = '0', keys = keys, shard = '0', stream = stream,
-    unpaid = unpaid, call = call, claim = nil }
-  local batch = { limit = terms(sale, audit).per_user, bought = nil, sold = 0, orders = {},
-    closed = 0 }
+  -- read once; its sales, written once at the end (`flush`); its orders streamed in one
+  -- entry at the end. `sale` serves every deduction of the line: its key and claim are set
+  -- for each.
+  call.epoch, call.per_user, call.lines = nil, nil, nil
+  sale.keys, sale.stream, sale.unpaid = KEYS[k + 6], KEYS[k + 7], KEYS[k + 8]
+  terms(sale, audit)
+  if call.streaming then
+    call.lines = {}
+  end
+  local batch = { limit = call.per_user, bought = nil, sold = 0, orders = false, closed = 0 }
   local limit = per_user(meta, batch)
   if limit > 0 then
     batch.bought = {}
   end
-  -- Which of the line's order ids were sold already: read once per line, not once per
-  -- deduction. The void hash is looked in only when an order id of the product was ever
-  -- voided.
+  -- Which of a line of several's order ids were sold already: read once, in one HMGET, and
+  -- their orders written together at the end. A lone deduction instead claims its id with
+  -- HSETNX when it sells (one command where a look-up and a write were two), takes its unit
+  -- and counts it at once, so that whatever fails after leaves no order without its unit;
+  -- it looks its id up only when it is refused.
   local already
-  if n == 1 then
-    already = { redis.call('HEXISTS', orders, ARGV[a + 1]) == 1 }
-  else
+  if n > 1 then
     local ids = {}
     for i = a + 1, a + 4 * n, 4 do
       ids[#ids + 1] = ARGV[i]
     end
     already = redis.call('HMGET', orders, unpack(ids))
+    batch.orders = {}
   end
+  -- The void hash is looked in only when an order id of the product was ever voided (no
+  -- voided id was ever sold: lua/resolve.lua voids only an id it did not find).
   local void = call.voided and KEYS[k + 9] or nil
   local j = 0
   for i = a + 1, a + 4 * n, 4 do
@@ -110,25 +132,39 @@ local function line(k, a)
       claims = claims + 1
       sale.claim = KEYS[claims]
     end
-    -- Sold by an earlier send of this same call: sold, and nothing more.
-    local answer = unsold(stock_key, orders, void, order, already[j] ~= false)
-    if answer then
-      answer = answer == 'voided' and answer or 1
+    local answer
+    if void and redis.call('HEXISTS', void, order) == 1 then
+      answer = 'voided'
     else
       -- A buyer is refused at their limit only while there is stock to refuse them: once
       -- it is gone, every buyer is sold out alike.
       if limit > 0 and (user == '' or left > 0) then
         answer = over_limit(meta, buyers, user, batch)
       end
-      if answer then
-        refused = refused + (answer == 'limit_reached' and 1 or 0)
-      elseif left <= 0 then
+      if not answer and left <= 0 then
         answer = 0
-        sold_out = sold_out + 1
-      else
-        answer = keyed(sale, audit, holder)
       end
       if not answer then
+        answer = keyed(sale, audit, holder)
+      end
+      -- Sold by an earlier send of this same call: sold, and nothing more, whatever this
+      -- send would have answered.
+      local sold
+      if answer or already then
+        sold = sold_before(orders, order, already, j)
+      else
+        sold = redis.call('HSETNX', orders, order, sold_by(instance, variant, user)) == 0
+        if not sold then
+          redis.call('DECR', stock_key)
+          redis.call('HINCRBY', audit, sales_field(instance, variant), 1)
+        end
+      end
+      if sold then
+        answer = 1
+      elseif answer then
+        sold_out = sold_out + (answer == 0 and 1 or 0)
+        refused = refused + (answer == 'limit_reached' and 1 or 0)
+      else
         answer = 1
         left = left - 1
         record(orders, buyers, audit, order, instance, variant, user, sale, batch)
@@ -138,8 +174,8 @@ local function line(k, a)
     answers[#answers + 1] = answer
   end
   flush(batch, stock_key, orders, audit, instance, variant)
-  if #call.lines > 0 then
-    stream_orders(stream, call, '0', instance, variant, table.concat(call.lines, ','))
+  if call.lines and #call.lines > 0 then
+    stream_orders(sale.stream, call, '0', instance, variant, table.concat(call.lines, ','))
   end
   if sold_out > 0 then
     redis.call('HINCRBY', audit, 'sold_out', sold_out)

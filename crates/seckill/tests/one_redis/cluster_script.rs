@@ -38,16 +38,15 @@ impl ClusterRun {
         Self { dir, env }
     }
 
-    fn run(&self, command: &str) -> Output {
+    fn run(&self, command: &str) -> std::io::Result<Output> {
         Command::new(root().join("scripts/cluster.sh"))
             .arg(command)
             .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
             .output()
-            .expect("scripts/cluster.sh")
     }
 
     fn start(&self) {
-        let out = self.run("start");
+        let out = self.run("start").expect("scripts/cluster.sh");
         assert!(
             out.status.success(),
             "cluster.sh start failed:\n{}",
@@ -80,9 +79,14 @@ impl ClusterRun {
 
 impl Drop for ClusterRun {
     fn drop(&mut self) {
-        let out = self.run("clean");
-        if !out.status.success() {
-            eprintln!("cluster.sh clean: {}", String::from_utf8_lossy(&out.stderr));
+        // Never a panic here: a drop that panics while the test unwinds aborts it, and
+        // leaves behind what it was to stop.
+        match self.run("clean") {
+            Ok(out) if !out.status.success() => {
+                eprintln!("cluster.sh clean: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            Ok(_) => {}
+            Err(err) => eprintln!("cluster.sh clean: {err}"),
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

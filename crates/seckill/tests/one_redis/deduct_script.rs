@@ -1,5 +1,6 @@
 //! `deduct.lua`, the lock-free variant's script, called directly: a call sent twice sells
-//! once, one call sells several products a line each, a line that fails fails alone, the
+//! once, one call sells several products a line each, a line that fails fails alone (before
+//! it writes, when its stock is not a whole number), the
 //! buyer's limit is read from the audit or, for an older reset, the meta, and a voided
 //! order id is refused (the void marked in the audit, whoever voided it).
 
@@ -50,6 +51,54 @@ async fn the_lock_free_script_sent_twice_sells_once() {
     let stock: i64 = conn.get(&shard.stock).await.unwrap();
     let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
     assert_eq!((stock, orders), (7, 3));
+
+    // A lone deduction (a line of one, which claims its order id as it sells) sent twice
+    // sells once too; sent again once the stock is gone, it is still answered sold, not
+    // sold out.
+    let sold = Reply::Units(1);
+    let lone: Vec<Vec<Reply>> = call(&["o-5"]).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(lone, [[Reply::Units(7), sold]]);
+    let again: Vec<Vec<Reply>> = call(&["o-5"]).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(again, [[Reply::Units(6), sold]], "o-5 sold before");
+    let _: () = conn.set(&shard.stock, 0).await.unwrap();
+    let late: Vec<Vec<Reply>> = call(&["o-5"]).invoke_async(&mut conn).await.unwrap();
+    assert_eq!(
+        late,
+        [[Reply::Units(0), sold]],
+        "o-5 sold before the stock went"
+    );
+    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+    let counted: Option<i64> = conn.hget(&shard.audit, "sold/test/lua").await.unwrap();
+    let sold_out: Option<i64> = conn.hget(&shard.audit, "sold_out").await.unwrap();
+    assert_eq!((orders, counted, sold_out), (4, Some(4), None));
+}
+
+/// A line whose stock is not a whole number (a key written by hand) fails before it writes
+/// anything: no order is left without the unit it took, for a lone deduction (which claims
+/// its order id first) as for a line of several.
+#[tokio::test]
+async fn a_stock_that_is_not_a_whole_number_fails_its_line_before_it_writes() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let shard = keys("102").whole();
+    let _: () = conn.set(&shard.stock, "2.5").await.unwrap();
+    for orders in [&["o-1"][..], &["o-2", "o-3"]] {
+        let sales = orders.iter().map(|&order| scripts::Deduct {
+            order,
+            user: "",
+            holder: "h",
+            key: "",
+        });
+        let replies: Vec<redis::Value> = scripts::deduct("test", "lua", [(&*shard, sales)])
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        let failed: String = redis::from_redis_value(replies[0].clone()).unwrap();
+        assert!(failed.starts_with("line failed: "), "{failed}");
+    }
+    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+    let stock: String = conn.get(&shard.stock).await.unwrap();
+    assert_eq!((orders, stock.as_str()), (0, "2.5"));
 }
 
 /// One call of `deduct.lua` sells several products, a line each (what an instance on one
