@@ -5,7 +5,9 @@
 # lua with batch=off, lua spread at random over 10 products and over 100. Each round ends
 # with the yardstick (crates/seckill/examples/plain.rs: axum, one redis-rs connection, one
 # EVALSHA a request), two of it behind a second Nginx on the same Redis: /healthz and its
-# lua on the same three mixes (one product, 10, 100).
+# lua on the same three mixes (one product, 10, 100), and its `kept` route on the same three
+# mixes: the yardstick with what seckill's deduct.lua keeps for a deduction without a buyer
+# or a key (the sale's terms read, the order id claimed, the sale counted in an audit hash).
 # Per row: req/s; CPU per request of the instances, Redis and Nginx (utime + stime from
 # /proc/<pid>/stat); Redis commands per request (INFO commandstats, the scripts' own
 # included). Then the ratios, median of the rounds, per build.
@@ -55,13 +57,15 @@ nginx -p "$PLAIN_DIR" -c "$PLAIN_DIR/nginx.conf" -e "$PLAIN_DIR/nginx-error.log"
 scripts=$(mktemp -d)
 printf 'wrk.method = "GET"\n' >"$scripts/get.lua"
 printf 'wrk.method = "POST"\n' >"$scripts/post.lua"
-for n in 10 100; do
-  cat >"$scripts/spread$n.lua" <<EOF
+for route in lua kept; do
+  for n in 10 100; do
+    cat >"$scripts/$route$n.lua" <<EOF
 wrk.method = "POST"
 request = function()
-  return wrk.format(nil, "/deduct_stock/lua?product=p" .. math.random(0, $((n - 1))))
+  return wrk.format(nil, "/deduct_stock/$route?product=p" .. math.random(0, $((n - 1))))
 end
 EOF
+  done
 done
 
 ticks() { local t=0 p f; for p in "$@"; do read -r -a f <"/proc/$p/stat"; t=$((t + f[13] + f[14])); done; echo "$t"; }
@@ -120,20 +124,24 @@ for round in $(seq "$ROUNDS"); do
       row "$b | readyz" "$base/readyz" get.lua $pids
       row "$b | lua" "$base/deduct_stock/lua?product=101" post.lua $pids
       row "$b | lua batch=off" "$base/deduct_stock/lua?product=101&batch=off" post.lua $pids
-      row "$b | lua over 10 products" "$base" spread10.lua $pids
-      row "$b | lua over 100 products" "$base" spread100.lua $pids
+      row "$b | lua over 10 products" "$base" lua10.lua $pids
+      row "$b | lua over 100 products" "$base" lua100.lua $pids
     } | tee -a "$results"
   done
   plain_pids="$(cat "$PLAIN_DIR/plain-1.pid") $(cat "$PLAIN_DIR/plain-2.pid")"
   for product in 101 $(seq -f 'p%g' 0 99); do
     redis-cli -p "$REDIS_PORT" set "seckill:{$product}:stock" 100000000 >/dev/null
+    redis-cli -p "$REDIS_PORT" hset "plain:{$product}:audit" epoch 1 per_user 0 >/dev/null
   done
   # shellcheck disable=SC2086 # plain_pids is a list
   {
     row "yardstick | healthz" "$plain/healthz" get.lua $plain_pids
     row "yardstick | lua" "$plain/deduct_stock/lua?product=101" post.lua $plain_pids
-    row "yardstick | lua over 10 products" "$plain" spread10.lua $plain_pids
-    row "yardstick | lua over 100 products" "$plain" spread100.lua $plain_pids
+    row "yardstick | lua over 10 products" "$plain" lua10.lua $plain_pids
+    row "yardstick | lua over 100 products" "$plain" lua100.lua $plain_pids
+    row "yardstick | kept" "$plain/deduct_stock/kept?product=101" post.lua $plain_pids
+    row "yardstick | kept over 10 products" "$plain" kept10.lua $plain_pids
+    row "yardstick | kept over 100 products" "$plain" kept100.lua $plain_pids
   } | tee -a "$results"
   echo "round $round done" >&2
 done
@@ -167,6 +175,9 @@ awk -F' [|] ' '
         mix = k == 0 ? "lua" : k == 1 ? "lua over 10 products" : "lua over 100 products"
         list = ratios(b, mix, mix, "yardstick")
         printf "  %s: %s / the yardstick'"'"'s = %.2f (rounds%s)\n", b, mix, median(list), list
+        kept = k == 0 ? "kept" : k == 1 ? "kept over 10 products" : "kept over 100 products"
+        list = ratios(b, mix, kept, "yardstick")
+        printf "  %s: %s / the yardstick'"'"'s %s = %.2f (rounds%s)\n", b, mix, kept, median(list), list
       }
     }
     list = ratios("yardstick", "lua", "healthz")

@@ -2,7 +2,13 @@
 //! write it in an hour — axum, one multiplexed redis-rs connection shared by every request,
 //! one `EVALSHA` per request that checks the stock, takes a unit and records the order.
 //! No idempotency keys, no buyers, no audit, no lost-answer rule: it is here to be measured
-//! against (PERFORMANCE.md, "The lua path at the HTTP path's speed"), not to be run.
+//! against (PERFORMANCE.md, "Every product mix against a plain service"), not to be run.
+//!
+//! `POST /deduct_stock/kept` is the same service with what seckill's `deduct.lua` does for a
+//! deduction without a buyer or a key written into its one script: the sale's terms read
+//! from its audit hash, the order id claimed (`HSETNX`: a call sent twice sells once) and the
+//! sale counted in the audit. Measured beside `lua`, it tells the cost of those guarantees
+//! from the cost of the service around them.
 //!
 //! ```text
 //! cargo run --release --example plain -- 127.0.0.1:8081 redis://127.0.0.1:6390
@@ -10,7 +16,7 @@
 //!
 //! `GET /healthz` answers `ok`; `POST /deduct_stock/lua?product=101` sells one unit of
 //! `seckill:{101}:stock` (the same key seckill's reset writes) and records the order in
-//! `plain:{101}:orders`.
+//! `plain:{101}:orders` (`kept` also counts it in `plain:{101}:audit`).
 
 use std::sync::Arc;
 
@@ -32,10 +38,29 @@ redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 return stock
 ";
 
+/// What `deduct.lua` does for a lone deduction without a buyer or a key: the stock, the
+/// terms, the order id claimed, the unit taken and counted.
+const KEPT: &str = r"
+local stock = redis.call('GET', KEYS[1])
+if not stock then return -1 end
+stock = tonumber(stock)
+local terms = redis.call('HMGET', KEYS[3], 'epoch', 'streamed', 'pay_within_ms', 'closed_at',
+  'per_user', 'voided')
+if stock <= 0 then
+  return redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 and stock + 1 or 0
+end
+if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 1 then
+  redis.call('DECR', KEYS[1])
+  redis.call('HINCRBY', KEYS[3], 'sold/' .. ARGV[2], 1)
+end
+return stock
+";
+
 #[derive(Clone)]
 struct App {
     redis: ConnectionManager,
     script: Arc<redis::Script>,
+    kept: Arc<redis::Script>,
     instance: Arc<str>,
 }
 
@@ -55,11 +80,13 @@ async fn main() -> anyhow::Result<()> {
     let app = App {
         redis,
         script: Arc::new(redis::Script::new(DEDUCT)),
+        kept: Arc::new(redis::Script::new(KEPT)),
         instance: listen.clone().into(),
     };
     let router = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/deduct_stock/lua", get(deduct).post(deduct))
+        .route("/deduct_stock/kept", get(deduct_kept).post(deduct_kept))
         .with_state(app);
     let listener = tokio::net::TcpListener::bind(&listen).await?;
     axum::serve(listener, router).await?;
@@ -67,6 +94,22 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn deduct(State(app): State<App>, Query(params): Query<Params>) -> impl IntoResponse {
+    let script = app.script.clone();
+    sell(app, &script, params, false).await
+}
+
+async fn deduct_kept(State(app): State<App>, Query(params): Query<Params>) -> impl IntoResponse {
+    let script = app.kept.clone();
+    sell(app, &script, params, true).await
+}
+
+/// One deduction by `script`; `kept` (the `kept` script) with the audit hash's key.
+async fn sell(
+    app: App,
+    script: &redis::Script,
+    params: Params,
+    kept: bool,
+) -> impl IntoResponse + use<> {
     let product = params.product.unwrap_or_else(|| "101".into());
     if product.is_empty() || !product.chars().all(|c| c.is_ascii_alphanumeric()) {
         return (
@@ -76,10 +119,13 @@ async fn deduct(State(app): State<App>, Query(params): Query<Params>) -> impl In
     }
     let order = uuid::Uuid::now_v7().to_string();
     let mut redis = app.redis.clone();
-    let sold: Result<i64, _> = app
-        .script
-        .key(format!("seckill:{{{product}}}:stock"))
-        .key(format!("plain:{{{product}}}:orders"))
+    let mut call = script.prepare_invoke();
+    call.key(format!("seckill:{{{product}}}:stock"))
+        .key(format!("plain:{{{product}}}:orders"));
+    if kept {
+        call.key(format!("plain:{{{product}}}:audit"));
+    }
+    let sold: Result<i64, _> = call
         .arg(&order)
         .arg(&*app.instance)
         .invoke_async(&mut redis)

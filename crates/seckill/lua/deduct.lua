@@ -27,7 +27,8 @@
 -- ARGV[2]  variant name (the call's, once)
 -- ARGV[3]  the line's number of deductions, n
 -- ARGV[4..] per deduction, first come first served, four arguments: an order id, its buyer
---          ('' for none), its holder id and its idempotency key ('' for none)
+--          ('' for none), its holder id (read only with a key: '' without one) and its
+--          idempotency key ('' for none)
 --
 -- An order id already sold is answered 1 and sold nothing more: a call sent again (by a
 -- client library, after a dropped connection) sells nothing twice. A voided one is 'voided'.
@@ -62,13 +63,12 @@ local call = { lines = nil, epoch = nil, streaming = nil, pay_within = nil, clos
 local sale = { key = '', split = '0', keys = nil, shard = '0', stream = nil, unpaid = nil,
   call = call, claim = nil }
 
--- Whether `order` was sold already (by an earlier send of this same call): from the line's
--- HMGET of its ids (`already`, a line of several), else looked up.
-local function sold_before(orders, order, already, j)
-  if already then
-    return already[j] ~= false
-  end
-  return redis.call('HEXISTS', orders, order) == 1
+-- A stock DECRBY takes: a whole number as Redis writes one (no sign but '-', no leading
+-- zero; at most 18 characters, well inside a 64-bit integer). Checked before the line
+-- writes anything, so that a stock written by hand fails the line before a buyer's count
+-- or a key's sale is written.
+local function whole(stock)
+  return stock == '0' or (#stock <= 18 and string.match(stock, '^%-?[1-9]%d*$') ~= nil)
 end
 
 -- One line: the product whose keys start after KEYS[k] and whose count of deductions is
@@ -81,9 +81,8 @@ local function line(k, a)
   if not stock then
     return {}
   end
-  -- Checked before anything is written: DECR takes nothing else.
-  if not string.match(stock, '^%-?%d+$') then
-    error('the stock is not an integer')
+  if not whole(stock) then
+    error('the stock is not a whole number')
   end
   stock = tonumber(stock)
   local left = stock
@@ -91,36 +90,34 @@ local function line(k, a)
   local sold_out, refused = 0, 0
   local claims = k + 9
   -- The line's terms (lib/critical.lua's `terms`: the limit and the void mark with them),
-  -- read once; its sales, written once at the end (`flush`); its orders streamed in one
-  -- entry at the end. `sale` serves every deduction of the line: its key and claim are set
-  -- for each.
+  -- read once; its sales, written once at the end (`flush`), the order, the unit and the
+  -- count together, after everything else a sale writes; its orders streamed in one entry
+  -- at the end. `sale` serves every deduction of the line: its key and claim are set for
+  -- each.
   call.epoch, call.per_user, call.lines = nil, nil, nil
   sale.keys, sale.stream, sale.unpaid = KEYS[k + 6], KEYS[k + 7], KEYS[k + 8]
   terms(sale, audit)
   if call.streaming then
     call.lines = {}
   end
-  local batch = { limit = call.per_user, bought = nil, sold = 0, orders = false, closed = 0 }
+  local batch = { limit = call.per_user, bought = nil, sold = 0, orders = {}, closed = 0 }
   local limit = per_user(meta, batch)
   if limit > 0 then
     batch.bought = {}
   end
-  -- Which of a line of several's order ids were sold already: read once, in one HMGET, and
-  -- their orders written together at the end. A lone deduction instead claims its id with
-  -- HSETNX when it sells (one command where a look-up and a write were two), takes its unit
-  -- and counts it at once, so that whatever fails after leaves no order without its unit;
-  -- it looks its id up only when it is refused.
+  -- Which of the line's order ids were sold already: read once per line, not once per
+  -- deduction. The void hash is looked in only when an order id of the product was ever
+  -- voided (and no voided id was ever sold: lua/resolve.lua voids only one it did not find).
   local already
-  if n > 1 then
+  if n == 1 then
+    already = { redis.call('HEXISTS', orders, ARGV[a + 1]) == 1 }
+  else
     local ids = {}
     for i = a + 1, a + 4 * n, 4 do
       ids[#ids + 1] = ARGV[i]
     end
     already = redis.call('HMGET', orders, unpack(ids))
-    batch.orders = {}
   end
-  -- The void hash is looked in only when an order id of the product was ever voided (no
-  -- voided id was ever sold: lua/resolve.lua voids only an id it did not find).
   local void = call.voided and KEYS[k + 9] or nil
   local j = 0
   for i = a + 1, a + 4 * n, 4 do
@@ -133,7 +130,10 @@ local function line(k, a)
       sale.claim = KEYS[claims]
     end
     local answer
-    if void and redis.call('HEXISTS', void, order) == 1 then
+    if already[j] ~= false then
+      -- Sold by an earlier send of this same call: sold, and nothing more.
+      answer = 1
+    elseif void and redis.call('HEXISTS', void, order) == 1 then
       answer = 'voided'
     else
       -- A buyer is refused at their limit only while there is stock to refuse them: once
@@ -141,30 +141,15 @@ local function line(k, a)
       if limit > 0 and (user == '' or left > 0) then
         answer = over_limit(meta, buyers, user, batch)
       end
-      if not answer and left <= 0 then
+      if answer then
+        refused = refused + (answer == 'limit_reached' and 1 or 0)
+      elseif left <= 0 then
         answer = 0
-      end
-      if not answer then
+        sold_out = sold_out + 1
+      else
         answer = keyed(sale, audit, holder)
       end
-      -- Sold by an earlier send of this same call: sold, and nothing more, whatever this
-      -- send would have answered.
-      local sold
-      if answer or already then
-        sold = sold_before(orders, order, already, j)
-      else
-        sold = redis.call('HSETNX', orders, order, sold_by(instance, variant, user)) == 0
-        if not sold then
-          redis.call('DECR', stock_key)
-          redis.call('HINCRBY', audit, sales_field(instance, variant), 1)
-        end
-      end
-      if sold then
-        answer = 1
-      elseif answer then
-        sold_out = sold_out + (answer == 0 and 1 or 0)
-        refused = refused + (answer == 'limit_reached' and 1 or 0)
-      else
+      if not answer then
         answer = 1
         left = left - 1
         record(orders, buyers, audit, order, instance, variant, user, sale, batch)

@@ -2,8 +2,9 @@
 -- whose connection dropped, may have run, or may still run: it can sit unread in a paused
 -- Redis's socket and run when Redis goes on. So its order id is looked for on its shard, and
 -- when the order is not there the id is voided, so that the sale never runs after this
--- (lib/critical.lua's `unsold`). Either way the answer is final: what the caller gives back
--- after it (a buyer's reservation, an idempotency key's claim, a lock) cannot undo a sale.
+-- (lib/critical.lua's `unsold`, deduct.lua's line). Either way the answer is final: what
+-- the caller gives back after it (a buyer's reservation, an idempotency key's claim, a
+-- lock) cannot undo a sale.
 --
 -- KEYS[1]  stock
 -- KEYS[2]  inside  (the holder leaves the critical section: it will not commit now)

@@ -47,11 +47,9 @@
 -- A script that sells several deductions of one product in one call (deduct.lua) passes a
 -- `batch` = { limit = the product's per-user limit (set from `terms` before the first
 -- sale, or read by `per_user`), bought = user -> units (read once each; only with a
--- limit), sold = units sold so far, orders = the HSET arguments collected (false when the
--- script writes each order, its unit and its count as it sells), closed = the sale was
--- closed }: the steps below then
--- collect what they would write, and `flush` writes it once. A script that sells one unit
--- passes no batch.
+-- limit), sold = units sold so far, orders = the HSET arguments collected, closed = the
+-- sale was closed }: the steps below then collect what they would write, and `flush`
+-- writes it once. A script that sells one unit passes no batch.
 
 -- The time in Redis, ms.
 local function now_ms()
@@ -141,7 +139,8 @@ end
 -- Whether order id `order` may still be sold here: nil when it may; the units left when it
 -- already was (a command sent again — by a client library after a dropped connection —
 -- sells nothing twice); 'voided' when its answer was lost and lua/resolve.lua voided it.
--- `void` is nil when the product has no voided order at all.
+-- `void` is nil when the product has no voided order at all. (deduct.lua, which reads a
+-- line's ids in one HMGET, checks the same in its line.)
 local function unsold(stock, orders, void, order)
   if redis.call('HEXISTS', orders, order) == 1 then
     return tonumber(redis.call('GET', stock))
@@ -309,25 +308,12 @@ local function settle(k, order, outcome, now)
   return user
 end
 
--- What an order records of its sale (the value of its field in `orders`): who sold it,
--- and to whom, when a buyer was named.
-local function sold_by(instance, variant, user)
-  if user == '' then
-    return instance .. ' ' .. variant
-  end
-  return instance .. ' ' .. variant .. ' ' .. user
-end
-
--- The audit's counter of the units `instance` sold as `variant`.
-local function sales_field(instance, variant)
-  return 'sold/' .. instance .. '/' .. variant
-end
-
 -- Records the order of one unit sold to `user` ('' for nobody named). With a batch, the
--- order and the sales count wait for `flush`, unless the batch's `orders` is false: the
--- script wrote the order, took its unit and counted it as it sold it.
+-- order and the sales count wait for `flush`.
 local function record(orders, buyers, audit, order, instance, variant, user, sale, batch)
+  local who = instance .. ' ' .. variant
   if user ~= '' then
+    who = who .. ' ' .. user
     -- A batch with a limit counts the buyer's units for its next check (read before the
     -- increment, when not read yet); without a limit nothing checks them.
     if batch and per_user(nil, batch) > 0 then
@@ -336,14 +322,12 @@ local function record(orders, buyers, audit, order, instance, variant, user, sal
     redis.call('HINCRBY', buyers, user, 1)
   end
   if batch then
-    if batch.orders then
-      batch.orders[#batch.orders + 1] = order
-      batch.orders[#batch.orders + 1] = sold_by(instance, variant, user)
-      batch.sold = batch.sold + 1
-    end
+    batch.orders[#batch.orders + 1] = order
+    batch.orders[#batch.orders + 1] = who
+    batch.sold = batch.sold + 1
   else
-    redis.call('HSET', orders, order, sold_by(instance, variant, user))
-    redis.call('HINCRBY', audit, sales_field(instance, variant), 1)
+    redis.call('HSET', orders, order, who)
+    redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, 1)
   end
   ordered(sale, audit, order, instance, variant, user)
   -- A sale after `/admin/close` marked the product closed: it checked "open" before.
@@ -362,7 +346,7 @@ local function flush(batch, stock, orders, audit, instance, variant)
   if batch.sold > 0 then
     redis.call('DECRBY', stock, batch.sold)
     redis.call('HSET', orders, unpack(batch.orders))
-    redis.call('HINCRBY', audit, sales_field(instance, variant), batch.sold)
+    redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, batch.sold)
   end
   if batch.closed > 0 then
     redis.call('HINCRBY', audit, 'sold_after_close', batch.closed)

@@ -52,14 +52,16 @@ async fn the_lock_free_script_sent_twice_sells_once() {
     let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
     assert_eq!((stock, orders), (7, 3));
 
-    // A lone deduction (a line of one, which claims its order id as it sells) sent twice
-    // sells once too; sent again once the stock is gone, it is still answered sold, not
-    // sold out.
+    // A lone deduction (a line of one, the most of a sale spread over many products) sent
+    // twice sells once too; sent again once the stock is gone, it is still answered sold,
+    // not sold out.
     let sold = Reply::Units(1);
     let lone: Vec<Vec<Reply>> = call(&["o-5"]).invoke_async(&mut conn).await.unwrap();
     assert_eq!(lone, [[Reply::Units(7), sold]]);
     let again: Vec<Vec<Reply>> = call(&["o-5"]).invoke_async(&mut conn).await.unwrap();
     assert_eq!(again, [[Reply::Units(6), sold]], "o-5 sold before");
+    let stock: i64 = conn.get(&shard.stock).await.unwrap();
+    assert_eq!(stock, 6);
     let _: () = conn.set(&shard.stock, 0).await.unwrap();
     let late: Vec<Vec<Reply>> = call(&["o-5"]).invoke_async(&mut conn).await.unwrap();
     assert_eq!(
@@ -73,32 +75,75 @@ async fn the_lock_free_script_sent_twice_sells_once() {
     assert_eq!((orders, counted, sold_out), (4, Some(4), None));
 }
 
-/// A line whose stock is not a whole number (a key written by hand) fails before it writes
-/// anything: no order is left without the unit it took, for a lone deduction (which claims
-/// its order id first) as for a line of several.
+/// A line whose stock is not a whole number as Redis writes one (a key written by hand:
+/// a fraction, a leading zero, past 64 bits) fails before it writes anything — no buyer
+/// counted, no order — for a lone deduction as for a line of several.
 #[tokio::test]
 async fn a_stock_that_is_not_a_whole_number_fails_its_line_before_it_writes() {
     let redis = RedisServer::start();
     let mut conn = redis.conn().await;
     let shard = keys("102").whole();
-    let _: () = conn.set(&shard.stock, "2.5").await.unwrap();
-    for orders in [&["o-1"][..], &["o-2", "o-3"]] {
-        let sales = orders.iter().map(|&order| scripts::Deduct {
-            order,
-            user: "",
-            holder: "h",
-            key: "",
-        });
-        let replies: Vec<redis::Value> = scripts::deduct("test", "lua", [(&*shard, sales)])
-            .invoke_async(&mut conn)
-            .await
-            .unwrap();
-        let failed: String = redis::from_redis_value(replies[0].clone()).unwrap();
-        assert!(failed.starts_with("line failed: "), "{failed}");
+    for stock in ["2.5", "007", "99999999999999999999"] {
+        let _: () = conn.set(&shard.stock, stock).await.unwrap();
+        for orders in [&["o-1"][..], &["o-2", "o-3"]] {
+            let sales = orders.iter().map(|&order| scripts::Deduct {
+                order,
+                user: "u-1",
+                holder: "",
+                key: "",
+            });
+            let replies: Vec<redis::Value> = scripts::deduct("test", "lua", [(&*shard, sales)])
+                .invoke_async(&mut conn)
+                .await
+                .unwrap();
+            let failed: String = redis::from_redis_value(replies[0].clone()).unwrap();
+            assert!(failed.starts_with("line failed: "), "{stock}: {failed}");
+        }
+        let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+        let buyers: i64 = conn.hlen(&shard.buyers).await.unwrap();
+        let left: String = conn.get(&shard.stock).await.unwrap();
+        assert_eq!((orders, buyers, left.as_str()), (0, 0, stock));
     }
-    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
-    let stock: String = conn.get(&shard.stock).await.unwrap();
-    assert_eq!((orders, stock.as_str()), (0, "2.5"));
+}
+
+/// Each line of a call reads its own product's terms: a buyer limit on the first product
+/// is not the second's.
+#[tokio::test]
+async fn each_line_of_a_call_keeps_its_own_products_terms() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let (limited, open) = (keys("103").whole(), keys("104").whole());
+    for shard in [&limited, &open] {
+        let _: () = conn.set(&shard.stock, 5).await.unwrap();
+    }
+    let _: () = conn
+        .hset_multiple(&limited.audit, &[("epoch", "1"), ("per_user", "1")])
+        .await
+        .unwrap();
+    let _: () = conn.hset(&open.audit, "epoch", "1").await.unwrap();
+    let sale = |order| scripts::Deduct {
+        order,
+        user: "u-1",
+        holder: "",
+        key: "",
+    };
+    let lines = [
+        (&*limited, vec![sale("l-1"), sale("l-2")]),
+        (&*open, vec![sale("o-1"), sale("o-2")]),
+    ];
+    let replies: Vec<Vec<Reply>> = scripts::deduct("test", "lua", lines)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    let sold = Reply::Units(1);
+    let limit = Reply::Refused(Refusal::LimitReached);
+    assert_eq!(
+        replies,
+        [
+            vec![Reply::Units(5), sold, limit],
+            vec![Reply::Units(5), sold, sold]
+        ]
+    );
 }
 
 /// One call of `deduct.lua` sells several products, a line each (what an instance on one

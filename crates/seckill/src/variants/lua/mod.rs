@@ -105,6 +105,7 @@ struct Batched {
     order: String,
     /// The buyer, or `""`.
     user: String,
+    /// The holder, `""` without a key.
     holder: String,
     /// The idempotency key (`""`: none).
     key: String,
@@ -116,7 +117,12 @@ impl Batched {
         Self {
             order,
             user: d.user().to_owned(),
-            holder: d.holder.to_string(),
+            // The script reads the holder only to check a key's claim.
+            holder: if key.is_empty() {
+                String::new()
+            } else {
+                d.holder.to_string()
+            },
             key: key.to_owned(),
         }
     }
