@@ -7,7 +7,7 @@
 # EVALSHA a request), two of it behind a second Nginx on the same Redis: /healthz and its
 # lua on the same three mixes (one product, 10, 100), and its `kept` route on the same three
 # mixes: the yardstick with what seckill's deduct.lua keeps for a deduction without a buyer
-# or a key (the sale's terms read, the order id claimed, the sale counted in an audit hash).
+# or a key (the sale's terms read, the order id looked up, the sale counted in an audit hash).
 # Per row: req/s; CPU per request of the instances, Redis and Nginx (utime + stime from
 # /proc/<pid>/stat); Redis commands per request (INFO commandstats, the scripts' own
 # included). Then the ratios, median of the rounds, per build.

@@ -6,8 +6,8 @@
 //!
 //! `POST /deduct_stock/kept` is the same service with what seckill's `deduct.lua` does for a
 //! deduction without a buyer or a key written into its one script: the sale's terms read
-//! from its audit hash, the order id claimed (`HSETNX`: a call sent twice sells once) and the
-//! sale counted in the audit. Measured beside `lua`, it tells the cost of those guarantees
+//! from its audit hash, the order id looked up (a call sent twice sells once) and the sale
+//! counted in the audit. Measured beside `lua`, it tells the cost of those guarantees
 //! from the cost of the service around them.
 //!
 //! ```text
@@ -39,20 +39,19 @@ return stock
 ";
 
 /// What `deduct.lua` does for a lone deduction without a buyer or a key: the stock, the
-/// terms, the order id claimed, the unit taken and counted.
+/// terms, whether the order id was sold already, then the unit taken, the order recorded
+/// and the sale counted.
 const KEPT: &str = r"
 local stock = redis.call('GET', KEYS[1])
 if not stock then return -1 end
 stock = tonumber(stock)
 local terms = redis.call('HMGET', KEYS[3], 'epoch', 'streamed', 'pay_within_ms', 'closed_at',
   'per_user', 'voided')
-if stock <= 0 then
-  return redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 and stock + 1 or 0
-end
-if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 1 then
-  redis.call('DECR', KEYS[1])
-  redis.call('HINCRBY', KEYS[3], 'sold/' .. ARGV[2], 1)
-end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return stock + 1 end
+if stock <= 0 then return 0 end
+redis.call('DECR', KEYS[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HINCRBY', KEYS[3], 'sold/' .. ARGV[2], 1)
 return stock
 ";
 
