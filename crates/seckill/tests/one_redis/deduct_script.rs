@@ -106,6 +106,57 @@ async fn a_stock_that_is_not_a_whole_number_fails_its_line_before_it_writes() {
     }
 }
 
+/// A line of one plain deduction (no buyer, no key, a sale with none of the terms that add
+/// steps), which `deduct.lua` writes out on its own, comes to what the general steps do:
+/// the same answers and the same writes, sold, sent again, sold out and sent again. The
+/// general steps run for a sale whose audit does not say its buyer limit is 0.
+#[tokio::test]
+async fn a_plain_deduction_comes_to_what_the_general_steps_do() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let (plain, general) = (keys("105").whole(), keys("106").whole());
+    for shard in [&plain, &general] {
+        let _: () = conn.set(&shard.stock, 1).await.unwrap();
+        let _: () = conn.hset(&shard.audit, "epoch", "1").await.unwrap();
+    }
+    let _: () = conn.hset(&plain.audit, "per_user", 0).await.unwrap();
+    let mut seen = Vec::new();
+    for shard in [&plain, &general] {
+        let mut replies = Vec::new();
+        for order in ["x-1", "x-1", "x-2", "x-2"] {
+            let sale = scripts::Deduct {
+                order,
+                user: "",
+                holder: "",
+                key: "",
+            };
+            let reply: Vec<Vec<Reply>> = scripts::deduct("test", "lua", [(&**shard, [sale])])
+                .invoke_async(&mut conn)
+                .await
+                .unwrap();
+            replies.push(reply);
+        }
+        let stock: i64 = conn.get(&shard.stock).await.unwrap();
+        let orders: Vec<(String, String)> = conn.hgetall(&shard.orders).await.unwrap();
+        let mut audit: Vec<(String, String)> = conn.hgetall(&shard.audit).await.unwrap();
+        audit.retain(|(field, _)| field != "per_user");
+        audit.sort();
+        seen.push((replies, stock, orders, audit));
+    }
+    let (sold, sold_out) = (Reply::Units(1), Reply::Units(0));
+    assert_eq!(
+        seen[0].0,
+        [
+            [[Reply::Units(1), sold]],
+            [[Reply::Units(0), sold]],
+            [[Reply::Units(0), sold_out]],
+            [[Reply::Units(0), sold_out]]
+        ]
+    );
+    assert_eq!(seen[0].1, 0);
+    assert_eq!(seen[0], seen[1], "the plain line against the general steps");
+}
+
 /// Each line of a call reads its own product's terms: a buyer limit on the first product
 /// is not the second's.
 #[tokio::test]
