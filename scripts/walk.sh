@@ -19,7 +19,7 @@
 # What it does: copies the binary to a temp dir, starts a throwaway redis-server (no
 # persistence) and `seckill serve` on free loopback ports, resets product 101, sends one
 # warm-up request per variant (lazy initialisation is not traced), then per variant:
-# attaches gdb in batch mode with scripts/walk.py (a breakpoint on every workspace fn,
+# attaches gdb in batch mode with scripts/walk_record.py (a breakpoint on every workspace fn,
 # each recording its hit and going on), lets the idle service run QUIET_S seconds (what
 # runs without any request is seen, and filtered out), sends the traced request, waits
 # for its answer, stops the service with SIGINT (which gdb keeps: the service goes on),
@@ -135,7 +135,7 @@ for v in "${variants[@]}"; do
   t0=$(clock)
   trace=$work/$v.trace ready=$work/$v.ready
   WALK_TRACE=$trace WALK_READY=$ready WALK_VARIANT=$v WALK_BINARY=$bin WALK_ROOT=$root \
-    gdb -nx -batch -p "$service_pid" -ex "source $root/scripts/walk.py" \
+    gdb -nx -batch -p "$service_pid" -ex "source $root/scripts/walk_record.py" \
     >"$work/$v.gdb.log" 2>&1 &
   gdb_pid=$!
   if ! wait_for 300 "gdb's breakpoints" ready_or_gone "$ready" "$gdb_pid" || gone "$gdb_pid"; then
