@@ -56,17 +56,19 @@ local function keys_of(a)
   return taken
 end
 
--- Set anew for each line (the line's product, its terms), made once a call: a sale spread
--- over many products pays for a line per product, so a line makes few tables.
+-- Made once a call, and set anew for each line where a line's product differs (its keys,
+-- its terms: `terms` reads them again once `epoch` is cleared, and leaves `per_user` and
+-- `lines` alone, so the line clears them too): a sale spread over many products pays for a
+-- line per product, so a line makes few tables.
 local call = { lines = nil, epoch = nil, streaming = nil, pay_within = nil, closed = nil,
   per_user = nil, voided = nil, now = nil }
 local sale = { key = '', split = '0', keys = nil, shard = '0', stream = nil, unpaid = nil,
   call = call, claim = nil }
 
 -- A stock DECRBY takes: a whole number as Redis writes one (no sign but '-', no leading
--- zero; at most 18 characters, well inside a 64-bit integer). Checked before the general
--- steps write anything, so that a stock written by hand fails the line before a buyer's
--- count or a key's sale is written. (A plain deduction's first write is the DECRBY.)
+-- zero; at most 18 characters, well inside a 64-bit integer). Checked before the line
+-- writes anything, so that a stock written by hand fails the line (and nothing is answered
+-- from it) before a buyer's count, a key's sale or a sold-out count is written.
 local function whole(stock)
   return stock == '0' or (#stock <= 18 and string.match(stock, '^%-?[1-9]%d*$') ~= nil)
 end
@@ -108,7 +110,9 @@ local function line(k, a)
   if not stock then
     return {}
   end
-  local written = stock
+  if not whole(stock) then
+    error('the stock is not a whole number')
+  end
   stock = tonumber(stock)
   -- The line's terms (lib/critical.lua's `terms`: the limit and the void mark with them),
   -- read once; its sales, written once at the end (`flush`), the order, the unit and the
@@ -123,9 +127,6 @@ local function line(k, a)
   end
   if n == 1 and plain(a) then
     return plain_sale(stock, stock_key, orders, audit, ARGV[a + 1])
-  end
-  if not whole(written) then
-    error('the stock is not a whole number')
   end
   local left = stock
   local answers = { stock }
@@ -202,7 +203,7 @@ local function line(k, a)
   return answers
 end
 
--- A line that fails (a key of another type, a stock that is not a number) fails alone:
+-- A line that fails (a key of another type, a stock that is not a whole number) fails alone:
 -- the lines before it have sold, and the lines after it still sell; its deductions are
 -- answered with the error, as a call of their own would have been.
 local replies = {}

@@ -42,7 +42,7 @@
 -- unpaid, void, the request's idempotency key ('' for none) with its claim (or fence) and
 -- keys, and `split` ('1' where the claim gets its answer after the sale: a shard of a split
 -- product, a cart's line), and `call`, a table every sale of one script call shares (what
--- `terms` read) }.
+-- `terms` read; deduct.lua, whose lines are of several products, clears it for each) }.
 -- A fencing token is '' when the holder presents none.
 -- A script that sells several deductions of one product in one call (deduct.lua) passes a
 -- `batch` = { limit = the product's per-user limit (set from `terms` before the first
@@ -68,7 +68,8 @@ local STARTED_MS = now_ms()
 -- (`per_user`: nil when the reset did not write it there — an older version's — and the
 -- product's meta says); whether `/admin/close` closed it since (`closed_at`), and whether
 -- an order id of it was ever voided (`voided`, counted by lua/resolve.lua). Read once per
--- call: the sales of one call share `sale.call`.
+-- call (while `call.epoch` is nil; `per_user` is left alone when the audit has none): the
+-- sales of one call share `sale.call`.
 local function terms(sale, audit)
   local call = sale.call
   if call.epoch == nil then
@@ -139,8 +140,8 @@ end
 -- Whether order id `order` may still be sold here: nil when it may; the units left when it
 -- already was (a command sent again — by a client library after a dropped connection —
 -- sells nothing twice); 'voided' when its answer was lost and lua/resolve.lua voided it.
--- `void` is nil when the product has no voided order at all. (deduct.lua, which reads a
--- line's ids in one HMGET, checks the same in its line.)
+-- `void` is nil when the product has no voided order at all. (deduct.lua checks the same
+-- in its line, a line's ids at once.)
 local function unsold(stock, orders, void, order)
   if redis.call('HEXISTS', orders, order) == 1 then
     return tonumber(redis.call('GET', stock))

@@ -76,19 +76,26 @@ async fn the_lock_free_script_sent_twice_sells_once() {
 }
 
 /// A line whose stock is not a whole number as Redis writes one (a key written by hand:
-/// a fraction, a leading zero, past 64 bits) fails before it writes anything — no buyer
-/// counted, no order — for a lone deduction as for a line of several.
+/// a fraction, a leading zero, past 64 bits, no number) fails before it writes anything —
+/// no buyer, no order, no sold-out count — for a plain deduction, a buyer's and a line of
+/// several.
 #[tokio::test]
 async fn a_stock_that_is_not_a_whole_number_fails_its_line_before_it_writes() {
     let redis = RedisServer::start();
     let mut conn = redis.conn().await;
     let shard = keys("102").whole();
-    for stock in ["2.5", "007", "99999999999999999999"] {
+    // The reset's terms: a lone deduction without a buyer is a plain one.
+    let _: () = conn
+        .hset_multiple(&shard.audit, &[("epoch", "1"), ("per_user", "0")])
+        .await
+        .unwrap();
+    for stock in ["2.5", "-2.5", "00", "007", "99999999999999999999", "abc"] {
         let _: () = conn.set(&shard.stock, stock).await.unwrap();
-        for orders in [&["o-1"][..], &["o-2", "o-3"]] {
+        let (plain, with_buyer, several) = (&["o-1"][..], &["o-2"][..], &["o-3", "o-4"][..]);
+        for (orders, user) in [(plain, ""), (with_buyer, "u-1"), (several, "u-1")] {
             let sales = orders.iter().map(|&order| scripts::Deduct {
                 order,
-                user: "u-1",
+                user,
                 holder: "",
                 key: "",
             });
@@ -101,64 +108,104 @@ async fn a_stock_that_is_not_a_whole_number_fails_its_line_before_it_writes() {
         }
         let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
         let buyers: i64 = conn.hlen(&shard.buyers).await.unwrap();
+        let counted: Vec<String> = conn.hkeys(&shard.audit).await.unwrap();
         let left: String = conn.get(&shard.stock).await.unwrap();
         assert_eq!((orders, buyers, left.as_str()), (0, 0, stock));
+        assert_eq!(counted, ["epoch", "per_user"], "{stock}: nothing counted");
     }
 }
 
 /// A line of one plain deduction (no buyer, no key, a sale with none of the terms that add
 /// steps), which `deduct.lua` writes out on its own, comes to what the general steps do:
-/// the same answers and the same writes, sold, sent again, sold out and sent again. The
-/// general steps run for a sale whose audit does not say its buyer limit is 0.
+/// the same answers and the same writes, sold, sent again, sold out and sent again. And a
+/// deduction that is plain but for one thing — a close, a stream, a payment window, a
+/// voided id, a buyer, a key — gets the general steps. Each case runs on two products, one
+/// whose audit says its buyer limit is 0 (as a reset writes it: plain when nothing else
+/// stands in the way) and one whose audit does not (always the general steps).
 #[tokio::test]
 async fn a_plain_deduction_comes_to_what_the_general_steps_do() {
     let redis = RedisServer::start();
     let mut conn = redis.conn().await;
-    let (plain, general) = (keys("105").whole(), keys("106").whole());
-    for shard in [&plain, &general] {
-        let _: () = conn.set(&shard.stock, 1).await.unwrap();
-        let _: () = conn.hset(&shard.audit, "epoch", "1").await.unwrap();
-    }
-    let _: () = conn.hset(&plain.audit, "per_user", 0).await.unwrap();
-    let mut seen = Vec::new();
-    for shard in [&plain, &general] {
-        let mut replies = Vec::new();
-        for order in ["x-1", "x-1", "x-2", "x-2"] {
-            let sale = scripts::Deduct {
-                order,
-                user: "",
-                holder: "",
-                key: "",
-            };
-            let reply: Vec<Vec<Reply>> = scripts::deduct("test", "lua", [(&**shard, [sale])])
-                .invoke_async(&mut conn)
+    let cases: [(&str, &[(&str, &str)], &str, &str); 7] = [
+        ("plain", &[], "", ""),
+        ("closed", &[("closed_at", "1")], "", ""),
+        ("streamed", &[("streamed", "1")], "", ""),
+        ("a payment window", &[("pay_within_ms", "60000")], "", ""),
+        ("a voided id", &[("voided", "1")], "", ""),
+        ("a buyer", &[], "u-1", ""),
+        ("a key", &[], "", "k-1"),
+    ];
+    for (i, (case, terms, user, key)) in cases.into_iter().enumerate() {
+        let pair = [
+            keys(&format!("{i}a")).whole(),
+            keys(&format!("{i}b")).whole(),
+        ];
+        let mut seen = Vec::new();
+        for (j, shard) in pair.iter().enumerate() {
+            let _: () = conn.set(&shard.stock, 1).await.unwrap();
+            let _: () = conn.hset(&shard.audit, "epoch", "1").await.unwrap();
+            if !terms.is_empty() {
+                let _: () = conn.hset_multiple(&shard.audit, terms).await.unwrap();
+            }
+            if j == 0 {
+                let _: () = conn.hset(&shard.audit, "per_user", 0).await.unwrap();
+            }
+            let _: () = conn.hset(&shard.void, "x-3", 1).await.unwrap();
+            let claim = shard.claim("k-1");
+            let _: () = conn
+                .hset_multiple(&claim, &[("state", "pending"), ("holder", "h")])
                 .await
                 .unwrap();
-            replies.push(reply);
+            let mut replies = Vec::new();
+            for order in ["x-1", "x-1", "x-2", "x-2", "x-3"] {
+                let sale = scripts::Deduct {
+                    order,
+                    user,
+                    holder: "h",
+                    key,
+                };
+                let reply: Vec<Vec<Reply>> = scripts::deduct("test", "lua", [(&**shard, [sale])])
+                    .invoke_async(&mut conn)
+                    .await
+                    .unwrap();
+                replies.push(reply);
+            }
+            let stock: i64 = conn.get(&shard.stock).await.unwrap();
+            let orders: Vec<(String, String)> = conn.hgetall(&shard.orders).await.unwrap();
+            let mut audit: Vec<(String, String)> = conn.hgetall(&shard.audit).await.unwrap();
+            audit.retain(|(field, _)| field != "per_user");
+            audit.sort();
+            let buyers: Vec<(String, String)> = conn.hgetall(&shard.buyers).await.unwrap();
+            let streamed: i64 = conn.xlen(&shard.stream).await.unwrap();
+            let unpaid: i64 = conn.zcard(&shard.unpaid).await.unwrap();
+            let claim: Option<String> = conn.hget(&claim, "state").await.unwrap();
+            seen.push((
+                replies, stock, orders, audit, buyers, streamed, unpaid, claim,
+            ));
         }
-        let stock: i64 = conn.get(&shard.stock).await.unwrap();
-        let orders: Vec<(String, String)> = conn.hgetall(&shard.orders).await.unwrap();
-        let mut audit: Vec<(String, String)> = conn.hgetall(&shard.audit).await.unwrap();
-        audit.retain(|(field, _)| field != "per_user");
-        audit.sort();
-        seen.push((replies, stock, orders, audit));
+        if case == "plain" {
+            let (sold, sold_out) = (Reply::Units(1), Reply::Units(0));
+            assert_eq!(
+                seen[0].0,
+                [
+                    [[Reply::Units(1), sold]],
+                    [[Reply::Units(0), sold]],
+                    [[Reply::Units(0), sold_out]],
+                    [[Reply::Units(0), sold_out]],
+                    [[Reply::Units(0), sold_out]]
+                ]
+            );
+            assert_eq!(seen[0].1, 0);
+        }
+        assert_eq!(
+            seen[0], seen[1],
+            "{case}: the plain line against the general steps"
+        );
     }
-    let (sold, sold_out) = (Reply::Units(1), Reply::Units(0));
-    assert_eq!(
-        seen[0].0,
-        [
-            [[Reply::Units(1), sold]],
-            [[Reply::Units(0), sold]],
-            [[Reply::Units(0), sold_out]],
-            [[Reply::Units(0), sold_out]]
-        ]
-    );
-    assert_eq!(seen[0].1, 0);
-    assert_eq!(seen[0], seen[1], "the plain line against the general steps");
 }
 
-/// Each line of a call reads its own product's terms: a buyer limit on the first product
-/// is not the second's.
+/// Each line of a call reads its own product's terms: a buyer limit and a stream on the
+/// first product are not the second's.
 #[tokio::test]
 async fn each_line_of_a_call_keeps_its_own_products_terms() {
     let redis = RedisServer::start();
@@ -168,7 +215,10 @@ async fn each_line_of_a_call_keeps_its_own_products_terms() {
         let _: () = conn.set(&shard.stock, 5).await.unwrap();
     }
     let _: () = conn
-        .hset_multiple(&limited.audit, &[("epoch", "1"), ("per_user", "1")])
+        .hset_multiple(
+            &limited.audit,
+            &[("epoch", "1"), ("per_user", "1"), ("streamed", "1")],
+        )
         .await
         .unwrap();
     let _: () = conn.hset(&open.audit, "epoch", "1").await.unwrap();
@@ -194,6 +244,15 @@ async fn each_line_of_a_call_keeps_its_own_products_terms() {
             vec![Reply::Units(5), sold, limit],
             vec![Reply::Units(5), sold, sold]
         ]
+    );
+    let streamed: (i64, i64) = (
+        conn.xlen(&limited.stream).await.unwrap(),
+        conn.xlen(&open.stream).await.unwrap(),
+    );
+    assert_eq!(
+        streamed,
+        (1, 0),
+        "the first line's orders streamed, on its own stream"
     );
 }
 
