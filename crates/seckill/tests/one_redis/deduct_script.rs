@@ -126,7 +126,10 @@ async fn a_stock_that_is_not_a_whole_number_fails_its_line_before_it_writes() {
 async fn a_plain_deduction_comes_to_what_the_general_steps_do() {
     let redis = RedisServer::start();
     let mut conn = redis.conn().await;
-    let cases: [(&str, &[(&str, &str)], &str, &str); 7] = [
+    /// A case: its name, the terms its reset would have written, its buyer and its key.
+    type Case = (&'static str, Terms, &'static str, &'static str);
+    type Terms = &'static [(&'static str, &'static str)];
+    let cases: [Case; 7] = [
         ("plain", &[], "", ""),
         ("closed", &[("closed_at", "1")], "", ""),
         ("streamed", &[("streamed", "1")], "", ""),
