@@ -55,7 +55,11 @@ impl Browser {
                 if http.get(format!("{base}/status")).send().await.is_ok() {
                     return Some((driver, base));
                 }
-                assert!(Instant::now() < deadline, "chromedriver did not start");
+                if Instant::now() >= deadline {
+                    let _ = driver.kill();
+                    let _ = driver.wait();
+                    panic!("chromedriver did not start");
+                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
@@ -73,7 +77,16 @@ impl Browser {
             .find(|p| std::path::Path::new(p).exists())?;
         let http = reqwest::Client::new();
         let (driver, base) = Self::driver(&http).await?;
-        let profile = scratch_dir("chromium-profile");
+        // Held from here, so that a browser that fails to start leaves neither its driver
+        // nor its profile behind (dropped, it stops the one and removes the other).
+        let mut browser = Self {
+            driver,
+            base,
+            session: String::new(),
+            http,
+            profile: scratch_dir("chromium-profile"),
+        };
+        let (base, http, profile) = (&browser.base, &browser.http, &browser.profile);
         // The flags this machine's Chromium needs headless as root, and none of its
         // background connections (the network is closed).
         let args = [
@@ -102,14 +115,8 @@ impl Browser {
             .json()
             .await
             .ok()?;
-        let session = created["value"]["sessionId"].as_str()?.to_owned();
-        Some(Self {
-            driver,
-            base,
-            session,
-            http,
-            profile,
-        })
+        browser.session = created["value"]["sessionId"].as_str()?.to_owned();
+        Some(browser)
     }
 
     async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
