@@ -81,6 +81,13 @@ pub enum AppError {
     #[error("{0}")]
     NotConfigured(String),
 
+    /// 500: Redis answered a sale's script with an error after the script may have written
+    /// (a line of `deduct.lua`, which fails alone, past its first write): what the sale
+    /// came to is looked up, as for a lost answer, and this is the answer only once the
+    /// sale is known not to have run.
+    #[error("internal error")]
+    ScriptFailed(#[source] RedisError),
+
     /// 500: anything else. Logged here, answered with a generic message.
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
@@ -103,7 +110,7 @@ impl AppError {
             | Self::LockStoreUnavailable(_)
             | Self::DatabaseUnavailable(_)
             | Self::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::ScriptFailed(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -125,21 +132,26 @@ impl AppError {
             Self::LockStoreUnavailable(_) => "lock_store_unavailable",
             Self::DatabaseUnavailable(_) => "database_unavailable",
             Self::NotConfigured(_) => "not_configured",
-            Self::Internal(_) => "error",
+            Self::ScriptFailed(_) | Self::Internal(_) => "error",
         }
     }
 }
 
 impl AppError {
     /// Whether the command this error answered may have run all the same: it was sent, and
-    /// its answer was lost — a timeout, or a connection that dropped once it was sent. Not
-    /// when the connection could not be had (refused, a TLS handshake that failed), nor
-    /// when Redis answered, even with an error: then the answer is what happened.
+    /// its answer was lost — a timeout, or a connection that dropped once it was sent — or
+    /// it was a sale's script that failed after it may have written
+    /// ([`AppError::ScriptFailed`]). Not when the connection could not be had (refused, a
+    /// TLS handshake that failed), nor when Redis answered any other error: then the answer
+    /// is what happened.
     pub fn answer_may_be_lost(&self) -> bool {
-        let Self::RedisUnavailable(err) = self else {
-            return false;
-        };
-        err.is_timeout() || (err.is_connection_dropped() && !err.is_connection_refusal())
+        match self {
+            Self::RedisUnavailable(err) => {
+                err.is_timeout() || (err.is_connection_dropped() && !err.is_connection_refusal())
+            }
+            Self::ScriptFailed(_) => true,
+            _ => false,
+        }
     }
 }
 
@@ -221,6 +233,10 @@ impl IntoResponse for AppError {
             }
             Self::Internal(err) => {
                 tracing::error!(error = ?err, "internal error");
+                json!({ "outcome": self.outcome(), "error": self.to_string() })
+            }
+            Self::ScriptFailed(err) => {
+                tracing::error!(error = ?err, "a sale's script failed");
                 json!({ "outcome": self.outcome(), "error": self.to_string() })
             }
             _ => json!({ "outcome": self.outcome(), "error": self.to_string() }),

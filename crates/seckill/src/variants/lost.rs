@@ -163,14 +163,16 @@ pub(crate) fn settle_later(d: &Deduction) {
     tokio::spawn(settle.run());
 }
 
-/// `resolve.lua` for `holder`'s `sale`.
+/// `resolve.lua` for `holder`'s `sale`. The stock is read as text: one that is not a whole
+/// number (written by hand, and what failed the sale's script) still lets the sale be
+/// found or voided.
 async fn look_up(store: &Store, sale: &Sending, holder: &str) -> Result<Found, RedisError> {
-    let (sold, stock): (i64, Option<i64>) = scripts::resolve(&sale.shard(), holder, &sale.order)
+    let (sold, stock): (i64, Option<String>) = scripts::resolve(&sale.shard(), holder, &sale.order)
         .invoke_async(&mut store.conn())
         .await?;
     Ok(match sold {
         1 => Found::Sold {
-            remaining: stock.unwrap_or(0),
+            remaining: stock.and_then(|s| s.parse().ok()).unwrap_or(0),
         },
         _ => Found::Voided,
     })

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use seckill::scripts::{self, Refusal, Reply};
@@ -395,4 +396,70 @@ async fn a_keyed_cart_sold_in_part_is_completed_by_its_repeat_never_twice() {
             "one unit of {product}: {stats}"
         );
     }
+}
+
+/// A lua line that fails after it sold — here on its stream entry, the stream key written
+/// by hand as a string on a streamed sale — is looked up as a lost answer is: the unit it
+/// took is answered sold, with its order, in a call of its own and in the shared one. A
+/// line that fails before it writes (a stock that is not a whole number) sold nothing: its
+/// order id is voided by the look-up, and the error is the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lua_line_that_fails_after_it_sold_is_answered_sold_not_refused() {
+    let redis = RedisServer::start();
+    let seckill = instance(&redis.url(), &[]);
+    let api = seckill.api();
+    api.reset("314", 110, 1).await;
+    let shard = keys("314").whole();
+    let mut conn = redis.conn().await;
+    let _: () = redis::pipe()
+        .hset(&shard.audit, "streamed", 1)
+        .set(&shard.stream, "not a stream")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    for (batch, left) in [("off", 109), ("on", 108)] {
+        let (status, body) = api.deduct("314", &format!("lua?batch={batch}")).await;
+        assert_eq!(status, 200, "batch={batch}: the unit taken is sold: {body}");
+        assert_eq!(int(&body, "remaining"), left, "batch={batch}: {body}");
+        let order = body["order"].as_str().expect("the sale's order id");
+        let recorded: bool = conn.hexists(&shard.orders, order).await.unwrap();
+        assert!(
+            recorded,
+            "batch={batch}: the order answered is the one recorded"
+        );
+    }
+    let stock: i64 = conn.get(&shard.stock).await.unwrap();
+    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+    assert_eq!((stock, orders), (108, 2), "two units, two orders");
+
+    // Together, most of them wait for the shared call: lines of several, each answered
+    // from its own look-up.
+    let before = crate::script_calls(&redis).await;
+    let answers = join_all((0..100).map(|_| api.deduct("314", "lua"))).await;
+    let calls = crate::script_calls(&redis).await - before;
+    let unsold: Vec<&(u16, serde_json::Value)> = answers
+        .iter()
+        .filter(|(status, _)| *status != 200)
+        .collect();
+    assert!(unsold.is_empty(), "every unit taken is sold: {unsold:?}");
+    assert!(
+        calls < 200,
+        "deductions shared calls: {calls} script calls, the look-ups' 100 among them"
+    );
+    let stock: i64 = conn.get(&shard.stock).await.unwrap();
+    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+    assert_eq!((stock, orders), (8, 102), "102 units, 102 orders");
+
+    api.reset("315", 10, 1).await;
+    let shard = keys("315").whole();
+    let _: () = conn.set(&shard.stock, "2.5").await.unwrap();
+    let (status, body) = api.deduct("315", "lua?batch=off").await;
+    assert_eq!(status, 500, "a line that failed before it sold: {body}");
+    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+    let voided: i64 = conn.hlen(&shard.void).await.unwrap();
+    assert_eq!(
+        (orders, voided),
+        (0, 1),
+        "nothing sold, and its order id voided by the look-up"
+    );
 }

@@ -73,10 +73,10 @@ async fn recorded_orders(redis: &RedisServer, product: &str) -> BTreeMap<String,
 }
 
 /// Script calls Redis has run so far (`EVAL` and `EVALSHA`), from `INFO commandstats`.
-pub(crate) async fn script_calls(cluster: &Service) -> u64 {
+pub(crate) async fn script_calls(redis: &RedisServer) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
-        .query_async(&mut cluster.redis.conn().await)
+        .query_async(&mut redis.conn().await)
         .await
         .unwrap();
     info.lines()

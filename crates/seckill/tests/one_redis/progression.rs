@@ -161,9 +161,9 @@ async fn lua_shares_script_calls_and_still_sells_each_unit_once() {
         let cluster = service(2, &[]);
         let apis = cluster.apis();
         apis[0].reset("101", 50, 1).await;
-        let before = crate::script_calls(&cluster).await;
+        let before = crate::script_calls(&cluster.redis).await;
         let answers = join_all((0..300).map(|i| apis[i % 2].deduct("101", path))).await;
-        let calls = crate::script_calls(&cluster).await - before;
+        let calls = crate::script_calls(&cluster.redis).await - before;
 
         let sold: Vec<&Value> = answers
             .iter()

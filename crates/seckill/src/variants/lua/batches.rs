@@ -40,10 +40,38 @@ fn units(script: &[Reply], count: usize, confirmed: bool) -> Vec<Unit> {
 }
 
 /// The first line's first deduction's unit: a call of one.
-pub(super) fn first_unit(units: Vec<LineUnits>) -> Result<Unit, RedisError> {
+pub(super) fn first_unit(units: Vec<LineUnits>) -> Result<Unit, Failed> {
     match units.into_iter().next() {
-        Some(line) => Ok(line?.first().copied().unwrap_or(Unit::NotForSale)),
+        Some(line) => Ok(line
+            .map_err(Failed::Line)?
+            .first()
+            .copied()
+            .unwrap_or(Unit::NotForSale)),
         None => Ok(Unit::NotForSale),
+    }
+}
+
+/// Why a deduction has no unit: its call failed, as any command may; or its line failed
+/// in the script, which may have written before it failed — a sale, even — so what the
+/// deduction came to is looked up ([`AppError::ScriptFailed`]), never read as nothing sold.
+#[derive(Debug, Clone)]
+pub(super) enum Failed {
+    Call(RedisError),
+    Line(RedisError),
+}
+
+impl From<RedisError> for Failed {
+    fn from(err: RedisError) -> Self {
+        Self::Call(err)
+    }
+}
+
+impl From<Failed> for AppError {
+    fn from(failed: Failed) -> Self {
+        match failed {
+            Failed::Call(err) => err.into(),
+            Failed::Line(err) => AppError::ScriptFailed(err),
+        }
     }
 }
 
@@ -123,7 +151,7 @@ pub(super) async fn call(
 struct Waiting {
     shard: Arc<ShardKeys>,
     sale: Batched,
-    answer: oneshot::Sender<Result<Unit, RedisError>>,
+    answer: oneshot::Sender<Result<Unit, Failed>>,
 }
 
 /// The instance's lua deductions: one script call at a time for each queue (one more only
@@ -286,11 +314,11 @@ impl Drop for Next {
 
 /// A queued deduction whose call's answer never reached it (the task that sent the call
 /// stopped): the call may have run, so the sale is looked up, as a lost answer is.
-fn never_answered() -> RedisError {
-    RedisError::from(std::io::Error::new(
+fn never_answered() -> Failed {
+    Failed::Call(RedisError::from(std::io::Error::new(
         std::io::ErrorKind::TimedOut,
         "the answer of the lua call this deduction went in never reached it",
-    ))
+    )))
 }
 
 /// One call for a batch of deductions, a line per product in the order they first came,
@@ -317,7 +345,8 @@ async fn send(batches: &Batches, batch: Vec<Waiting>) {
     for (waiting, (line, j)) in batch.into_iter().zip(at) {
         let unit = match units.as_ref().map(|units| &units[line]) {
             Ok(Ok(line)) => Ok(line.get(j).copied().unwrap_or(Unit::NotForSale)),
-            Ok(Err(err)) | Err(err) => Err(err.clone()),
+            Ok(Err(err)) => Err(Failed::Line(err.clone())),
+            Err(err) => Err(Failed::Call(err.clone())),
         };
         let _ = waiting.answer.send(unit);
     }

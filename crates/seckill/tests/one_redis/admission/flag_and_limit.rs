@@ -28,7 +28,7 @@ async fn the_sold_out_flag_answers_from_memory_until_a_unit_may_be_back() {
         );
     }
     let started = Instant::now();
-    let before = crate::script_calls(&cluster).await;
+    let before = crate::script_calls(&cluster.redis).await;
     for _ in 0..100 {
         let (status, body) = one.deduct("704", "lua?user=b").await;
         assert_eq!(
@@ -39,7 +39,7 @@ async fn the_sold_out_flag_answers_from_memory_until_a_unit_may_be_back() {
     }
     // Besides the flush of the counts (at most one call per instance per 200 ms, however
     // long the 100 took: a slower machine flushes more often), nothing: not one a sale.
-    let calls = crate::script_calls(&cluster).await - before;
+    let calls = crate::script_calls(&cluster.redis).await - before;
     let flushes = 2 * (started.elapsed().as_millis() as u64 / 200 + 2);
     assert!(
         calls <= flushes,
@@ -56,11 +56,11 @@ async fn the_sold_out_flag_answers_from_memory_until_a_unit_may_be_back() {
         .await;
     assert_eq!(status, 200);
     tokio::time::sleep(NOTICE).await;
-    let asked = crate::script_calls(&cluster).await;
+    let asked = crate::script_calls(&cluster.redis).await;
     let (status, _) = one.deduct("704", "lua?user=b").await;
     assert_eq!(status, 409);
     assert!(
-        crate::script_calls(&cluster).await > asked,
+        crate::script_calls(&cluster.redis).await > asked,
         "a reopen clears the flag"
     );
 
