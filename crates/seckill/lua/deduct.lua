@@ -34,8 +34,10 @@
 -- client library, after a dropped connection) sells nothing twice. A voided one is 'voided'.
 --
 -- The steps are lib/critical.lua's (`over_limit`, `keyed`, `record`, `keyed_sale`),
--- batch-aware: what they write is collected and written once (`flush`). A
--- sale after `/admin/close` is counted (`sold_after_close`), as under a lock.
+-- batch-aware: a line checks every deduction first and writes nothing until it is done;
+-- then the units and the orders, and after them what follows a sale (`flush`, the keyed
+-- sales, the stream). A sale after `/admin/close` is counted (`sold_after_close`), as
+-- under a lock.
 --
 -- Returns: per line, {units in stock before this call, then per deduction 1 (sold), 0
 --          (sold out), or why it sold nothing: 'limit_reached', 'user_required',
@@ -115,10 +117,10 @@ local function line(k, a)
   end
   stock = tonumber(stock)
   -- The line's terms (lib/critical.lua's `terms`: the limit and the void mark with them),
-  -- read once; its sales, written once at the end (`flush`), the order, the unit and the
-  -- count together, after everything else a sale writes; its orders streamed in one entry
-  -- at the end. `sale` serves every deduction of the line: its key and claim are set for
-  -- each.
+  -- read once; its sales, written once at the end, the units and the orders first
+  -- (`flush`), then the counts, the buyers', the unpaid entries, the keyed sales and the
+  -- stream's one entry. `sale` serves every deduction of the line: its key and claim are
+  -- set for each.
   call.epoch, call.per_user, call.lines = nil, nil, nil
   sale.keys, sale.stream, sale.unpaid = KEYS[k + 6], KEYS[k + 7], KEYS[k + 8]
   terms(sale, audit)
@@ -151,6 +153,8 @@ local function line(k, a)
     already = redis.call('HMGET', orders, unpack(ids))
   end
   local void = call.voided and KEYS[k + 9] or nil
+  -- The keyed sales' keys, claims, orders and units left: written after the orders.
+  local keyed_sales
   local j = 0
   for i = a + 1, a + 4 * n, 4 do
     j = j + 1
@@ -185,12 +189,21 @@ local function line(k, a)
         answer = 1
         left = left - 1
         record(orders, buyers, audit, order, instance, variant, user, sale, batch)
-        keyed_sale(sale, audit, order, instance, left)
+        if key ~= '' then
+          keyed_sales = keyed_sales or {}
+          keyed_sales[#keyed_sales + 1] = { key, sale.claim, order, left }
+        end
       end
     end
     answers[#answers + 1] = answer
   end
-  flush(batch, stock_key, orders, audit, instance, variant)
+  flush(batch, stock_key, orders, audit, instance, variant, buyers, sale.unpaid)
+  if keyed_sales then
+    for _, s in ipairs(keyed_sales) do
+      sale.key, sale.claim = s[1], s[2]
+      keyed_sale(sale, audit, s[3], instance, s[4])
+    end
+  end
   if call.lines and #call.lines > 0 then
     stream_orders(sale.stream, call, '0', instance, variant, table.concat(call.lines, ','))
   end
@@ -204,8 +217,10 @@ local function line(k, a)
 end
 
 -- A line that fails (a key of another type, a stock that is not a whole number) fails alone:
--- the lines before it have sold, and the lines after it still sell; its deductions are
--- answered with the error, as a call of their own would have been.
+-- the lines before it have sold, and the lines after it still sell. Its deductions are
+-- answered with the error, and the service looks each one's order id up (lua/resolve.lua):
+-- a line fails before it writes anything, or, on a write after its orders, with its sales
+-- made.
 local replies = {}
 local k, a = 0, 3
 while a <= #ARGV do

@@ -81,10 +81,9 @@ pub enum AppError {
     #[error("{0}")]
     NotConfigured(String),
 
-    /// 500: Redis answered a sale's script with an error after the script may have written
-    /// (a line of `deduct.lua`, which fails alone, past its first write): what the sale
-    /// came to is looked up, as for a lost answer, and this is the answer only once the
-    /// sale is known not to have run.
+    /// 500: a line of `deduct.lua` (which fails alone) failed, before it wrote anything or
+    /// on a write after its sales were made: what the sale came to is looked up, as for a
+    /// lost answer, and this is the answer only once the sale is known not to have run.
     #[error("internal error")]
     ScriptFailed(#[source] RedisError),
 

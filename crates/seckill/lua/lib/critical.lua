@@ -257,7 +257,8 @@ end
 -- until paid or expired (`unpaid`, scored by its deadline); when streamed, it goes to the
 -- shard's orders stream — at once, or, when the script collects its call's orders
 -- (`sale.call.lines`, a list), in the one entry it appends at its end.
-local function ordered(sale, audit, order, instance, variant, user)
+-- With a batch, the unpaid entry waits for `flush`, after the order.
+local function ordered(sale, audit, order, instance, variant, user, batch)
   local call = terms(sale, audit)
   if call.pay_within <= 0 and not call.streaming then
     return
@@ -266,7 +267,13 @@ local function ordered(sale, audit, order, instance, variant, user)
     call.now = STARTED_MS
   end
   if call.pay_within > 0 then
-    redis.call('ZADD', sale.unpaid, call.now + call.pay_within, order)
+    if batch then
+      batch.unpaid = batch.unpaid or {}
+      batch.unpaid[#batch.unpaid + 1] = call.now + call.pay_within
+      batch.unpaid[#batch.unpaid + 1] = order
+    else
+      redis.call('ZADD', sale.unpaid, call.now + call.pay_within, order)
+    end
   end
   if call.streaming then
     local line = order .. ' ' .. user
@@ -309,18 +316,23 @@ local function settle(k, order, outcome, now)
   return user
 end
 
--- Records the order of one unit sold to `user` ('' for nobody named). With a batch, the
--- order and the sales count wait for `flush`.
+-- Records the order of one unit sold to `user` ('' for nobody named). With a batch, every
+-- write waits for `flush`: the order, the sales count, the buyer's count, the unpaid entry.
 local function record(orders, buyers, audit, order, instance, variant, user, sale, batch)
   local who = instance .. ' ' .. variant
   if user ~= '' then
     who = who .. ' ' .. user
-    -- A batch with a limit counts the buyer's units for its next check (read before the
-    -- increment, when not read yet); without a limit nothing checks them.
-    if batch and per_user(nil, batch) > 0 then
-      batch.bought[user] = bought(buyers, user, batch) + 1
+    if batch then
+      -- A batch with a limit counts the buyer's units for its next check (read before
+      -- the increment, when not read yet); without a limit nothing checks them.
+      if per_user(nil, batch) > 0 then
+        batch.bought[user] = bought(buyers, user, batch) + 1
+      end
+      batch.buyers = batch.buyers or {}
+      batch.buyers[user] = (batch.buyers[user] or 0) + 1
+    else
+      redis.call('HINCRBY', buyers, user, 1)
     end
-    redis.call('HINCRBY', buyers, user, 1)
   end
   if batch then
     batch.orders[#batch.orders + 1] = order
@@ -330,7 +342,7 @@ local function record(orders, buyers, audit, order, instance, variant, user, sal
     redis.call('HSET', orders, order, who)
     redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, 1)
   end
-  ordered(sale, audit, order, instance, variant, user)
+  ordered(sale, audit, order, instance, variant, user, batch)
   -- A sale after `/admin/close` marked the product closed: it checked "open" before.
   if terms(sale, audit).closed then
     if batch then
@@ -341,13 +353,26 @@ local function record(orders, buyers, audit, order, instance, variant, user, sal
   end
 end
 
--- A batch's sales written at once: the units taken from the stock, the orders, the
--- counters. Returns nothing; the caller answers each deduction.
-local function flush(batch, stock, orders, audit, instance, variant)
+-- A batch's sales written at once, the units taken from the stock and the orders first:
+-- then the counters, the buyers' counts (to `buyers`) and the unpaid entries (to
+-- `unpaid`). Nothing is written before the batch's checks are all done, so a check that
+-- fails (a key of another type, written by hand) fails the line before it wrote anything;
+-- and nothing that follows a sale is written without its order, so a write that fails
+-- after leaves a sale the look-up finds (src/variants/lost.rs). Returns nothing; the
+-- caller answers each deduction.
+local function flush(batch, stock, orders, audit, instance, variant, buyers, unpaid)
   if batch.sold > 0 then
     redis.call('DECRBY', stock, batch.sold)
     redis.call('HSET', orders, unpack(batch.orders))
     redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, batch.sold)
+  end
+  if batch.buyers then
+    for user, units in pairs(batch.buyers) do
+      redis.call('HINCRBY', buyers, user, units)
+    end
+  end
+  if batch.unpaid then
+    redis.call('ZADD', unpaid, unpack(batch.unpaid))
   end
   if batch.closed > 0 then
     redis.call('HINCRBY', audit, 'sold_after_close', batch.closed)

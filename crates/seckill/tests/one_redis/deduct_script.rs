@@ -1,6 +1,7 @@
 //! `deduct.lua`, the lock-free variant's script, called directly: a call sent twice sells
 //! once, one call sells several products a line each, a line that fails fails alone (before
-//! it writes, when its stock is not a whole number), the
+//! it writes, when its stock is not a whole number or a deduction's check fails; with its
+//! sales whole, when a write after its orders fails), the
 //! buyer's limit is read from the audit or, for an older reset, the meta, and a voided
 //! order id is refused (the void marked in the audit, whoever voided it).
 
@@ -112,6 +113,96 @@ async fn a_stock_that_is_not_a_whole_number_fails_its_line_before_it_writes() {
         let left: String = conn.get(&shard.stock).await.unwrap();
         assert_eq!((orders, buyers, left.as_str()), (0, 0, stock));
         assert_eq!(counted, ["epoch", "per_user"], "{stock}: nothing counted");
+    }
+}
+
+/// A line checks every deduction before it writes anything. One that fails on a later
+/// deduction (a buyer's count written by hand, not a number) leaves nothing of the earlier
+/// one: no buyer's count, no unpaid entry, no key's sale, no claim answered, no order, no
+/// unit taken. One that fails on a write after its orders (a streamed sale whose stream is
+/// a key of another type) has made its sales whole — units, orders, buyers' counts, unpaid
+/// entries, the key's sale and its claim answered — and the look-up finds each.
+#[tokio::test]
+async fn a_line_writes_nothing_until_every_deduction_is_checked() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let shard = keys("103").whole();
+    let _: () = conn.set(&shard.stock, 10).await.unwrap();
+    let terms = [
+        ("epoch", "1"),
+        ("per_user", "2"),
+        ("pay_within_ms", "60000"),
+    ];
+    let _: () = conn.hset_multiple(&shard.audit, &terms).await.unwrap();
+    let claim = shard.claim("k-ann");
+    let pending = [("state", "pending"), ("holder", "h-ann")];
+    let _: () = conn.hset_multiple(&claim, &pending).await.unwrap();
+    let sales = [("o-ann", "ann", "h-ann", "k-ann"), ("o-bob", "bob", "", "")];
+    let call = || {
+        let sales = sales
+            .iter()
+            .map(|&(order, user, holder, key)| scripts::Deduct {
+                order,
+                user,
+                holder,
+                key,
+            });
+        scripts::deduct("test", "lua", [(&*shard, sales)])
+    };
+
+    let _: () = conn.hset(&shard.buyers, "bob", "x").await.unwrap();
+    let replies: Vec<redis::Value> = call().invoke_async(&mut conn).await.unwrap();
+    let failed: String = redis::from_redis_value(replies[0].clone()).unwrap();
+    assert!(failed.starts_with("line failed: "), "{failed}");
+    let ann: Option<i64> = conn.hget(&shard.buyers, "ann").await.unwrap();
+    let unpaid: i64 = conn.zcard(&shard.unpaid).await.unwrap();
+    let keyed: i64 = conn.hlen(&shard.keys).await.unwrap();
+    let state: String = conn.hget(&claim, "state").await.unwrap();
+    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+    let stock: i64 = conn.get(&shard.stock).await.unwrap();
+    assert_eq!(
+        (ann, unpaid, keyed, state.as_str(), orders, stock),
+        (None, 0, 0, "pending", 0, 10),
+        "nothing of ann's sale is written"
+    );
+
+    let _: () = conn.hset(&shard.buyers, "bob", 0).await.unwrap();
+    let _: () = conn.hset(&shard.audit, "streamed", 1).await.unwrap();
+    let _: () = conn.set(&shard.stream, "not a stream").await.unwrap();
+    let replies: Vec<redis::Value> = call().invoke_async(&mut conn).await.unwrap();
+    let failed: String = redis::from_redis_value(replies[0].clone()).unwrap();
+    assert!(failed.starts_with("line failed: "), "{failed}");
+    let buyers: (i64, i64) = (
+        conn.hget(&shard.buyers, "ann").await.unwrap(),
+        conn.hget(&shard.buyers, "bob").await.unwrap(),
+    );
+    let unpaid: i64 = conn.zcard(&shard.unpaid).await.unwrap();
+    let keyed: Option<String> = conn.hget(&shard.keys, "k-ann").await.unwrap();
+    let state: String = conn.hget(&claim, "state").await.unwrap();
+    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+    let stock: i64 = conn.get(&shard.stock).await.unwrap();
+    assert_eq!(
+        (
+            buyers,
+            unpaid,
+            keyed.as_deref(),
+            state.as_str(),
+            orders,
+            stock
+        ),
+        ((1, 1), 2, Some("o-ann"), "done", 2, 8),
+        "both sales made whole before the stream failed"
+    );
+    for order in ["o-ann", "o-bob"] {
+        let (sold, left): (i64, Option<String>) = scripts::resolve(&shard, "", order)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            (sold, left.as_deref()),
+            (1, Some("8")),
+            "{order} found sold"
+        );
     }
 }
 

@@ -6,6 +6,7 @@
 //! that a command sent to a frozen Redis simply waits; the others go through an instance
 //! whose Redis is frozen (SIGSTOP) or killed while a sale is on its way.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -442,6 +443,18 @@ async fn a_lua_line_that_fails_after_it_sold_is_answered_sold_not_refused() {
         .filter(|(status, _)| *status != 200)
         .collect();
     assert!(unsold.is_empty(), "every unit taken is sold: {unsold:?}");
+    let recorded: Vec<String> = conn.hkeys(&shard.orders).await.unwrap();
+    let answered: BTreeSet<&str> = answers
+        .iter()
+        .filter_map(|(_, body)| body["order"].as_str())
+        .collect();
+    assert_eq!(answered.len(), 100, "each answered its own order");
+    assert!(
+        answered
+            .iter()
+            .all(|order| recorded.iter().any(|r| r == order)),
+        "each order answered is recorded"
+    );
     assert!(
         calls < 200,
         "deductions shared calls: {calls} script calls, the look-ups' 100 among them"
