@@ -153,7 +153,8 @@ local function line(k, a)
     already = redis.call('HMGET', orders, unpack(ids))
   end
   local void = call.voided and KEYS[k + 9] or nil
-  -- The keyed sales' keys, claims, orders and units left: written after the orders.
+  -- The keyed sales' keys, claims, orders and units left, in order (written after the
+  -- orders), and by key (a key sells once).
   local keyed_sales
   local j = 0
   for i = a + 1, a + 4 * n, 4 do
@@ -184,6 +185,10 @@ local function line(k, a)
         sold_out = sold_out + 1
       else
         answer = keyed(sale, audit, holder)
+        -- A key sold earlier in this line: its claim is answered only after the loop.
+        if not answer and key ~= '' and keyed_sales and keyed_sales[key] then
+          answer = 'taken_over'
+        end
       end
       if not answer then
         answer = 1
@@ -192,6 +197,7 @@ local function line(k, a)
         if key ~= '' then
           keyed_sales = keyed_sales or {}
           keyed_sales[#keyed_sales + 1] = { key, sale.claim, order, left }
+          keyed_sales[key] = true
         end
       end
     end

@@ -20,9 +20,10 @@
 -- A key of another type (written by hand: what failed the sale's script, as often as not)
 -- does not fail the look-up where the answer is known all the same: a stock that is not a
 -- string has no units to tell, an orders key that is not a hash holds no order, and an
--- audit that is not a hash fails every sale's script before it sells (it reads the terms
--- there first), so it need not count the void. Only a void key of another type fails it:
--- then the sale cannot be kept from running after, and the caller knows nothing.
+-- audit that is not a hash need not count the void (deduct.lua, the one script that looks
+-- in the void hash only when the audit counts a void, reads its terms there before it
+-- writes, and fails; the others always look). Only a void key of another type fails the
+-- look-up: then the sale cannot be kept from running after, and the caller knows nothing.
 redis.pcall('ZREM', KEYS[2], ARGV[1])
 local stock = redis.pcall('GET', KEYS[1])
 if type(stock) == 'table' then

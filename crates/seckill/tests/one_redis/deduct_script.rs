@@ -160,9 +160,10 @@ async fn a_line_writes_nothing_until_every_deduction_is_checked() {
     let state: String = conn.hget(&claim, "state").await.unwrap();
     let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
     let stock: i64 = conn.get(&shard.stock).await.unwrap();
+    let counted: Option<i64> = conn.hget(&shard.audit, "sold/test/lua").await.unwrap();
     assert_eq!(
-        (ann, unpaid, keyed, state.as_str(), orders, stock),
-        (None, 0, 0, "pending", 0, 10),
+        (ann, unpaid, keyed, state.as_str(), orders, stock, counted),
+        (None, 0, 0, "pending", 0, 10, None),
         "nothing of ann's sale is written"
     );
 
@@ -204,6 +205,45 @@ async fn a_line_writes_nothing_until_every_deduction_is_checked() {
             "{order} found sold"
         );
     }
+}
+
+/// A key sells once in a line: a second deduction under a key sold earlier in the same
+/// line is taken over, as it would be in a later call (the claim is answered once the line
+/// has written its orders).
+#[tokio::test]
+async fn a_key_sells_once_in_a_line() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn().await;
+    let shard = keys("104").whole();
+    let _: () = conn.set(&shard.stock, 10).await.unwrap();
+    let pending = [("state", "pending"), ("holder", "h")];
+    let _: () = conn
+        .hset_multiple(shard.claim("k"), &pending)
+        .await
+        .unwrap();
+    let sales = ["o-1", "o-2"].map(|order| scripts::Deduct {
+        order,
+        user: "",
+        holder: "h",
+        key: "k",
+    });
+    let replies: Vec<Vec<Reply>> = scripts::deduct("test", "lua", [(&*shard, sales)])
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        replies,
+        [[
+            Reply::Units(10),
+            Reply::Units(1),
+            Reply::Refused(Refusal::TakenOver)
+        ]]
+    );
+    let stock: i64 = conn.get(&shard.stock).await.unwrap();
+    let orders: i64 = conn.hlen(&shard.orders).await.unwrap();
+    let twice: Option<i64> = conn.hget(&shard.audit, "keys_sold_twice").await.unwrap();
+    let answer: String = conn.hget(shard.claim("k"), "order").await.unwrap();
+    assert_eq!((stock, orders, twice, answer.as_str()), (9, 1, None, "o-1"));
 }
 
 /// A line of one plain deduction (no buyer, no key, a sale with none of the terms that add
