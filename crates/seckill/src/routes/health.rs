@@ -1,4 +1,5 @@
-//! `GET /healthz` (the process answers), `GET /readyz` (Redis answers), `GET /metrics`,
+//! `GET /healthz` (the process answers), `GET /readyz` (Redis answers: a master at least,
+//! on a Cluster), `GET /metrics`,
 //! and `GET /openapi.json` (the API's description, [`super::openapi`]).
 
 use axum::extract::State;
@@ -23,14 +24,17 @@ async fn healthz(State(state): State<AppState>) -> Json<Value> {
     Json(json!({ "status": "ok", "instance": &*state.settings.instance }))
 }
 
+/// Ready while a master answers: on a Cluster with a master away, the instance still sells
+/// every product of the others (and answers the rest `503` at once), and so does every
+/// other instance: taking them all out of the upstream would stop every sale for the
+/// sake of some. The body says how many masters answer, of how many.
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
-    // On a Cluster, PING goes to every master: ready when all of them answer.
-    let _: String = redis::cmd("PING")
-        .query_async(&mut state.store.conn())
-        .await?;
-    Ok(Json(
-        json!({ "status": "ready", "instance": &*state.settings.instance }),
-    ))
+    let masters = state.store.answering().await?;
+    Ok(Json(json!({
+        "status": "ready",
+        "instance": &*state.settings.instance,
+        "masters": masters,
+    })))
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {

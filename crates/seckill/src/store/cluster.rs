@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{
     Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
 };
@@ -38,6 +39,24 @@ impl ClusterConn {
     /// Over a client built with `retries(0)`: this does the retrying.
     pub fn new(conn: ClusterConnection) -> Self {
         Self { conn }
+    }
+
+    /// `cmd` sent to the node at `addr` (`host:port`, as `CLUSTER SLOTS` names it) alone,
+    /// once.
+    pub async fn ask_node(&mut self, addr: &str, cmd: Cmd) -> RedisResult<Value> {
+        let parsed = addr.rsplit_once(':').and_then(|(host, port)| {
+            let port = port.parse::<u16>().ok()?;
+            Some((host.to_owned(), port))
+        });
+        let Some((host, port)) = parsed else {
+            return Err(RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "a node's address is not host:port",
+                addr.to_owned(),
+            )));
+        };
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+        self.conn.route_command(cmd, routing).await
     }
 }
 

@@ -37,7 +37,7 @@ use std::time::Duration;
 use anyhow::{Context, bail, ensure};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterConfig};
-use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
+use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 
 /// How the stock store is deployed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -263,6 +263,60 @@ impl Store {
     pub async fn masters(&self) -> Result<Vec<Master>, RedisError> {
         self.conn.clone().masters(&self.config).await
     }
+
+    /// How many masters answer a `PING`, of how many there are: one Redis, or the master
+    /// the sentinels name, is one of one; a Cluster's masters are asked each, all at once,
+    /// as the first of the `--redis-url` nodes to answer `CLUSTER SLOTS` names them (asked
+    /// in turn, not at random: a node that is gone must not make the Cluster look gone).
+    /// An error when none answers.
+    pub async fn answering(&self) -> Result<Answering, RedisError> {
+        let mut conn = self.conn.clone();
+        let RedisConn::Cluster(cluster) = &conn else {
+            let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+            return Ok(Answering {
+                answering: 1,
+                of: 1,
+            });
+        };
+        let cluster = cluster.clone();
+        let mut slots = Err(RedisError::from((
+            ErrorKind::ClusterConnectionNotFound,
+            "--redis-url names no node",
+        )));
+        for url in self.config.url_list() {
+            let mut cluster = cluster.clone();
+            let asked = redis::cmd("CLUSTER").arg("SLOTS").to_owned();
+            slots = cluster.ask_node(&node_address(url), asked).await;
+            if slots.is_ok() {
+                break;
+            }
+        }
+        let masters = parse_cluster_slots(slots?);
+        let pings = masters.iter().map(|master| {
+            let mut cluster = cluster.clone();
+            async move { cluster.ask_node(&master.addr, redis::cmd("PING")).await }
+        });
+        let answers = futures_util::future::join_all(pings).await;
+        let answering = answers.iter().filter(|answer| answer.is_ok()).count();
+        match answers.into_iter().find_map(Result::err) {
+            Some(err) if answering == 0 => Err(err),
+            None if masters.is_empty() => Err(RedisError::from((
+                ErrorKind::ClusterConnectionNotFound,
+                "the Cluster names no master",
+            ))),
+            _ => Ok(Answering {
+                answering,
+                of: masters.len(),
+            }),
+        }
+    }
+}
+
+/// What [`Store::answering`] found: `answering` masters of `of`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Answering {
+    pub answering: usize,
+    pub of: usize,
 }
 
 /// A client for one URL, trusting `ca` for TLS when given.

@@ -334,12 +334,13 @@ async fn watchdog_waiters_are_woken_after_the_subscribed_node_fails() {
     tokio::task::block_in_place(|| redis.wait_for_failover(Duration::from_secs(30)));
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if api.get("/readyz").await.0 == 200 {
+        let (status, body) = api.get("/readyz").await;
+        if status == 200 && body["masters"]["answering"] == body["masters"]["of"] {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "instances not ready after the failover"
+            "instances not ready after the failover: {status} {body}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -548,4 +549,58 @@ async fn multi_carts_across_masters_and_the_close_on_a_cluster() {
     assert_eq!(stats["close"]["sold_after_close"], 0, "{stats}");
     assert_eq!(int(&stats, "sold") as usize, report.count(200), "{stats}");
     assert!(report.count(410) > 0, "{report:?}");
+}
+
+/// `/readyz` on a Cluster is ready while a master answers, and says how many of how many.
+/// One master of three killed, with no replica to take over and the Cluster set to serve
+/// the slots it still can (`cluster-require-full-coverage no`): the instance stays ready
+/// (2 of 3) and sells a product of another master, while the dead master's product is
+/// never answered 200. Every master killed: `503`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_is_ready_while_a_master_answers_and_says_how_many() {
+    let _turn = heavy_turn().await;
+    let mut redis = RedisCluster::start(3, 0);
+    for port in redis.master_ports() {
+        let set = redis.cli(
+            port,
+            &["config", "set", "cluster-require-full-coverage", "no"],
+        );
+        assert!(set.contains("OK"), "{set}");
+    }
+    let seckill = instance(&redis.urls(), &["--redis-mode", "cluster"]);
+    let api = seckill.api();
+    let masters = |body: &Value| {
+        (
+            int(&body["masters"], "answering"),
+            int(&body["masters"], "of"),
+        )
+    };
+    let (status, body) = api.get("/readyz").await;
+    assert_eq!((status, masters(&body)), (200, (3, 3)), "{body}");
+
+    let dead = master_of(&redis, "101");
+    let other = (102..200)
+        .map(|p| p.to_string())
+        .find(|p| master_of(&redis, p) != dead)
+        .expect("a product on another master");
+    api.reset("101", 10, 1).await;
+    api.reset(&other, 10, 1).await;
+    redis.kill(dead);
+    let (status, body) = api.get("/readyz").await;
+    assert_eq!((status, masters(&body)), (200, (2, 3)), "{body}");
+    let (status, body) = api.deduct(&other, "lua").await;
+    assert_eq!(status, 200, "another master's product sells: {body}");
+    let (status, body) = api.deduct("101", "lua").await;
+    assert!(
+        status == 503 || status == 504,
+        "the dead master's product: {status} {body}"
+    );
+
+    for port in redis.master_ports() {
+        if port != dead {
+            redis.kill(port);
+        }
+    }
+    let (status, body) = api.get("/readyz").await;
+    assert_eq!(status, 503, "no master answers: {body}");
 }
