@@ -73,8 +73,8 @@ pub struct Capacity {
     pub figures: Figures,
 }
 
-/// Runs the suite: starts the parts, measures, stops them (also on Ctrl-C, or after
-/// [`WITHIN`]), and analyses.
+/// Runs the suite: starts the parts, measures, stops them (also on Ctrl-C, SIGTERM or
+/// SIGHUP, or after [`WITHIN`]), and analyses.
 pub async fn run(args: &BenchArgs) -> anyhow::Result<Capacity> {
     let bin = parts::seckill_binary(args.seckill_bin.as_ref())?;
     let http = reqwest::Client::builder()
@@ -85,7 +85,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<Capacity> {
         measured = tokio::time::timeout(WITHIN, both_phases(args, &http, &bin)) => {
             measured.with_context(|| format!("the capacity suite took more than {WITHIN:?}"))??
         }
-        _ = tokio::signal::ctrl_c() => bail!("interrupted: every part it started is stopped"),
+        signal = interrupted() => bail!("{signal}: every part it started is stopped"),
     };
     let figures = analysis::analyse(args, &measured);
     Ok(Capacity {
@@ -93,6 +93,25 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<Capacity> {
         ratios: figures.ratios(),
         figures,
     })
+}
+
+/// Ctrl-C, or the SIGTERM or SIGHUP that `timeout`, `kill` or a closed terminal sends:
+/// whichever comes first. The suite then drops what it started, which stops it, where
+/// dying of the signal would leave its servers running.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return "interrupted";
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "interrupted",
+        _ = term.recv() => "terminated (SIGTERM)",
+        _ = hup.recv() => "hung up (SIGHUP)",
+    }
 }
 
 async fn both_phases(
