@@ -1,6 +1,6 @@
 //! The Kubernetes manifests (deploy/k8s) agree with the service, the Dockerfile and the
 //! project's Nginx config: every flag and variable they give the service is one `seckill
-//! serve` reads, the Nginx in their ConfigMap runs nginx/locations.conf unchanged, the image
+//! serve` reads, each overlay's pod is started with values its flags take, the Nginx in their ConfigMap runs nginx/locations.conf unchanged, the image
 //! and the port are the Dockerfile's. scripts/k8s-check.sh renders every overlay and
 //! validates it against Kubernetes' schemas; nothing here needs a cluster either.
 //!
@@ -384,4 +384,105 @@ fn overlays_redis_is_durable_and_the_cluster_has_a_replica_per_master() {
         .map(|i| format!("redis://{name}-{i}.{name}:6379"))
         .collect();
     assert_eq!(value("SECKILL_REDIS_URL"), Some(seeds.join(",").as_str()));
+}
+
+/// The variables the Deployment gives the pod itself (`env:`): a `value:` as written, its
+/// `$(NAME)`s expanded from the ones before it as Kubernetes does; one from the pod's name
+/// or a Secret (`valueFrom:`) by a value of its shape.
+fn pod_env(deployment: &str) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = Vec::new();
+    for name in env_names(deployment) {
+        let at = deployment
+            .find(&format!("- name: {name}\n"))
+            .unwrap_or_else(|| panic!("{name}'s entry"));
+        let entry: Vec<&str> = deployment[at..].lines().skip(1).take(3).collect();
+        let value = match entry[0].trim().strip_prefix("value: ") {
+            Some(value) => value.trim_matches('"').to_owned(),
+            None if entry.iter().any(|l| l.trim() == "fieldPath: metadata.name") => {
+                "seckill-5d8f9c7b6-x2x9z".to_owned()
+            }
+            None => {
+                assert_eq!(entry[0].trim(), "valueFrom:", "{name}: {entry:?}");
+                "a-secret-s-value".to_owned()
+            }
+        };
+        let value = found.iter().fold(value, |value, (before, its)| {
+            value.replace(&format!("$({before})"), its)
+        });
+        found.push((name, value));
+    }
+    found
+}
+
+/// The flag of `seckill serve` that `var` sets, from `--help`, and whether it takes a value.
+fn flag_of(help: &str, var: &str) -> (String, bool) {
+    let lines: Vec<&str> = help.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains(&format!("[env: {var}=")) || l.contains(&format!("[env: {var}]")))
+        .unwrap_or_else(|| panic!("serve reads no {var}"));
+    let is_flag = |l: &&&str| {
+        let l = l.trim_start();
+        l.starts_with("--") || (l.len() > 4 && l.starts_with('-') && l[2..].starts_with(", --"))
+    };
+    let line = lines[..at]
+        .iter()
+        .rev()
+        .find(is_flag)
+        .expect("a flag above");
+    let flag = line
+        .split_whitespace()
+        .find(|w| w.starts_with("--"))
+        .expect("a long flag");
+    (flag.trim_end_matches(',').to_owned(), line.contains('<'))
+}
+
+/// Each overlay's pod, started as Kubernetes would start it — the Deployment's `args:`,
+/// the ConfigMap's variables (the base's, the overlay's merged over them) and the pod's
+/// own — is a `seckill serve` that starts: every value is one its flag takes (its bounds
+/// and choices), the flags agree with each other (`ServeArgs::check`), and every Redis URL
+/// is one the client reads.
+#[test]
+fn every_overlays_pod_is_started_with_values_serve_takes() {
+    use seckill::config::{Cli, Command};
+    let help = serve_help();
+    let deployment = read("deploy/k8s/base/seckill.yaml");
+    let args: Vec<String> = serde_json::from_str(field(&deployment, "args")).unwrap();
+    let base = env_literals(&read("deploy/k8s/base/kustomization.yaml"));
+    for overlay in ["one-redis", "cluster"] {
+        let mut config = base.clone();
+        let path = format!("deploy/k8s/overlays/{overlay}/kustomization.yaml");
+        for (key, value) in env_literals(&read(&path)) {
+            config.retain(|(k, _)| *k != key);
+            config.push((key, value));
+        }
+        let mut argv = vec!["seckill".to_owned()];
+        argv.extend(args.iter().cloned());
+        for (var, value) in config.iter().chain(&pod_env(&deployment)) {
+            if !var.starts_with("SECKILL_") {
+                continue;
+            }
+            let (flag, takes_value) = flag_of(&help, var);
+            assert!(
+                takes_value,
+                "{overlay}: {var} sets {flag}, a switch: read it here"
+            );
+            argv.extend([flag, value.clone()]);
+        }
+        let cli = <Cli as clap::Parser>::try_parse_from(&argv)
+            .unwrap_or_else(|e| panic!("{overlay}: {argv:?}:\n{e}"));
+        let Command::Serve(serve) = cli.command;
+        serve.check().unwrap_or_else(|e| panic!("{overlay}: {e:#}"));
+        let store = serve
+            .redis
+            .store_config(std::time::Duration::from_secs(1))
+            .unwrap();
+        assert!(!store.url_list().is_empty(), "{overlay}: no Redis URL");
+        for url in store.url_list() {
+            redis::Client::open(url).unwrap_or_else(|e| panic!("{overlay}: {url}: {e}"));
+        }
+        let db = serve.orders_db.as_deref().expect("the orders database");
+        db.parse::<tokio_postgres::Config>()
+            .unwrap_or_else(|e| panic!("{overlay}: {db}: {e}"));
+    }
 }
