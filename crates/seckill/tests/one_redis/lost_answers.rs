@@ -476,3 +476,40 @@ async fn a_lua_line_that_fails_after_it_sold_is_answered_sold_not_refused() {
         "nothing sold, and its order id voided by the look-up"
     );
 }
+
+/// A lua line that runs on a replica — a master demoted under the instance, as behind
+/// sentinels — is refused `READONLY` at its first write: nothing of the call can have run
+/// there, so the sale is answered `503` at once, safe to retry, and not looked up (the
+/// look-up could not void the id on a replica either, and would answer `504 unknown`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lua_line_refused_readonly_on_a_replica_is_answered_503() {
+    let master = RedisServer::start();
+    let shard = keys("316").whole();
+    let mut conn = master.conn().await;
+    let terms = [("epoch", "1"), ("per_user", "0")];
+    let _: () = conn.hset_multiple(&shard.audit, &terms).await.unwrap();
+    let _: () = conn.set(&shard.stock, 10).await.unwrap();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let mut on_replica = replica.conn().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let stock: Option<i64> = on_replica.get(&shard.stock).await.unwrap();
+        if stock == Some(10) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replica never synced"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let seckill = instance(&replica.url(), &[]);
+    for path in ["lua?batch=off", "lua"] {
+        let (status, body) = seckill.api().deduct("316", path).await;
+        assert_eq!(status, 503, "{path}: {body}");
+        assert_eq!(body["outcome"], "redis_unavailable", "{path}: {body}");
+    }
+    let stock: i64 = conn.get(&shard.stock).await.unwrap();
+    let voided: i64 = conn.hlen(&shard.void).await.unwrap();
+    assert_eq!((stock, voided), (10, 0), "nothing sold, nothing looked up");
+}

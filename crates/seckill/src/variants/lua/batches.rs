@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use redis::{ErrorKind, RedisError, Value};
+use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 use tokio::sync::oneshot;
 
 use super::{Batched, MAX_BATCH, SPEC, Unit};
@@ -43,7 +43,7 @@ fn units(script: &[Reply], count: usize, confirmed: bool) -> Vec<Unit> {
 pub(super) fn first_unit(units: Vec<LineUnits>) -> Result<Unit, Failed> {
     match units.into_iter().next() {
         Some(line) => Ok(line
-            .map_err(Failed::Line)?
+            .map_err(Failed::of_line)?
             .first()
             .copied()
             .unwrap_or(Unit::NotForSale)),
@@ -58,6 +58,19 @@ pub(super) fn first_unit(units: Vec<LineUnits>) -> Result<Unit, Failed> {
 pub(super) enum Failed {
     Call(RedisError),
     Line(RedisError),
+}
+
+impl Failed {
+    /// A line's error: looked up, unless it was `READONLY` — the script ran on a replica (a
+    /// master demoted under the instance, behind sentinels), where no write of the call can
+    /// have run: the call's failure then, answered `503` as any `READONLY` is.
+    fn of_line(err: RedisError) -> Self {
+        if err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly) {
+            Self::Call(err)
+        } else {
+            Self::Line(err)
+        }
+    }
 }
 
 impl From<RedisError> for Failed {
@@ -94,14 +107,19 @@ impl<'a> Line<'a> {
 /// line alone (`deduct.lua` runs each line under `pcall`).
 type LineUnits = Result<Vec<Unit>, RedisError>;
 
-/// A line's reply: its answers, or, as a string, the error that failed it.
+/// A line's reply: its answers, or, as a string, the error that failed it (a `READONLY`
+/// one kept as such: see [`Failed::of_line`]).
 fn line_replies(line: Value) -> Result<Vec<Reply>, RedisError> {
     match line {
-        Value::BulkString(error) => Err(RedisError::from((
-            ErrorKind::Extension,
-            "deduct.lua",
-            String::from_utf8_lossy(&error).into_owned(),
-        ))),
+        Value::BulkString(error) => {
+            let error = String::from_utf8_lossy(&error).into_owned();
+            let kind = if error.starts_with("line failed: READONLY ") {
+                ErrorKind::Server(ServerErrorKind::ReadOnly)
+            } else {
+                ErrorKind::Extension
+            };
+            Err(RedisError::from((kind, "deduct.lua", error)))
+        }
         answers => redis::from_redis_value(answers).map_err(RedisError::from),
     }
 }
@@ -345,7 +363,7 @@ async fn send(batches: &Batches, batch: Vec<Waiting>) {
     for (waiting, (line, j)) in batch.into_iter().zip(at) {
         let unit = match units.as_ref().map(|units| &units[line]) {
             Ok(Ok(line)) => Ok(line.get(j).copied().unwrap_or(Unit::NotForSale)),
-            Ok(Err(err)) => Err(Failed::Line(err.clone())),
+            Ok(Err(err)) => Err(Failed::of_line(err.clone())),
             Err(err) => Err(Failed::Call(err.clone())),
         };
         let _ = waiting.answer.send(unit);
