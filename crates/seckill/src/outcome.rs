@@ -75,6 +75,9 @@ impl Outcome {
     /// The name of a sale (`deducted`), for an answer built without an `Outcome` (a
     /// repeat's replay of a sale whose answer was lost).
     pub const DEDUCTED: &'static str = "deducted";
+    /// The name of a sale too few replicas confirmed (`unconfirmed`), for a key's answer
+    /// read back.
+    pub const UNCONFIRMED: &'static str = "unconfirmed";
     /// The name of a closed sale's refusal, and of `/admin/close`'s answer.
     pub const CLOSED: &'static str = "closed";
 

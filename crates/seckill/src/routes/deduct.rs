@@ -192,6 +192,10 @@ async fn claim_key(
             d.claim = Some(claim);
             Ok(None)
         }
+        Keyed::Replay(replay) if replay.outcome == Outcome::UNCONFIRMED => {
+            let replay = Box::pin(d.confirm_again(replay)).await;
+            Ok(Some(Served::Replayed(replay)))
+        }
         Keyed::Replay(replay) => Ok(Some(Served::Replayed(replay))),
         Keyed::InFlight => {
             Box::pin(count_in_flight(d)).await;

@@ -14,7 +14,7 @@ use redis::AsyncCommands;
 use super::lost::{self, Lost};
 use super::{Context, Outcome, Variant};
 use crate::error::AppError;
-use crate::idempotency::{Claim, Elsewhere};
+use crate::idempotency::{Claim, Elsewhere, Replay};
 use crate::keys::{ProductKeys, ShardKeys};
 use crate::knobs::Knobs;
 use crate::store::RedisConn;
@@ -127,6 +127,42 @@ impl Deduction {
     /// product's shard), or in several steps (a cart).
     pub fn answers_after_sale(&self) -> bool {
         self.variant.spec().splits_stock || self.knobs.cart().is_some()
+    }
+
+    /// A key's answer `unconfirmed`, given again: are the replicas there now? One `WAIT` on
+    /// the master of the order's shard (behind a marker on its slot) covers everything
+    /// written there before, the sale included. Confirmed, the answer is the sale's `200`
+    /// (its units left not known now); not, or not asked (a cart: its lines are on
+    /// several masters), `unconfirmed` again. Nothing is counted: the sale was counted
+    /// unconfirmed when it was first answered.
+    pub async fn confirm_again(&self, replay: Replay) -> Replay {
+        let (Some(index), None) = (replay.shard, self.knobs.cart()) else {
+            return replay;
+        };
+        let shard = if self.variant.spec().splits_stock {
+            match crate::product::layout(&self.app.store, &self.product.product).await {
+                Ok(layout) => self.product.shard(&layout, index),
+                Err(_) => return replay,
+            }
+        } else {
+            ShardKeys::clone(&self.product.whole())
+        };
+        let confirmed = match &self.app.sale_confirmations {
+            None => true,
+            Some(confirmations) => matches!(
+                confirmations.confirm(&shard.confirm).await,
+                Ok(crate::store::Confirmed::Yes)
+            ),
+        };
+        if !confirmed {
+            return replay;
+        }
+        Replay {
+            status: axum::http::StatusCode::OK,
+            outcome: Outcome::DEDUCTED,
+            remaining: None,
+            ..replay
+        }
     }
 
     /// Where the request may sell under its key besides its claim's own slot, for a repeat

@@ -96,3 +96,76 @@ async fn sales_no_replica_confirmed_are_answered_unconfirmed() {
     assert_eq!(int(&stats, "sold"), 6, "the master has all six: {stats}");
     assert_eq!(int(&stats, "remaining"), 4, "{stats}");
 }
+
+/// A key whose sale was answered `503 unconfirmed` (no replica to confirm it) is not
+/// answered so for ever: repeated while no replica has it, it is `unconfirmed` again with
+/// the same order; repeated once a replica is back and has it, the replicas are asked
+/// again and it is `200` with that order — for a whole stock's sale (lua) and a locked one
+/// (watchdog). Nothing more is sold or counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unconfirmed_keyed_sale_repeated_once_a_replica_has_it_is_answered_200() {
+    let master = RedisServer::start();
+    let mut replica =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let instance = instance(
+        &master.url(),
+        &[
+            "--redis-wait-replicas",
+            "1",
+            "--redis-wait-timeout-ms",
+            "3000",
+            "--redis-timeout-ms",
+            "4000",
+            "--request-timeout-ms",
+            "60000",
+        ],
+    );
+    let api = instance.api();
+    replica.wait_synced(Duration::from_secs(10)).await;
+    api.reset("102", 10, 1).await;
+
+    replica.kill();
+    let mut sold = Vec::new();
+    for variant in ["lua", "watchdog"] {
+        let key = format!("k-{variant}");
+        let (status, first, _) = api.deduct_keyed("102", variant, &key).await;
+        assert_eq!(status, 503, "{variant} with no replica: {first}");
+        assert_eq!(first["outcome"], "unconfirmed", "{first}");
+        let (status, again, replayed) = api.deduct_keyed("102", variant, &key).await;
+        assert_eq!((status, replayed), (503, true), "{variant}: {again}");
+        assert_eq!(again["order"], first["order"], "{again}");
+        sold.push((variant, key, first["order"].clone()));
+    }
+
+    replica.restart();
+    replica.wait_synced(Duration::from_secs(20)).await;
+    for (variant, key, order) in sold {
+        // The master's confirmations wait for their probe to see the replica again.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, again, replayed) = api.deduct_keyed("102", variant, &key).await;
+            assert!(replayed, "{variant}: {again}");
+            assert_eq!(again["order"], order, "{variant}: the same order: {again}");
+            if status == 200 {
+                assert_eq!(again["outcome"], "deducted", "{again}");
+                break;
+            }
+            assert_eq!(again["outcome"], "unconfirmed", "{variant}: {again}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{variant}: still unconfirmed with the replica back: {again}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let stats = api.stats("102").await;
+    assert_eq!(
+        (
+            int(&stats, "sold"),
+            int(&stats, "unconfirmed"),
+            int(&stats, "remaining")
+        ),
+        (2, 2, 8),
+        "{stats}"
+    );
+}
