@@ -101,7 +101,8 @@ async fn sales_no_replica_confirmed_are_answered_unconfirmed() {
 /// answered so for ever: repeated while no replica has it, it is `unconfirmed` again with
 /// the same order; repeated once a replica is back and has it, the replicas are asked
 /// again and it is `200` with that order — for a whole stock's sale (lua) and a locked one
-/// (watchdog). Nothing more is sold or counted.
+/// (watchdog). Nothing more is sold or counted. An order no longer on the master (a
+/// failover lost it) keeps its key `unconfirmed`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unconfirmed_keyed_sale_repeated_once_a_replica_has_it_is_answered_200() {
     let master = RedisServer::start();
@@ -126,7 +127,7 @@ async fn an_unconfirmed_keyed_sale_repeated_once_a_replica_has_it_is_answered_20
 
     replica.kill();
     let mut sold = Vec::new();
-    for variant in ["lua", "watchdog"] {
+    for variant in ["lua", "watchdog", "token"] {
         let key = format!("k-{variant}");
         let (status, first, _) = api.deduct_keyed("102", variant, &key).await;
         assert_eq!(status, 503, "{variant} with no replica: {first}");
@@ -137,6 +138,7 @@ async fn an_unconfirmed_keyed_sale_repeated_once_a_replica_has_it_is_answered_20
         sold.push((variant, key, first["order"].clone()));
     }
 
+    let lost = sold.pop().expect("token's sale");
     replica.restart();
     replica.wait_synced(Duration::from_secs(20)).await;
     for (variant, key, order) in sold {
@@ -165,7 +167,19 @@ async fn an_unconfirmed_keyed_sale_repeated_once_a_replica_has_it_is_answered_20
             int(&stats, "unconfirmed"),
             int(&stats, "remaining")
         ),
-        (2, 2, 8),
+        (3, 3, 7),
         "{stats}"
     );
+
+    // An order a failover lost (here deleted on the master, the replicas confirming again):
+    // its key stays unconfirmed, never 200 for an order that is not there.
+    let (variant, key, order) = lost;
+    let orders = crate::keys("102").whole().orders.clone();
+    let order = order.as_str().expect("an order id");
+    let _: () = redis::AsyncCommands::hdel(&mut master.conn().await, &orders, order)
+        .await
+        .unwrap();
+    let (status, again, replayed) = api.deduct_keyed("102", variant, &key).await;
+    assert_eq!((status, replayed), (503, true), "{variant}: {again}");
+    assert_eq!(again["outcome"], "unconfirmed", "{again}");
 }
