@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo, SingleNodeRoutingInfo,
+};
 use redis::{
     Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
 };
@@ -41,8 +43,18 @@ impl ClusterConn {
         Self { conn }
     }
 
-    /// `cmd` sent to the node at `addr` (`host:port`, as `CLUSTER SLOTS` names it) alone,
-    /// once.
+    /// `cmd` sent to every node the client knows, all at once: the first answer, whichever
+    /// node gives it (one that is gone does not hold the others up).
+    pub async fn ask_any_node(&mut self, cmd: Cmd) -> RedisResult<Value> {
+        let routing = RoutingInfo::MultiNode((
+            MultipleNodeRoutingInfo::AllNodes,
+            Some(ResponsePolicy::OneSucceeded),
+        ));
+        self.conn.route_command(cmd, routing).await
+    }
+
+    /// `cmd` sent to the node at `addr` (`host:port`, as `CLUSTER SLOTS` names it, which is
+    /// how the client names its connections) alone, once.
     pub async fn ask_node(&mut self, addr: &str, cmd: Cmd) -> RedisResult<Value> {
         let parsed = addr.rsplit_once(':').and_then(|(host, port)| {
             let port = port.parse::<u16>().ok()?;

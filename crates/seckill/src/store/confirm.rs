@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use redis::RedisError;
+use redis::{ErrorKind, RedisError};
 
 use super::pools::{self, MasterPool, MasterPools, unavailable};
 use super::{RedisConn, Store};
@@ -88,6 +88,27 @@ impl Confirmations {
     /// Whether `replicas` replicas of the master that serves `marker`'s slot have everything
     /// written to it until now. `marker` is a key of the written key's hash tag.
     pub async fn confirm(self: &Arc<Self>, marker: &str) -> Result<Confirmed, RedisError> {
+        self.confirm_held(marker, None).await
+    }
+
+    /// [`Confirmations::confirm`], and first, in the same round trip on the same
+    /// connection (so on the same master, whatever a failover does meanwhile), whether
+    /// `field` is in hash `hash` (on `marker`'s slot) there: `No` when it is not — nothing
+    /// of it to confirm, and nothing said of the master.
+    pub async fn confirm_recorded(
+        self: &Arc<Self>,
+        marker: &str,
+        hash: &str,
+        field: &str,
+    ) -> Result<Confirmed, RedisError> {
+        self.confirm_held(marker, Some((hash, field))).await
+    }
+
+    async fn confirm_held(
+        self: &Arc<Self>,
+        marker: &str,
+        held: Option<(&str, &str)>,
+    ) -> Result<Confirmed, RedisError> {
         let master = self.masters.master_of(marker).await?;
         if master.state.suspect.load(Ordering::Acquire) {
             self.probe(master, marker);
@@ -104,8 +125,9 @@ impl Confirmations {
                 return Err(err);
             }
         };
-        let acked = match self.wait(&mut *conn, marker, self.timeout).await {
-            Ok(acked) => acked,
+        let acked = match self.wait_held(&mut *conn, marker, held, self.timeout).await {
+            Ok(Some(acked)) => acked,
+            Ok(None) => return Ok(Confirmed::No),
             Err(err) => {
                 // A connection that failed may be to a master that is gone.
                 pools::drop_broken(conn);
@@ -134,7 +156,24 @@ impl Confirmations {
         marker: &str,
         timeout: Duration,
     ) -> Result<u32, RedisError> {
-        let (acked,): (u32,) = redis::pipe()
+        let acked = self.wait_held(conn, marker, None, timeout).await?;
+        Ok(acked.unwrap_or(0))
+    }
+
+    /// [`Confirmations::wait`], after `HEXISTS` of `held` in the same round trip: `None`
+    /// when the field is not there (the marker written and waited for all the same).
+    async fn wait_held(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+        marker: &str,
+        held: Option<(&str, &str)>,
+        timeout: Duration,
+    ) -> Result<Option<u32>, RedisError> {
+        let mut pipe = redis::pipe();
+        if let Some((hash, field)) = held {
+            pipe.cmd("HEXISTS").arg(hash).arg(field);
+        }
+        let replies: Vec<redis::Value> = pipe
             .cmd("SET")
             .arg(marker)
             .arg(&*self.instance)
@@ -146,7 +185,18 @@ impl Confirmations {
             .arg(seckill_lock::millis(timeout).max(1))
             .query_async(conn)
             .await?;
-        Ok(acked)
+        let (acked, found) = match replies.as_slice() {
+            [found, acked] => (acked, redis::from_redis_value_ref::<bool>(found)?),
+            [acked] => (acked, true),
+            _ => {
+                return Err(RedisError::from((
+                    ErrorKind::UnexpectedReturnType,
+                    "WAIT's reply",
+                )));
+            }
+        };
+        let acked = redis::from_redis_value_ref::<u32>(acked)?;
+        Ok(found.then_some(acked))
     }
 
     /// Tries, every [`PROBE_EVERY`], whether replicas confirm again; clears the master's

@@ -266,9 +266,9 @@ impl Store {
 
     /// How many masters answer a `PING`, of how many there are: one Redis, or the master
     /// the sentinels name, is one of one; a Cluster's masters are asked each, all at once,
-    /// as the first of the `--redis-url` nodes to answer `CLUSTER SLOTS` names them (asked
-    /// in turn, not at random: a node that is gone must not make the Cluster look gone).
-    /// An error when none answers.
+    /// as `CLUSTER SLOTS` names them — asked of every node the client knows at once, the
+    /// first answer taken (not of one at random: a node that is gone must not make the
+    /// Cluster look gone). An error when none answers.
     pub async fn answering(&self) -> Result<Answering, RedisError> {
         let mut conn = self.conn.clone();
         let RedisConn::Cluster(cluster) = &conn else {
@@ -279,18 +279,10 @@ impl Store {
             });
         };
         let cluster = cluster.clone();
-        let mut slots = Err(RedisError::from((
-            ErrorKind::ClusterConnectionNotFound,
-            "--redis-url names no node",
-        )));
-        for url in self.config.url_list() {
-            let mut cluster = cluster.clone();
-            let asked = redis::cmd("CLUSTER").arg("SLOTS").to_owned();
-            slots = cluster.ask_node(&node_address(url), asked).await;
-            if slots.is_ok() {
-                break;
-            }
-        }
+        let slots = cluster
+            .clone()
+            .ask_any_node(redis::cmd("CLUSTER").arg("SLOTS").to_owned())
+            .await;
         let masters = parse_cluster_slots(slots?);
         let pings = masters.iter().map(|master| {
             let mut cluster = cluster.clone();

@@ -129,17 +129,21 @@ impl Deduction {
         self.variant.spec().splits_stock || self.knobs.cart().is_some()
     }
 
-    /// A key's answer `unconfirmed`, given again: are the replicas there now? The order is
-    /// looked for on its shard's master now (a failover may have lost it: then it stays
-    /// `unconfirmed`), and one `WAIT` there (behind a marker on its slot) covers everything
-    /// written before, the order included. Confirmed, the answer is the sale's `200` (its
-    /// units left not known now); not, or not asked (a cart: its lines are on several
-    /// masters), `unconfirmed` again. Nothing is counted: the sale was counted unconfirmed
-    /// when it was first answered.
+    /// A key's answer `unconfirmed`, given again: are the replicas there now? On the master
+    /// of the order's shard, in one round trip on one connection (so on one master,
+    /// whatever a failover does meanwhile): is the order there (a failover may have lost
+    /// it: then it stays `unconfirmed`), then a marker and one `WAIT`, which covers
+    /// everything written there before, the order included. Confirmed, the answer is the
+    /// sale's `200` (its units left not known now); not, or not asked (a cart: its lines
+    /// are on several masters; an instance that asks no replica), `unconfirmed` again.
+    /// Nothing is counted: the sale was counted unconfirmed when it was first answered.
     pub async fn confirm_again(&self, replay: Replay) -> Replay {
-        let (Some(index), Some(order), None) =
-            (replay.shard, replay.order.as_deref(), self.knobs.cart())
-        else {
+        let (Some(index), Some(order), None, Some(confirmations)) = (
+            replay.shard,
+            replay.order.as_deref(),
+            self.knobs.cart(),
+            &self.app.sale_confirmations,
+        ) else {
             return replay;
         };
         let shard = if self.variant.spec().splits_stock {
@@ -150,18 +154,10 @@ impl Deduction {
         } else {
             ShardKeys::clone(&self.product.whole())
         };
-        let recorded: Result<bool, _> = self.redis().hexists(&shard.orders, order).await;
-        if !matches!(recorded, Ok(true)) {
-            return replay;
-        }
-        let confirmed = match &self.app.sale_confirmations {
-            None => true,
-            Some(confirmations) => matches!(
-                confirmations.confirm(&shard.confirm).await,
-                Ok(crate::store::Confirmed::Yes)
-            ),
-        };
-        if !confirmed {
+        let confirmed = confirmations
+            .confirm_recorded(&shard.confirm, &shard.orders, order)
+            .await;
+        if !matches!(confirmed, Ok(crate::store::Confirmed::Yes)) {
             return replay;
         }
         Replay {
