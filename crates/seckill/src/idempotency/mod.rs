@@ -13,7 +13,8 @@
 //!   When the sale's answer is lost and cannot be looked up, the claim is marked unknown
 //!   (`504 unknown`): the request does not know, and says so.
 //! - **a repeat of the same request** gets the first answer again — same status, same order
-//!   id — marked `replayed`. One that arrives while the first is still in flight waits for
+//!   id — marked `replayed` (a `503 unconfirmed` asks the replicas again, and is `200` once
+//!   one has the order: `Deduction::confirm_again`). One that arrives while the first is still in flight waits for
 //!   its answer (up to [`patience`]), and answers 423 `in_flight` if there is none by then.
 //! - **the same key with another request** (another variant, product, buyer or knob) is a
 //!   422.

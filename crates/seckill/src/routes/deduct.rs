@@ -277,7 +277,8 @@ fn fingerprint(variant: Variant, mut params: Vec<(String, String)>) -> String {
     request
 }
 
-/// A key's first answer, given again: the same status, outcome and order.
+/// A key's first answer, given again: the same status, outcome and order (an
+/// `unconfirmed` one confirmed since: `200`, [`Deduction::confirm_again`]).
 fn replayed(state: &AppState, variant: Variant, product: String, replay: Replay) -> Response {
     let note = Outcome::note_of(replay.outcome);
     let instance = replay
