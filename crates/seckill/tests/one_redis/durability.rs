@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use seckill_testkit::{
-    Api, Control, Nginx, RedisServer, assert_survived_failover, heavy_turn, int,
+    Api, Control, Instance, Nginx, RedisServer, assert_survived_failover, heavy_turn, int,
 };
 
 use crate::{instance, recorded_orders, service};
@@ -48,16 +48,12 @@ async fn killed_redis_restarts_on_its_aof_with_every_acknowledged_order() {
     assert!(load.count(503) > 0, "the outage was seen: {load:?}");
 }
 
-/// With `--redis-wait-replicas 1` and a replica attached, sales are answered 200; with
-/// the replica gone, each sale is answered 503 `unconfirmed` (its order recorded, since
-/// the master has it), and `/stats` counts them. (The WAIT timeout is 3 s, a bound on a
-/// hang: a replica on a busy machine missed 200 ms, and once 800 ms with a core kept
-/// busy. Each sale with no replica waits it out: 9 s.)
-#[tokio::test]
-async fn sales_no_replica_confirmed_are_answered_unconfirmed() {
+/// A master, its replica in sync, and an instance on the master whose sales wait for one
+/// replica (`--redis-wait-replicas 1`, a WAIT of 3 s: a bound on a hang — a replica on a
+/// busy machine missed 200 ms, and once 800 ms with a core kept busy).
+async fn confirmed_by_a_replica() -> (RedisServer, RedisServer, Instance) {
     let master = RedisServer::start();
-    let mut replica =
-        RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
     let instance = instance(
         &master.url(),
         &[
@@ -72,8 +68,19 @@ async fn sales_no_replica_confirmed_are_answered_unconfirmed() {
             "60000",
         ],
     );
-    let api = instance.api();
     replica.wait_synced(Duration::from_secs(10)).await;
+    (master, replica, instance)
+}
+
+/// With `--redis-wait-replicas 1` and a replica attached, sales are answered 200; with
+/// the replica gone, each sale is answered 503 `unconfirmed` (its order recorded, since
+/// the master has it), and `/stats` counts them. (The WAIT timeout is 3 s, a bound on a
+/// hang: a replica on a busy machine missed 200 ms, and once 800 ms with a core kept
+/// busy. Each sale with no replica waits it out: 9 s.)
+#[tokio::test]
+async fn sales_no_replica_confirmed_are_answered_unconfirmed() {
+    let (_master, mut replica, instance) = confirmed_by_a_replica().await;
+    let api = instance.api();
     api.reset("101", 10, 1).await;
 
     for variant in ["lua", "token", "watchdog"] {
@@ -105,24 +112,8 @@ async fn sales_no_replica_confirmed_are_answered_unconfirmed() {
 /// failover lost it) keeps its key `unconfirmed`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unconfirmed_keyed_sale_repeated_once_a_replica_has_it_is_answered_200() {
-    let master = RedisServer::start();
-    let mut replica =
-        RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
-    let instance = instance(
-        &master.url(),
-        &[
-            "--redis-wait-replicas",
-            "1",
-            "--redis-wait-timeout-ms",
-            "3000",
-            "--redis-timeout-ms",
-            "4000",
-            "--request-timeout-ms",
-            "60000",
-        ],
-    );
+    let (master, mut replica, instance) = confirmed_by_a_replica().await;
     let api = instance.api();
-    replica.wait_synced(Duration::from_secs(10)).await;
     api.reset("102", 10, 1).await;
 
     replica.kill();
