@@ -45,6 +45,9 @@
 --          leaves `stock - i`. {} when there is no stock key (never reset, or Redis lost
 --          it: not for sale); 'line failed: <error>' when the line raised an error.
 local instance, variant = ARGV[1], ARGV[2]
+-- An order's value and the audit's count of the call's sales, made once a call. (A count of
+-- one is passed to Redis as '1': a Lua number is written out with printf at every call.)
+local sold_by, sold_count = instance .. ' ' .. variant, 'sold/' .. instance .. '/' .. variant
 
 -- How many keys the line whose count of deductions is ARGV[a] takes: its nine, and a
 -- claim for each deduction that carries an idempotency key.
@@ -100,14 +103,14 @@ local function plain_sale(stock, stock_key, orders, audit, order)
     if redis.call('HEXISTS', orders, order) == 1 then
       return { stock, 1 }
     end
-    redis.call('HINCRBY', audit, 'sold_out', 1)
+    redis.call('HINCRBY', audit, 'sold_out', '1')
     return { stock, 0 }
   end
-  if redis.call('HSETNX', orders, order, instance .. ' ' .. variant) == 0 then
+  if redis.call('HSETNX', orders, order, sold_by) == 0 then
     return { stock, 1 }
   end
-  redis.call('DECRBY', stock_key, 1)
-  redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, 1)
+  redis.call('DECRBY', stock_key, '1')
+  redis.call('HINCRBY', audit, sold_count, '1')
   return { stock, 1 }
 end
 

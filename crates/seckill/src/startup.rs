@@ -255,6 +255,23 @@ pub fn app(state: AppState) -> Router {
     let max_in_flight = usize::try_from(limits.max_in_flight).unwrap_or(usize::MAX);
     let max_body = usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX);
     let timeout = limits.request_timeout();
+    // Every request's layers, given to each router whole, in one `Router::layer`: each call
+    // of it wraps every route in a boxed service of its own, cloned, with a boxed future,
+    // for every request.
+    let every = || {
+        ServiceBuilder::new()
+            // Per-request spans and failures at debug: a 503 storm while Redis is away must
+            // not become a log storm; errors worth a line are logged where they arise.
+            .layer(
+                TraceLayer::new_for_http()
+                    .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+            )
+            .layer(TimeoutLayer::with_status_code(
+                StatusCode::REQUEST_TIMEOUT,
+                timeout,
+            ))
+            .layer(DefaultBodyLimit::max(max_body))
+    };
     // One limit for the whole instance: `Router::layer` gives each route its own copy of a
     // layer, and a plain concurrency limit would be a limit per route.
     let shedding = ServiceBuilder::new()
@@ -262,23 +279,8 @@ pub fn app(state: AppState) -> Router {
         .load_shed()
         .layer(GlobalConcurrencyLimitLayer::new(max_in_flight));
     routes::router(state.clone())
-        .layer(shedding)
-        .merge(routes::probes(state))
-        .layer(
-            ServiceBuilder::new()
-                // Per-request spans and failures at debug: a 503 storm while Redis is away
-                // must not become a log storm; errors worth a line are logged where they
-                // arise.
-                .layer(
-                    TraceLayer::new_for_http()
-                        .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
-                )
-                .layer(TimeoutLayer::with_status_code(
-                    StatusCode::REQUEST_TIMEOUT,
-                    timeout,
-                ))
-                .layer(DefaultBodyLimit::max(max_body)),
-        )
+        .layer(every().layer(shedding))
+        .merge(routes::probes(state).layer(every()))
 }
 
 async fn overloaded(err: BoxError) -> Response {

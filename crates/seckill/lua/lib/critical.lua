@@ -296,7 +296,7 @@ end
 local function settle(k, order, outcome, now)
   redis.call('ZREM', k.unpaid, order)
   redis.call('HSET', k.settled, order, outcome)
-  redis.call('HINCRBY', k.audit, outcome, 1)
+  redis.call('HINCRBY', k.audit, outcome, '1')
   local who = redis.call('HGET', k.orders, order) or ''
   local user = string.match(who, '^%S+ %S+ (%S+)$') or ''
   if outcome == 'expired' then
@@ -331,7 +331,7 @@ local function record(orders, buyers, audit, order, instance, variant, user, sal
       batch.buyers = batch.buyers or {}
       batch.buyers[user] = (batch.buyers[user] or 0) + 1
     else
-      redis.call('HINCRBY', buyers, user, 1)
+      redis.call('HINCRBY', buyers, user, '1')
     end
   end
   if batch then
@@ -340,7 +340,7 @@ local function record(orders, buyers, audit, order, instance, variant, user, sal
     batch.sold = batch.sold + 1
   else
     redis.call('HSET', orders, order, who)
-    redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, 1)
+    redis.call('HINCRBY', audit, 'sold/' .. instance .. '/' .. variant, '1')
   end
   ordered(sale, audit, order, instance, variant, user, batch)
   -- A sale after `/admin/close` marked the product closed: it checked "open" before.
@@ -348,7 +348,7 @@ local function record(orders, buyers, audit, order, instance, variant, user, sal
     if batch then
       batch.closed = batch.closed + 1
     else
-      redis.call('HINCRBY', audit, 'sold_after_close', 1)
+      redis.call('HINCRBY', audit, 'sold_after_close', '1')
     end
   end
 end

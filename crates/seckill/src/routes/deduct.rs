@@ -1,13 +1,15 @@
 //! `POST|GET /deduct_stock/{variant}` and `/deduct_stock` (the instance's default variant).
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequestParts, Path, RawQuery, State};
 use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +39,7 @@ pub fn router() -> Router<AppState> {
 async fn deduct_default(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
+    Headers(headers): Headers,
     body: Bytes,
 ) -> Response {
     let variant = state.settings.default_variant;
@@ -48,7 +50,7 @@ async fn deduct_named(
     State(state): State<AppState>,
     Path(name): Path<String>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
+    Headers(headers): Headers,
     body: Bytes,
 ) -> Response {
     match Variant::parse(&name) {
@@ -60,13 +62,26 @@ async fn deduct_named(
     }
 }
 
+/// The request's headers, taken from it rather than copied as the `HeaderMap` extractor
+/// does: nothing after the handler's extractors reads them (the body is read by its
+/// length, its limit a layer's).
+struct Headers(HeaderMap);
+
+impl<S: Send + Sync> FromRequestParts<S> for Headers {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
+        Ok(Self(std::mem::take(&mut parts.headers)))
+    }
+}
+
 /// The body of every answer that got as far as a variant.
 #[derive(Debug, Serialize)]
-struct Answer {
+struct Answer<'a> {
     outcome: &'static str,
     variant: Variant,
     product: String,
-    instance: String,
+    instance: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     remaining: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -283,7 +298,8 @@ fn replayed(state: &AppState, variant: Variant, product: String, replay: Replay)
     let note = Outcome::note_of(replay.outcome);
     let instance = replay
         .instance
-        .unwrap_or_else(|| state.settings.instance.to_string());
+        .as_deref()
+        .unwrap_or(&state.settings.instance);
     let answer = Answer {
         outcome: replay.outcome,
         variant,
@@ -315,7 +331,7 @@ fn answer(
         outcome: outcome.name(),
         variant,
         product,
-        instance: state.settings.instance.to_string(),
+        instance: &state.settings.instance,
         remaining: None,
         order: None,
         shard: None,
@@ -354,10 +370,17 @@ fn answer(
 }
 
 /// A JSON response, serialized in one go into one buffer (cheaper than `Json`'s writer on
-/// the hot path).
+/// the hot path), its content type a static header.
 fn json(status: StatusCode, body: &impl Serialize) -> Response {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => (status, [(CONTENT_TYPE, "application/json")], bytes).into_response(),
+    let mut bytes = Vec::with_capacity(256);
+    match serde_json::to_writer(&mut bytes, body) {
+        Ok(()) => {
+            let mut response = Response::new(Body::from(bytes));
+            *response.status_mut() = status;
+            let json = HeaderValue::from_static("application/json");
+            response.headers_mut().insert(CONTENT_TYPE, json);
+            response
+        }
         Err(err) => AppError::Internal(err.into()).into_response(),
     }
 }

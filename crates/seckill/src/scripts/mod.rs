@@ -16,11 +16,13 @@ use seckill_lock::{LOCK_LUA, millis};
 
 use crate::keys::ShardKeys;
 
+mod deduct;
 mod lost;
 mod payment;
 mod replies;
 mod shares;
 
+pub use deduct::{Deduct, ScriptCall, deduct};
 pub use lost::{idem_fence, resolve};
 pub use payment::{expire, expired_mark, give_back, pay, reserve, return_expired};
 pub(crate) use shares::{share_sell, share_take};
@@ -255,61 +257,6 @@ pub(crate) fn commit(
         .arg(sale.user)
         .arg(limit);
     sale.fill_keyed(&mut script);
-    script
-}
-
-/// One deduction of a [`deduct`] call.
-#[derive(Debug, Clone, Copy)]
-pub struct Deduct<'a> {
-    pub order: &'a str,
-    /// The buyer, or `""`.
-    pub user: &'a str,
-    pub holder: &'a str,
-    /// The idempotency key, or `""`.
-    pub key: &'a str,
-}
-
-/// `deduct.lua` (the lock-free variant) for `lines`, each a shard and its sales, first
-/// come first served, sold by `instance` as `variant`. Every line's keys must be on one
-/// slot on a Redis Cluster (one line, then). Its answer: `Vec<Vec<`[`Reply`]`>>`, a line
-/// each — empty without a stock key, else the stock before the call, then one reply per
-/// sale (1 sold, 0 sold out, or why not).
-pub fn deduct<'a, S>(
-    instance: &str,
-    variant: &str,
-    lines: impl IntoIterator<Item = (&'a ShardKeys, S)>,
-) -> ScriptInvocation<'static>
-where
-    S: IntoIterator<Item = Deduct<'a>>,
-    S::IntoIter: Clone,
-{
-    let mut script = DEDUCT.prepare_invoke();
-    script.arg(instance).arg(variant);
-    for (shard, sales) in lines {
-        let sales = sales.into_iter();
-        debug_assert!(sales.clone().next().is_some(), "a line without a sale");
-        script
-            .key(&shard.stock)
-            .key(&shard.orders)
-            .key(&shard.audit)
-            .key(&shard.meta)
-            .key(&shard.buyers)
-            .key(&shard.keys)
-            .key(&shard.stream)
-            .key(&shard.unpaid)
-            .key(&shard.void)
-            .arg(sales.clone().count());
-        for sale in sales {
-            if !sale.key.is_empty() {
-                script.key(shard.claim(sale.key));
-            }
-            script
-                .arg(sale.order)
-                .arg(sale.user)
-                .arg(sale.holder)
-                .arg(sale.key);
-        }
-    }
     script
 }
 
