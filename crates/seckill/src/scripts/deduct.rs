@@ -42,7 +42,7 @@ impl ScriptCall {
     ) -> RedisResult<T> {
         match self.evalsha.query_async(con).await {
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                self.script.prepare_invoke().load_async(con).await?;
+                self.script.load_async(con).await?;
                 self.evalsha.query_async(con).await
             }
             answered => answered,
