@@ -2,12 +2,12 @@
 # The lua path against the HTTP path (PERFORMANCE.md, "The lua path at the HTTP path's
 # speed"), with wrk, builds in turns. For each build in turn, both instances run it behind
 # one Nginx, and `wrk -t2 -c100 -d5s` drives: GET /healthz, GET /readyz, lua on one product,
-# lua with batch=off, lua spread at random over 10 products and over 100. Each round ends
-# with the yardstick (crates/seckill/examples/plain.rs: axum, one redis-rs connection, one
-# EVALSHA a request), two of it behind a second Nginx on the same Redis: /healthz and its
-# lua on the same three mixes (one product, 10, 100), and its `kept` route on the same three
-# mixes: the yardstick with what seckill's deduct.lua keeps for a deduction without a buyer
-# or a key (the sale's terms read, the order id looked up, the sale counted in an audit hash).
+# lua with batch=off, lua spread at random over 10 products and over 100. Each of the
+# mixes (one product, 10, 100, and /healthz) is followed at once by the same mix on the
+# yardstick (crates/seckill/examples/plain.rs: axum, one redis-rs connection, one EVALSHA a
+# request), two of it behind a second Nginx on the same Redis, and on its `kept` route: the
+# yardstick with what seckill's deduct.lua keeps for a deduction without a buyer or a key
+# (the sale's terms read, the order id looked up, the sale counted in an audit hash).
 # Per row: req/s; CPU per request of the instances, Redis and Nginx (utime + stime from
 # /proc/<pid>/stat); Redis commands per request (INFO commandstats, the scripts' own
 # included). Then the ratios, median of the rounds, per build.
@@ -113,36 +113,36 @@ results=$RUN_DIR/lua-ceiling.txt
 : >"$results"
 base=http://127.0.0.1:$NGINX_PORT
 plain=http://127.0.0.1:$PLAIN_NGINX
+plain_pids="$(cat "$PLAIN_DIR/plain-1.pid") $(cat "$PLAIN_DIR/plain-2.pid")"
+for product in 101 $(seq -f 'p%g' 0 99); do
+  redis-cli -p "$REDIS_PORT" hset "plain:{$product}:audit" epoch 1 per_user 0 >/dev/null
+done
 for round in $(seq "$ROUNDS"); do
   for b in "${BINS[@]}"; do
     restart "$b"
     pids="$(cat "$RUN_DIR/seckill-1.pid") $(cat "$RUN_DIR/seckill-2.pid")"
     wrk -t2 -c100 -d1s "$base/healthz" >/dev/null
-    # shellcheck disable=SC2086 # pids is a list
+    # Each mix's rows back to back, the build's then the yardstick's (labelled after the
+    # build it ran beside): a ratio is of rows seconds apart, so a slow spell of the
+    # machine falls on both of them.
+    y="yardstick@$b"
+    # shellcheck disable=SC2086 # pids and plain_pids are lists
     {
       row "$b | healthz" "$base/healthz" get.lua $pids
+      row "$y | healthz" "$plain/healthz" get.lua $plain_pids
       row "$b | readyz" "$base/readyz" get.lua $pids
       row "$b | lua" "$base/deduct_stock/lua?product=101" post.lua $pids
+      row "$y | lua" "$plain/deduct_stock/lua?product=101" post.lua $plain_pids
+      row "$y | kept" "$plain/deduct_stock/kept?product=101" post.lua $plain_pids
       row "$b | lua batch=off" "$base/deduct_stock/lua?product=101&batch=off" post.lua $pids
       row "$b | lua over 10 products" "$base" lua10.lua $pids
+      row "$y | lua over 10 products" "$plain" lua10.lua $plain_pids
+      row "$y | kept over 10 products" "$plain" kept10.lua $plain_pids
       row "$b | lua over 100 products" "$base" lua100.lua $pids
+      row "$y | lua over 100 products" "$plain" lua100.lua $plain_pids
+      row "$y | kept over 100 products" "$plain" kept100.lua $plain_pids
     } | tee -a "$results"
   done
-  plain_pids="$(cat "$PLAIN_DIR/plain-1.pid") $(cat "$PLAIN_DIR/plain-2.pid")"
-  for product in 101 $(seq -f 'p%g' 0 99); do
-    redis-cli -p "$REDIS_PORT" set "seckill:{$product}:stock" 100000000 >/dev/null
-    redis-cli -p "$REDIS_PORT" hset "plain:{$product}:audit" epoch 1 per_user 0 >/dev/null
-  done
-  # shellcheck disable=SC2086 # plain_pids is a list
-  {
-    row "yardstick | healthz" "$plain/healthz" get.lua $plain_pids
-    row "yardstick | lua" "$plain/deduct_stock/lua?product=101" post.lua $plain_pids
-    row "yardstick | lua over 10 products" "$plain" lua10.lua $plain_pids
-    row "yardstick | lua over 100 products" "$plain" lua100.lua $plain_pids
-    row "yardstick | kept" "$plain/deduct_stock/kept?product=101" post.lua $plain_pids
-    row "yardstick | kept over 10 products" "$plain" kept10.lua $plain_pids
-    row "yardstick | kept over 100 products" "$plain" kept100.lua $plain_pids
-  } | tee -a "$results"
   echo "round $round done" >&2
 done
 rm -r "$scripts"
@@ -164,7 +164,7 @@ awk -F' [|] ' '
   }
   END {
     for (b in builds) {
-      if (b == "yardstick") continue
+      if (b ~ /^yardstick@/) continue
       for (k = 0; k < 5; k++) {
         top = k == 0 ? "lua" : k == 1 ? "lua" : k == 2 ? "lua batch=off" : k == 3 ? "lua over 10 products" : "lua over 100 products"
         bottom = k == 1 ? "readyz" : "healthz"
@@ -173,13 +173,16 @@ awk -F' [|] ' '
       }
       for (k = 0; k < 3; k++) {
         mix = k == 0 ? "lua" : k == 1 ? "lua over 10 products" : "lua over 100 products"
-        list = ratios(b, mix, mix, "yardstick")
+        list = ratios(b, mix, mix, "yardstick@" b)
         printf "  %s: %s / the yardstick'"'"'s = %.2f (rounds%s)\n", b, mix, median(list), list
         kept = k == 0 ? "kept" : k == 1 ? "kept over 10 products" : "kept over 100 products"
-        list = ratios(b, mix, kept, "yardstick")
+        list = ratios(b, mix, kept, "yardstick@" b)
         printf "  %s: %s / the yardstick'"'"'s %s = %.2f (rounds%s)\n", b, mix, kept, median(list), list
       }
     }
-    list = ratios("yardstick", "lua", "healthz")
-    printf "  yardstick: lua / healthz = %.2f (rounds%s)\n", median(list), list
+    for (b in builds) {
+      if (b !~ /^yardstick@/) continue
+      list = ratios(b, "lua", "healthz")
+      printf "  %s: lua / healthz = %.2f (rounds%s)\n", b, median(list), list
+    }
   }' "$results"
