@@ -31,28 +31,19 @@ export RUN_DIR=${RUN_DIR:-$PWD/run/lua-ceiling}
 export REDIS_APPENDFSYNC=${REDIS_APPENDFSYNC:-off}
 export INSTANCES=2 NGINX_PORT=${NGINX_PORT:-8080} FIRST_PORT=${FIRST_PORT:-8081}
 export REDIS_PORT=${REDIS_PORT:-6390}
-PLAIN_NGINX=$((NGINX_PORT + 10)) PLAIN_PORT=$((FIRST_PORT + 10))
+PLAIN_NGINX=$((NGINX_PORT + 10))
 PLAIN_DIR=$RUN_DIR/plain
 D=${DURATION_S:-5}
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then cargo build --release --bin seckill --example plain; fi
-mkdir -p "$PLAIN_DIR/nginx-tmp"
 stop_all() {
-  for pid in "$PLAIN_DIR"/plain-*.pid; do [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null; rm -f "$pid"; done
-  [ -f "$PLAIN_DIR/nginx.pid" ] && nginx -p "$PLAIN_DIR" -c "$PLAIN_DIR/nginx.conf" -s stop 2>/dev/null
+  scripts/yardstick.sh stop "$PLAIN_DIR"
   scripts/cluster.sh stop
 }
 trap stop_all EXIT
 trap 'exit 130' INT TERM
 BIN=${BINS[0]} SKIP_BUILD=1 scripts/cluster.sh start
-
-for i in 1 2; do
-  nohup target/release/examples/plain "127.0.0.1:$((PLAIN_PORT + i - 1))" "redis://127.0.0.1:$REDIS_PORT" \
-    >"$PLAIN_DIR/plain-$i.log" 2>&1 &
-  echo $! >"$PLAIN_DIR/plain-$i.pid"
-done
-scripts/nginx-config.sh "$PLAIN_DIR" "127.0.0.1:$PLAIN_NGINX" 1 "127.0.0.1:$PLAIN_PORT" "127.0.0.1:$((PLAIN_PORT + 1))" >"$PLAIN_DIR/nginx.conf"
-nginx -p "$PLAIN_DIR" -c "$PLAIN_DIR/nginx.conf" -e "$PLAIN_DIR/nginx-error.log"
+scripts/yardstick.sh start "$PLAIN_DIR" "$PLAIN_NGINX" "$REDIS_PORT"
 
 scripts=$(mktemp -d)
 printf 'wrk.method = "GET"\n' >"$scripts/get.lua"

@@ -31,10 +31,8 @@ cluster() {
   RUN_DIR=$RUN/$1 NGINX_PORT=$2 FIRST_PORT=$(($2 + 1)) REDIS_PORT=$3 BIN=${5:-} \
     scripts/cluster.sh "$4" >/dev/null
 }
-PLAIN=$RUN/plain
 stop_all() {
-  for pid in "$PLAIN"/plain-*.pid; do [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null; rm -f "$pid"; done
-  [ -f "$PLAIN/nginx.pid" ] && nginx -p "$PLAIN" -c "$PLAIN/nginx.conf" -s stop 2>/dev/null
+  scripts/yardstick.sh stop "$RUN/plain"
   cluster a 8480 6494 stop
   [ -z "$B" ] || cluster b 8580 6495 stop
 }
@@ -42,17 +40,7 @@ trap stop_all EXIT
 trap 'exit 130' INT TERM
 cluster a 8480 6494 start "$A"
 [ -z "$B" ] || cluster b 8580 6495 start "$B"
-mkdir -p "$PLAIN/nginx-tmp"
-for i in 1 2; do
-  nohup target/release/examples/plain "127.0.0.1:$((8490 + i))" redis://127.0.0.1:6494 \
-    >"$PLAIN/plain-$i.log" 2>&1 &
-  echo $! >"$PLAIN/plain-$i.pid"
-done
-scripts/nginx-config.sh "$PLAIN" 127.0.0.1:8490 1 127.0.0.1:8491 127.0.0.1:8492 >"$PLAIN/nginx.conf"
-nginx -p "$PLAIN" -c "$PLAIN/nginx.conf" -e "$PLAIN/nginx-error.log"
-for i in 1 2; do
-  until curl -sf "http://127.0.0.1:$((8490 + i))/healthz" >/dev/null; do sleep 0.1; done
-done
+scripts/yardstick.sh start "$RUN/plain" 8490 6494
 
 for product in $(seq -f 'p%g' 0 99); do
   for port in 8480 ${B:+8580}; do
