@@ -48,30 +48,26 @@ scripts/yardstick.sh start "$PLAIN_DIR" "$PLAIN_NGINX" "$REDIS_PORT"
 scripts=$(mktemp -d)
 printf 'wrk.method = "GET"\n' >"$scripts/get.lua"
 printf 'wrk.method = "POST"\n' >"$scripts/post.lua"
-for route in lua kept; do
-  for n in 10 100; do
-    cat >"$scripts/$route$n.lua" <<EOF
-wrk.method = "POST"
-request = function()
-  return wrk.format(nil, "/deduct_stock/$route?product=p" .. math.random(0, $((n - 1))))
-end
-EOF
-  done
-done
 
 ticks() { local t=0 p f; for p in "$@"; do read -r -a f <"/proc/$p/stat"; t=$((t + f[13] + f[14])); done; echo "$t"; }
 redis_pid=$(cat "$RUN_DIR/redis.pid")
 nginx_pids=$(pgrep -f "nginx: worker" | tr '\n' ' ')
 hz=$(getconf CLK_TCK)
 
-# row LABEL URL SCRIPT PID...: one wrk run, one line.
+# row LABEL URL SCRIPT PID...: one wrk run, one line. SCRIPT is get.lua, post.lua, or
+# spread:ROUTE:N (loadtest/spread.lua: ROUTE over products p0..p(N-1) at random).
 row() {
-  local label=$1 url=$2 script=$3
+  local label=$1 url=$2 script=$3 route n
+  local wrk_script=$scripts/$script spread=()
+  if [[ $script == spread:* ]]; then
+    IFS=: read -r _ route n <<<"$script"
+    wrk_script=loadtest/spread.lua spread=(-- "$route" "$n")
+  fi
   shift 3
   redis-cli -p "$REDIS_PORT" config resetstat >/dev/null
   local a r n out b r2 n2 q rps cmds
   a=$(ticks "$@") r=$(ticks "$redis_pid") n=$(ticks $nginx_pids)
-  out=$(wrk -t2 -c100 -d"${D}s" -s "$scripts/$script" "$url")
+  out=$(wrk -t2 -c100 -d"${D}s" -s "$wrk_script" "$url" "${spread[@]}")
   b=$(ticks "$@") r2=$(ticks "$redis_pid") n2=$(ticks $nginx_pids)
   q=$(awk '/requests in/{print $1}' <<<"$out")
   rps=$(awk '/Requests\/sec/{print $2}' <<<"$out")
@@ -126,12 +122,12 @@ for round in $(seq "$ROUNDS"); do
       row "$y | lua" "$plain/deduct_stock/lua?product=101" post.lua $plain_pids
       row "$y | kept" "$plain/deduct_stock/kept?product=101" post.lua $plain_pids
       row "$b | lua batch=off" "$base/deduct_stock/lua?product=101&batch=off" post.lua $pids
-      row "$b | lua over 10 products" "$base" lua10.lua $pids
-      row "$y | lua over 10 products" "$plain" lua10.lua $plain_pids
-      row "$y | kept over 10 products" "$plain" kept10.lua $plain_pids
-      row "$b | lua over 100 products" "$base" lua100.lua $pids
-      row "$y | lua over 100 products" "$plain" lua100.lua $plain_pids
-      row "$y | kept over 100 products" "$plain" kept100.lua $plain_pids
+      row "$b | lua over 10 products" "$base" spread:lua:10 $pids
+      row "$y | lua over 10 products" "$plain" spread:lua:10 $plain_pids
+      row "$y | kept over 10 products" "$plain" spread:kept:10 $plain_pids
+      row "$b | lua over 100 products" "$base" spread:lua:100 $pids
+      row "$y | lua over 100 products" "$plain" spread:lua:100 $plain_pids
+      row "$y | kept over 100 products" "$plain" spread:kept:100 $plain_pids
     } | tee -a "$results"
   done
   echo "round $round done" >&2

@@ -32,6 +32,7 @@ cluster() {
     scripts/cluster.sh "$4" >/dev/null
 }
 stop_all() {
+  rm -f "${results:-}"
   scripts/yardstick.sh stop "$RUN/plain"
   cluster a 8480 6494 stop
   [ -z "$B" ] || cluster b 8580 6495 stop
@@ -49,30 +50,19 @@ for product in $(seq -f 'p%g' 0 99); do
   done
   redis-cli -p 6494 hset "plain:{$product}:audit" epoch 1 per_user 0 >/dev/null
 done
-scripts=$(mktemp -d)
-for route in lua kept; do
-  printf 'wrk.method = "POST"\nwrk.path = "/deduct_stock/%s?product=p0"\n' "$route" >"$scripts/$route-1.lua"
-  cat >"$scripts/$route-100.lua" <<EOF
-wrk.method = "POST"
-request = function()
-  return wrk.format(nil, "/deduct_stock/$route?product=p" .. math.random(0, 99))
-end
-EOF
-done
-
 # The rows of a pair: label, port, route.
 targets=("build 8480 lua")
 [ -z "$B" ] || targets+=("build_b 8580 lua")
 targets+=("yardstick 8490 lua" "kept 8490 kept")
-rps() { wrk -t2 -c100 -d"$1" -s "$scripts/$3" "http://127.0.0.1:$2" | awk '/Requests\/sec/{print $2}'; }
+rps() { wrk -t2 -c100 -d"$1" -s loadtest/spread.lua "http://127.0.0.1:$2" -- "$3" "$4" | awk '/Requests\/sec/{print $2}'; }
 for mix in 1 100; do
   for t in "${targets[@]}"; do
     read -r _ port route <<<"$t"
-    rps 1s "$port" "$route-$mix.lua" >/dev/null
+    rps 1s "$port" "$route" "$mix" >/dev/null
   done
 done
 
-results=$scripts/rows
+results=$(mktemp)
 for pair in $(seq "$PAIRS"); do
   order=("${targets[@]}")
   if [ $((pair % 2)) = 0 ]; then
@@ -83,7 +73,7 @@ for pair in $(seq "$PAIRS"); do
     line="pair $pair, $mix product(s):"
     for t in "${order[@]}"; do
       read -r label port route <<<"$t"
-      r=$(rps "${D}s" "$port" "$route-$mix.lua")
+      r=$(rps "${D}s" "$port" "$route" "$mix")
       line="$line $label $r"
       echo "$pair $mix $label $r" >>"$results"
     done
@@ -112,4 +102,3 @@ awk '
       if (seen["build_b"]) show(mix, "build_b", "build")
     }
   }' "$results"
-rm -r "$scripts"

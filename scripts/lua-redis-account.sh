@@ -43,16 +43,6 @@ for product in $(seq -f 'p%g' 0 99); do
   redis-cli -p $PLAIN_REDIS set "seckill:{$product}:stock" 100000000 >/dev/null
   redis-cli -p $PLAIN_REDIS hset "plain:{$product}:audit" epoch 1 per_user 0 >/dev/null
 done
-scripts=$(mktemp -d)
-for route in lua kept; do
-  cat >"$scripts/$route.lua" <<EOF
-wrk.method = "POST"
-request = function()
-  return wrk.format(nil, "/deduct_stock/$route?product=p" .. math.random(0, 99))
-end
-EOF
-done
-
 ticks() { local f; read -r -a f <"/proc/$1/stat"; echo $((f[13] + f[14])); }
 redis_pid() { redis-cli -p "$1" info server | tr -d '\r' | awk -F: '/^process_id/{print $2}'; }
 printf '%-16s %8s %10s %9s %10s %10s %10s\n' row 'req/s' 'Redis µs' 'EVALSHA' 'script µs' \
@@ -61,11 +51,11 @@ for round in $(seq "$ROUNDS"); do
   for row in "seckill 8680 6496 lua" "yardstick 8690 $PLAIN_REDIS lua" \
     "kept 8690 $PLAIN_REDIS kept"; do
     read -r label port redis route <<<"$row"
-    wrk -t2 -c100 -d1s -s "$scripts/$route.lua" "http://127.0.0.1:$port" >/dev/null
+    wrk -t2 -c100 -d1s -s loadtest/spread.lua "http://127.0.0.1:$port" -- "$route" 100 >/dev/null
     redis-cli -p "$redis" config resetstat >/dev/null
     pid=$(redis_pid "$redis")
     before=$(ticks "$pid")
-    requests=$(wrk -t2 -c100 -d5s -s "$scripts/$route.lua" "http://127.0.0.1:$port" |
+    requests=$(wrk -t2 -c100 -d5s -s loadtest/spread.lua "http://127.0.0.1:$port" -- "$route" 100 |
       awk '/requests in/{print $1}')
     after=$(ticks "$pid")
     redis-cli -p "$redis" info commandstats | tr -d '\r' | awk -F'[:=,]' \
@@ -80,4 +70,3 @@ for round in $(seq "$ROUNDS"); do
       }'
   done
 done
-rm -r "$scripts"
