@@ -45,6 +45,11 @@ pub enum LockError {
     /// has no lease to [`extend`](crate::Guard::extend), a setnx lock none at all.
     #[error("this lock does not support {0}")]
     Unsupported(&'static str),
+    /// The lock was handed over, and lost before the acquire could return it: a fenced
+    /// lock handed on by a holder of this instance, its new holder delayed past the lease
+    /// before its token was issued. Not held (nothing to give back); try again.
+    #[error("the lock was lost before its fencing token was issued")]
+    Lost,
     /// The Tokio runtime shut down before a release it was running finished.
     #[error("the runtime shut down before the release finished")]
     RuntimeGone,
@@ -74,6 +79,7 @@ impl LockError {
             Self::NoQuorum { .. }
             | Self::NotConfirmed { .. }
             | Self::Unsupported(_)
+            | Self::Lost
             | Self::RuntimeGone => None,
         }
     }

@@ -16,8 +16,8 @@
 //! Waiting is polling, every few milliseconds: a read-write lock guards rare writes (a sale
 //! closed) against many readers, and readers wait only while a writer is in line.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::Script;
@@ -86,6 +86,9 @@ pub struct RwLock<C: Connection> {
     side: Side,
     lease: Duration,
     lost: Arc<AtomicBool>,
+    /// Until when the lease is known to be this holder's: one lease from when the command
+    /// that took or last renewed it was sent. Past it, lost — Redis away or not.
+    valid_until: Arc<Mutex<Option<std::time::Instant>>>,
     /// Holds taken through this handle and not yet given back: one renewal task serves
     /// them all, and stops with the last.
     holds: u32,
@@ -103,6 +106,7 @@ impl<C: Connection> RwLock<C> {
             side,
             lease: lease.max(Duration::from_millis(30)),
             lost: Arc::new(AtomicBool::new(false)),
+            valid_until: Arc::default(),
             holds: 0,
             watchdog: None,
         }
@@ -120,7 +124,10 @@ impl<C: Connection> RwLock<C> {
     }
 
     /// Renews the lease every third of it until released; marks the lock lost when a
-    /// renewal finds it gone. A hold taken again (re-entry) keeps the task it has.
+    /// renewal finds it gone. A hold taken again (re-entry) keeps the task it has. A
+    /// renewal that fails is tried again soon — a tenth of the lease, at most a second — so
+    /// that a long lease gets many tries before it runs out; if Redis stays away past it,
+    /// the lease's end says lost ([`Lock::is_lost`]).
     fn watch(&mut self) {
         if self
             .watchdog
@@ -137,17 +144,23 @@ impl<C: Connection> RwLock<C> {
             self.lease,
         );
         let (op, lost) = (format!("renew_{}", self.side.name()), self.lost.clone());
+        let valid_until = self.valid_until.clone();
         self.watchdog = Some(tokio::spawn(async move {
+            let mut pause = lease / 3;
             loop {
-                tokio::time::sleep(lease / 3).await;
+                tokio::time::sleep(pause).await;
+                pause = lease / 3;
+                let sent = std::time::Instant::now();
                 match call(&mut conn, &keys, &op, &holder, lease).await {
-                    Ok(true) => {}
+                    Ok(true) => *lock(&valid_until) = sent.checked_add(lease),
                     Ok(false) => {
                         lost.store(true, Ordering::Release);
                         return;
                     }
-                    // Redis away: try again next tick; the lease may still outlast it.
-                    Err(_) => {}
+                    Err(_) => {
+                        pause =
+                            (lease / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                    }
                 }
             }
         }));
@@ -158,6 +171,11 @@ impl<C: Connection> RwLock<C> {
             watchdog.abort();
         }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Held for a read or a write, never across an await; poison is moot.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 async fn call<C: Connection>(
@@ -186,9 +204,11 @@ impl<C: Connection> Lock for RwLock<C> {
         // `None`: no deadline (`Duration::MAX`, as long as it takes).
         let deadline = Instant::now().checked_add(wait);
         loop {
+            let sent = std::time::Instant::now();
             if self.call(self.side.name()).await? {
                 self.holds += 1;
                 self.watch();
+                *lock(&self.valid_until) = sent.checked_add(self.lease);
                 return Ok(true);
             }
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
@@ -233,8 +253,18 @@ impl<C: Connection> Lock for RwLock<C> {
         self.stop_watching();
     }
 
+    /// A renewal found the lock gone, or its lease ran out since the take or renewal this
+    /// holder last heard of; once true, true until the next take.
     fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire)
+        if self.lost.load(Ordering::Acquire) {
+            return true;
+        }
+        let ran_out = self.holds > 0
+            && lock(&self.valid_until).is_some_and(|until| std::time::Instant::now() >= until);
+        if ran_out {
+            self.lost.store(true, Ordering::Release);
+        }
+        ran_out
     }
 
     fn key(&self) -> &str {

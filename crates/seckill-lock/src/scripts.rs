@@ -33,6 +33,9 @@ pub(crate) static WATCHDOG_LOCK: LazyLock<Script> = script!(lock, "watchdog_lock
 /// Take or re-enter a watchdog lock, and issue a fencing token with it.
 pub(crate) static FENCED_LOCK: LazyLock<Script> = script!(lock, "fenced_lock.lua");
 
+/// A fenced lock's token for a hand-off, issued only while the new holder holds the lock.
+pub(crate) static FENCED_TOKEN: LazyLock<Script> = script!("fenced_token.lua");
+
 /// Give back one hold of a watchdog lock; on the last, hand it on or delete it and publish.
 pub(crate) static WATCHDOG_UNLOCK: LazyLock<Script> = script!(lock, "watchdog_unlock.lua");
 

@@ -158,8 +158,10 @@ pub struct RedlockLock<C> {
 
 impl<C: Connection> Lock for RedlockLock<C> {
     /// Takes the lock on a quorum, trying again after a random delay until `wait` runs out.
-    /// False when the lock stayed held elsewhere; [`LockError::NoQuorum`] when fewer than
-    /// a quorum of servers answered at all (the lock cannot be had, whoever holds it).
+    /// False when the lock stayed held elsewhere; [`LockError::NoQuorum`] as soon as a round
+    /// finds fewer than a quorum of servers answering at all (the lock cannot be had,
+    /// whoever holds it), whatever is left of `wait`: with none to run out, it would
+    /// otherwise ask for ever.
     async fn take(&mut self, wait: Duration) -> Result<bool, LockError> {
         let deadline = Instant::now().checked_add(wait);
         // This process's turn first: its other contenders for the lock wait here, in
@@ -194,14 +196,14 @@ impl<C: Connection> Lock for RedlockLock<C> {
             }
             // Not ours: give back whatever was granted, so it does not block the others.
             self.release_everywhere().await;
+            if grants.answered < self.servers.quorum() {
+                return Err(LockError::NoQuorum {
+                    answered: grants.answered,
+                    servers: self.servers.len(),
+                });
+            }
             let left = time_left(deadline);
             if left.is_zero() {
-                if grants.answered < self.servers.quorum() {
-                    return Err(LockError::NoQuorum {
-                        answered: grants.answered,
-                        servers: self.servers.len(),
-                    });
-                }
                 return Ok(false);
             }
             // A random delay, so that holders on several instances do not retry in step.

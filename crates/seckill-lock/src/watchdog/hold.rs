@@ -83,14 +83,15 @@ impl<C: Connection> WatchdogLock<C> {
             if self.fair {
                 nap = nap.min(FAIR_PATIENCE / 2);
             }
-            // A hand-off's lease began when the holder's release ran, before this grant:
-            // counted from when this waiter went to sleep, to be safe.
-            let asleep = std::time::Instant::now();
             match waiter.waiter().sleep(nap).await {
-                Woke::Granted(value) => {
+                // A hand-off's lease began when the holder's release script ran: counted
+                // from when the holder sent it, before that. (Not from when this waiter
+                // went to sleep: a hand-off late in a long nap would count most of the
+                // lease as gone, and the hold be reported lost before its first renewal.)
+                Woke::Granted(value, sent) => {
                     account(tries, naps, waiter.waiter());
                     waiter.leave(true);
-                    self.acquired(asleep);
+                    self.acquired(sent);
                     return Ok(Some(value));
                 }
                 Woke::Retry { napped } => naps += u64::from(napped),
@@ -122,7 +123,7 @@ impl<C: Connection> WatchdogLock<C> {
     async fn complete_grant(&mut self, taken: Value) -> Result<(), LockError> {
         let mut conn = self.shared.conn.clone();
         if self.fenced {
-            match grant::token(&mut conn, &self.keys, taken).await {
+            match grant::token(&mut conn, &self.keys, &self.holder, taken).await {
                 Ok(token) => self.token = Some(token),
                 Err(err) => {
                     if let Err(release) = self.release_plainly().await {
@@ -182,6 +183,8 @@ impl<C: Connection> WatchdogLock<C> {
                 hold: r.hold(),
             }),
         };
+        // Before the script is sent: a successor's lease begins when it runs, no earlier.
+        let sent = std::time::Instant::now();
         let (outcome, released) = match release(asked).await {
             Ok(answer) => answer,
             Err(err) => {
@@ -195,7 +198,7 @@ impl<C: Connection> WatchdogLock<C> {
             Released::HandedOver(value) => match reservation {
                 Some(reservation) => {
                     let (holder, hold) = (reservation.holder().to_owned(), reservation.hold());
-                    if !reservation.grant(value) {
+                    if !reservation.grant(value, sent) {
                         let keys = self.keys.for_scripts(self.fair).map(str::to_owned);
                         let conn = self.shared.conn.clone();
                         release_for_gone(conn, keys, self.shared.lease, holder, hold);

@@ -97,6 +97,18 @@ pub struct WatchdogLock<C> {
     watch: Arc<renewal::Watch>,
 }
 
+impl<C: Connection> WatchdogLocks<C> {
+    /// What this instance's watchdogs and waiters did, counted since it started.
+    pub fn counters(&self) -> Arc<WatchdogCounters> {
+        self.shared.counters.clone()
+    }
+
+    /// The lease used when a caller asks for none.
+    pub fn default_lease(&self) -> Duration {
+        self.shared.lease
+    }
+}
+
 impl<C: Connection> WatchdogLock<C> {
     /// A handle on the lock named `name` for `holder` ([`WatchdogLocks::lock`]).
     fn new(shared: Arc<Shared<C>>, name: &str, holder: &crate::HolderId) -> Self {

@@ -15,14 +15,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use redis::Value;
 use tokio::sync::Notify;
 
 use super::counters::WatchdogCounters;
-use crate::Connection;
 use crate::keys::Namespace;
 
 /// What an unlock publishes when it names no waiter: anyone may try.
@@ -95,8 +94,9 @@ enum State {
     Sleeping,
     /// A holder of this instance is handing it the lock: it waits for the outcome.
     Reserved,
-    /// It holds the lock: what the hand-off's script returned for it.
-    Granted(Value),
+    /// It holds the lock: what the hand-off's script returned for it, and when the holder
+    /// sent that script (the new lease began after).
+    Granted(Value, Instant),
     /// Its acquire was dropped: a hand-off to it is the holder's to give back.
     Gone,
 }
@@ -108,8 +108,9 @@ pub(super) enum Woke {
         /// The nap ran out before anything woke it.
         napped: bool,
     },
-    /// A holder handed it the lock.
-    Granted(Value),
+    /// A holder handed it the lock: what the hand-off's script returned for it, and when
+    /// the holder sent that script — the lease it was handed began no earlier.
+    Granted(Value, Instant),
 }
 
 impl Waiter {
@@ -151,7 +152,7 @@ impl Waiter {
             {
                 let mut state = self.state();
                 match std::mem::replace(&mut *state, State::Trying) {
-                    State::Granted(value) => return Woke::Granted(value),
+                    State::Granted(value, sent) => return Woke::Granted(value, sent),
                     State::Reserved => *state = State::Reserved,
                     State::Trying | State::Woken | State::Sleeping | State::Gone => {
                         return Woke::Retry { napped };
@@ -176,6 +177,17 @@ impl Waiter {
     /// Whether a wake-up was spent on it (so a waiter leaving without the lock passes it on).
     fn was_woken(&self) -> bool {
         matches!(*self.state(), State::Woken)
+    }
+
+    /// Marked gone (its acquire was dropped), unless a hand-off already granted it the lock;
+    /// says whether a wake-up was spent on it, which it then passes on.
+    fn gone(&self) -> bool {
+        let mut state = self.state();
+        let woken = matches!(*state, State::Woken);
+        if !matches!(*state, State::Granted(..)) {
+            *state = State::Gone;
+        }
+        woken
     }
 
     /// Woken, if it is trying or asleep (not already woken, nor being handed the lock).
@@ -215,24 +227,20 @@ impl<C> Queued<C> {
     /// Leaves the queue, with the lock or without it.
     pub(super) fn leave(mut self, acquired: bool) {
         self.left = true;
-        self.shared
-            .deregister(&self.channel, &self.waiter, acquired);
+        let pass_on = !acquired && self.waiter.was_woken();
+        self.shared.deregister(&self.channel, &self.waiter, pass_on);
     }
 }
 
 impl<C> Drop for Queued<C> {
     /// Its acquire was dropped (cancelled): out of the queue, and marked gone, so that a
     /// hand-off to it still in flight is given back by the holder handing it over. A
-    /// hand-off already granted is given back by the acquire's clean-up.
+    /// hand-off already granted is given back by the acquire's clean-up. A wake-up spent on
+    /// it is passed on: read before it is marked gone, which overwrites it.
     fn drop(&mut self) {
         if !self.left {
-            {
-                let mut state = self.waiter.state();
-                if !matches!(*state, State::Granted(_)) {
-                    *state = State::Gone;
-                }
-            }
-            self.shared.deregister(&self.channel, &self.waiter, false);
+            let pass_on = self.waiter.gone();
+            self.shared.deregister(&self.channel, &self.waiter, pass_on);
         }
     }
 }
@@ -268,16 +276,17 @@ impl Reservation {
         self.waiter.hold
     }
 
-    /// The waiter holds the lock now; false when it had gone (its acquire was dropped),
-    /// and the lock handed to it is the caller's to give back.
-    pub(super) fn grant(mut self, value: Value) -> bool {
+    /// The waiter holds the lock now, handed over by a release script sent at `sent`;
+    /// false when it had gone (its acquire was dropped), and the lock handed to it is the
+    /// caller's to give back.
+    pub(super) fn grant(mut self, value: Value, sent: Instant) -> bool {
         self.settled = true;
         {
             let mut state = self.waiter.state();
             if matches!(*state, State::Gone) {
                 return false;
             }
-            *state = State::Granted(value);
+            *state = State::Granted(value, sent);
         }
         self.waiter.wake.notify_one();
         true
@@ -306,18 +315,6 @@ impl Drop for Reservation {
         if !self.settled {
             self.wake_to_try_again();
         }
-    }
-}
-
-impl<C: Connection> WatchdogLocks<C> {
-    /// What this instance's watchdogs and waiters did, counted since it started.
-    pub fn counters(&self) -> Arc<WatchdogCounters> {
-        self.shared.counters.clone()
-    }
-
-    /// The lease used when a caller asks for none.
-    pub fn default_lease(&self) -> Duration {
-        self.shared.lease
     }
 }
 
@@ -352,9 +349,9 @@ impl<C> Shared<C> {
         }
     }
 
-    /// Takes `waiter` off the queue. One that was woken but leaves without the lock passes
-    /// the wake-up on, so an unlock is never spent on nobody.
-    fn deregister(&self, channel: &str, waiter: &Arc<Waiter>, acquired: bool) {
+    /// Takes `waiter` off the queue. One that was woken but leaves without the lock
+    /// (`pass_on`) passes the wake-up on, so an unlock is never spent on nobody.
+    fn deregister(&self, channel: &str, waiter: &Arc<Waiter>, pass_on: bool) {
         {
             let mut queues = self.queues();
             if let Some(queue) = queues.get_mut(channel) {
@@ -364,7 +361,7 @@ impl<C> Shared<C> {
                 }
             }
         }
-        if !acquired && waiter.was_woken() {
+        if pass_on {
             self.wake_one(channel);
         }
     }

@@ -68,3 +68,27 @@ async fn a_spent_wake_does_not_cut_the_next_sleep_short() {
     assert_eq!(asleep.elapsed(), nap, "it slept the whole nap");
     queued.leave(false);
 }
+
+/// A waiter woken by a release message whose acquire is then dropped before it looks (the
+/// other branch of a `select!` won) passes the wake-up on: the lock is free, and the next
+/// waiter would otherwise sleep out its nap, up to a lease. (It used to be marked gone
+/// first, which overwrote the wake-up it was to pass on.)
+#[test]
+fn a_dropped_waiter_passes_its_wake_up_on() {
+    let shared = shared();
+    let lease = Duration::from_secs(30);
+    let first = shared.register(CHANNEL, "first", lease, Duration::ZERO);
+    assert!(first.waiter().settle(), "the first waiter sleeps");
+    let second = shared.register(CHANNEL, "second", lease, Duration::ZERO);
+    assert!(second.waiter().settle(), "the second waiter sleeps");
+    // A release message wakes the oldest, whose acquire is dropped before it tries.
+    shared.wake_one(CHANNEL);
+    assert!(first.waiter().was_woken());
+    drop(first);
+    assert!(
+        second.waiter().was_woken(),
+        "the wake-up went on to the second waiter"
+    );
+    assert_eq!(shared.counters.wakeups(), 2);
+    second.leave(false);
+}

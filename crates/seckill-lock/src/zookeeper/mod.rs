@@ -244,7 +244,9 @@ impl Lock for ZooKeeperLock {
         self.held = None;
     }
 
-    /// True once the client knows the session ended: the node is gone with it.
+    /// True once the client knows the session ended: the node is gone with it. A client cut
+    /// off from the ensemble learns that only when it reaches it again (the ensemble ends
+    /// the session, as in Curator): until then this says false.
     fn is_lost(&self) -> bool {
         self.held
             .as_ref()

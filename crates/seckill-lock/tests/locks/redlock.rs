@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
-use seckill_lock::{Lock, Redlock};
+use seckill_lock::{Lock, LockError, Redlock};
 use seckill_testkit::RedisServer;
 
 const KEY: &str = "test:redlock";
@@ -82,4 +82,35 @@ async fn set_calls(server: &RedisServer) -> u64 {
         .find_map(|l| l.strip_prefix("cmdstat_set:calls="))
         .and_then(|l| l.split(',').next()?.parse().ok())
         .unwrap_or(0)
+}
+
+/// With too few servers left for a quorum, an acquire that may wait as long as it takes
+/// says so at once ([`LockError::NoQuorum`]) instead of asking for ever: the lock cannot be
+/// had, whoever holds it. (It used to say so only when its wait ran out, which
+/// `Duration::MAX` never does.) The guard's minute is how long a hang is let run before
+/// the test calls it one, not a speed.
+#[tokio::test]
+async fn with_no_quorum_an_acquire_without_a_deadline_fails_at_once() {
+    let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let redlock: Redlock<ConnectionManager> =
+        Redlock::connect(&urls, Duration::from_millis(100)).expect("redlock");
+    servers[1].kill();
+    servers[2].kill();
+    let mut lock = redlock.lock(KEY, Duration::from_secs(10));
+    let taken = tokio::time::timeout(Duration::from_secs(60), lock.take(Duration::MAX))
+        .await
+        .expect("an acquire with no deadline asked for ever while no quorum answered");
+    assert!(
+        matches!(
+            taken,
+            Err(LockError::NoQuorum {
+                answered: 1,
+                servers: 3
+            })
+        ),
+        "{taken:?}"
+    );
+    let left: bool = servers[0].conn().await.exists(KEY).await.unwrap();
+    assert!(!left, "the one server's grant was given back");
 }
