@@ -284,7 +284,13 @@ impl<L: Lock> Trips for FourTrips<L> {
     ) -> Result<Entry, AppError> {
         let started = Instant::now();
         let lock = self.lock.take().expect("a lock is taken once");
-        self.guard = lock.try_acquire_for(wait).await?.map(Holding::new);
+        self.guard = match lock.try_acquire_for(wait).await {
+            Ok(guard) => guard.map(Holding::new),
+            // Handed the lock, and lost it before its fencing token was issued: not held,
+            // nothing entered, as when the wait runs out.
+            Err(LockError::Lost) => None,
+            Err(err) => return Err(err.into()),
+        };
         let acquired = self.guard.is_some();
         let metrics = &d.app.metrics;
         metrics.lock_acquired(d.variant.name(), acquired, started.elapsed());
