@@ -93,8 +93,15 @@ pub(crate) async fn script_calls(redis: &RedisServer) -> u64 {
 }
 
 /// Waits until a holder is inside a critical section on `redis` (a shard's `inside` set,
-/// which the audit keeps, is not empty): a fault aimed at a request's work lands in it.
-/// The bound says a hang.
+/// which the audit keeps, is not empty), and its instance has the answer that let it in: a
+/// fault aimed at a request's work lands in it. The bound says a hang.
+///
+/// The answer: Redis writes the replies of one turn of its event loop together, after the
+/// turn, the latest first, so the look that saw the holder inside may be answered before
+/// the script that let it in; a Redis frozen between the two writes (SIGSTOP, on a busy
+/// machine) would cut the holder's entry off instead of its work. One more round trip
+/// after the look is answered in a later turn, after every reply of the earlier one was
+/// written.
 pub(crate) async fn someone_inside(redis: &RedisServer) {
     let mut conn = redis.conn().await;
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -105,6 +112,7 @@ pub(crate) async fn someone_inside(redis: &RedisServer) {
             .await
             .unwrap();
         if !inside.is_empty() {
+            let _: () = redis::cmd("PING").query_async(&mut conn).await.unwrap();
             return;
         }
         assert!(
