@@ -183,6 +183,7 @@ mod setnx;
 #[cfg(feature = "teaching")]
 pub mod teaching;
 pub mod token;
+mod watch;
 pub mod watchdog;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;

@@ -16,14 +16,14 @@
 //! Waiting is polling, every few milliseconds: a read-write lock guards rare writes (a sale
 //! closed) against many readers, and readers wait only while a writer is in line.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Script;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::watch::{Watch, retry_pause};
 use crate::{Connection, HolderId, Lock, LockError, millis};
 
 /// How long a waiting writer's intent outlives its last try.
@@ -85,10 +85,8 @@ pub struct RwLock<C: Connection> {
     holder: String,
     side: Side,
     lease: Duration,
-    lost: Arc<AtomicBool>,
-    /// Until when the lease is known to be this holder's: one lease from when the command
-    /// that took or last renewed it was sent. Past it, lost — Redis away or not.
-    valid_until: Arc<Mutex<Option<std::time::Instant>>>,
+    /// The lease as this holder knows it, and whether a renewal found the lock gone.
+    watch: Arc<Watch>,
     /// Holds taken through this handle and not yet given back: one renewal task serves
     /// them all, and stops with the last.
     holds: u32,
@@ -105,8 +103,7 @@ impl<C: Connection> RwLock<C> {
             holder: holder.to_string(),
             side,
             lease: lease.max(Duration::from_millis(30)),
-            lost: Arc::new(AtomicBool::new(false)),
-            valid_until: Arc::default(),
+            watch: Arc::default(),
             holds: 0,
             watchdog: None,
         }
@@ -136,15 +133,13 @@ impl<C: Connection> RwLock<C> {
         {
             return;
         }
-        self.lost.store(false, Ordering::Release);
         let (mut conn, keys, holder, lease) = (
             self.conn.clone(),
             self.keys.clone(),
             self.holder.clone(),
             self.lease,
         );
-        let (op, lost) = (format!("renew_{}", self.side.name()), self.lost.clone());
-        let valid_until = self.valid_until.clone();
+        let (op, watch) = (format!("renew_{}", self.side.name()), self.watch.clone());
         self.watchdog = Some(tokio::spawn(async move {
             let mut pause = lease / 3;
             loop {
@@ -152,15 +147,12 @@ impl<C: Connection> RwLock<C> {
                 pause = lease / 3;
                 let sent = std::time::Instant::now();
                 match call(&mut conn, &keys, &op, &holder, lease).await {
-                    Ok(true) => *lock(&valid_until) = sent.checked_add(lease),
+                    Ok(true) => watch.renewed_at(sent, lease),
                     Ok(false) => {
-                        lost.store(true, Ordering::Release);
+                        watch.found_lost();
                         return;
                     }
-                    Err(_) => {
-                        pause =
-                            (lease / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
-                    }
+                    Err(_) => pause = retry_pause(lease),
                 }
             }
         }));
@@ -171,11 +163,6 @@ impl<C: Connection> RwLock<C> {
             watchdog.abort();
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Held for a read or a write, never across an await; poison is moot.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 async fn call<C: Connection>(
@@ -206,9 +193,14 @@ impl<C: Connection> Lock for RwLock<C> {
         loop {
             let sent = std::time::Instant::now();
             if self.call(self.side.name()).await? {
+                // A first hold is a new one (not lost); a re-entry renewed the lease.
+                if self.holds == 0 {
+                    self.watch.start(sent, self.lease);
+                } else {
+                    self.watch.renewed_at(sent, self.lease);
+                }
                 self.holds += 1;
                 self.watch();
-                *lock(&self.valid_until) = sent.checked_add(self.lease);
                 return Ok(true);
             }
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
@@ -256,15 +248,13 @@ impl<C: Connection> Lock for RwLock<C> {
     /// A renewal found the lock gone, or its lease ran out since the take or renewal this
     /// holder last heard of; once true, true until the next take.
     fn is_lost(&self) -> bool {
-        if self.lost.load(Ordering::Acquire) {
-            return true;
-        }
-        let ran_out = self.holds > 0
-            && lock(&self.valid_until).is_some_and(|until| std::time::Instant::now() >= until);
-        if ran_out {
-            self.lost.store(true, Ordering::Release);
-        }
-        ran_out
+        self.watch.is_lost()
+    }
+
+    /// Woken when a renewal finds the lock gone or the lease runs out, as the watchdog
+    /// lock's holder is.
+    async fn lost(&self) {
+        self.watch.lost().await;
     }
 
     fn key(&self) -> &str {

@@ -94,7 +94,7 @@ pub struct WatchdogLock<C> {
     /// Holds taken through this handle and not yet given back.
     holds: u32,
     watchdog: Option<JoinHandle<()>>,
-    watch: Arc<renewal::Watch>,
+    watch: Arc<crate::watch::Watch>,
 }
 
 impl<C: Connection> WatchdogLocks<C> {
