@@ -15,6 +15,8 @@ taken). It waits, between the read and the write, for another buyer to have read
 to half a second), so that the race happens whenever two buyers are in at once, on any
 machine. It checks a key and a buyer's limit before the read, the same way.
 `--fixed` does the same under one lock, so the read and the write are one step.
+`--receipt N` answers a sale with N bytes of receipt beside its order id, as a service
+that answers with its whole order document does.
 
   python3 check/example/stock_service.py --port 9090 --racy
 """
@@ -28,8 +30,9 @@ from urllib.parse import parse_qs, urlparse
 
 
 class Shop:
-    def __init__(self, racy):
+    def __init__(self, racy, receipt=0):
         self.racy = racy
+        self.receipt = "r" * receipt
         self.lock = threading.Lock()
         # Two buyers meet between their read and their write: the race, made certain.
         self.partner = threading.Barrier(2, timeout=0.5)
@@ -69,6 +72,8 @@ class Shop:
         self.bought[user] = self.bought.get(user, 0) + 1
         if key is not None:
             self.keys[key] = order
+        if self.receipt:
+            return 200, {"receipt": self.receipt, "order": order}
         return 200, {"order": order}
 
 
@@ -128,10 +133,11 @@ def main():
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--racy", action="store_true", help="read, then write (the default)")
     mode.add_argument("--fixed", action="store_true", help="read and write under one lock")
+    parser.add_argument("--receipt", type=int, default=0, help="bytes of receipt in a sale's answer")
     args = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
-    server.shop = Shop(racy=not args.fixed)
+    server.shop = Shop(racy=not args.fixed, receipt=args.receipt)
     port = server.server_address[1]
     print(f"listening on 127.0.0.1:{port} ({'fixed' if args.fixed else 'racy'})", flush=True)
     server.serve_forever()

@@ -44,7 +44,9 @@ async fn main() -> ExitCode {
         Ok(Conclusion::Fail) => ExitCode::from(1),
         Ok(Conclusion::Inconclusive) => ExitCode::from(3),
         Err(err) => {
-            eprintln!("seckill-check: {err}");
+            for line in err.lines() {
+                eprintln!("seckill-check: {line}");
+            }
             ExitCode::from(2)
         }
     }
@@ -52,9 +54,10 @@ async fn main() -> ExitCode {
 
 async fn check(args: &Args) -> Result<Conclusion, String> {
     let targets = read_targets(args)?;
-    let mut rows = Vec::new();
+    let interrupted = on_ctrl_c();
+    let (mut rows, mut errors) = (Vec::new(), Vec::new());
     let mut judging = Duration::ZERO;
-    for target in &targets {
+    'targets: for target in &targets {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_millis(target.timeout_ms))
             .redirect(reqwest::redirect::Policy::none())
@@ -73,9 +76,17 @@ async fn check(args: &Args) -> Result<Conclusion, String> {
                 .collect()
         };
         for variant in variants {
-            let row = run::row(target, variant, &http)
-                .await
-                .map_err(|e| format!("{}: {e}", target.name))?;
+            let row = match run::row(target, variant, &http, &interrupted).await {
+                Ok(row) => row,
+                Err(err) => {
+                    let name = variant.map(|(v, _)| format!(" {v}")).unwrap_or_default();
+                    errors.push(format!("{}{name}: {}", target.name, err.why));
+                    if err.ends_the_check {
+                        break 'targets;
+                    }
+                    continue;
+                }
+            };
             let started = Instant::now();
             let judged = verdict::judge(&row);
             judging += started.elapsed();
@@ -85,26 +96,21 @@ async fn check(args: &Args) -> Result<Conclusion, String> {
             rows.push((row, judged));
         }
     }
-    print!("{}", report::render(&rows));
-    let requests: usize = rows.iter().map(|(row, _)| row.ops.len()).sum();
-    println!(
-        "\n{requests} requests judged in {:.1} ms",
-        judging.as_secs_f64() * 1e3
-    );
+    if !rows.is_empty() {
+        print!("{}", report::render(&rows));
+        let requests: usize = rows.iter().map(|(row, _)| row.ops.len()).sum();
+        println!(
+            "\n{requests} requests judged in {:.1} ms",
+            judging.as_secs_f64() * 1e3
+        );
+    }
     if let Some(path) = &args.svg {
         std::fs::write(path, report::svg(&rows)).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    let failed: Vec<String> = rows
-        .iter()
-        .flat_map(|(row, _)| &row.faults)
-        .filter(|ran| ran.failed.is_some())
-        .map(ToString::to_string)
-        .collect();
-    if !failed.is_empty() {
-        return Err(format!(
-            "a fault's command failed, so the run is not the one asked for: {}",
-            failed.join("; ")
-        ));
+    // A row that went wrong leaves the check without its verdict: the rows that ran are
+    // above, and the status says the run was not the one asked for.
+    if !errors.is_empty() {
+        return Err(errors.join("\n"));
     }
     let conclusions: Vec<Conclusion> = rows.iter().map(|(_, v)| v.conclusion()).collect();
     Ok(if conclusions.contains(&Conclusion::Fail) {
@@ -114,6 +120,24 @@ async fn check(args: &Args) -> Result<Conclusion, String> {
     } else {
         Conclusion::Pass
     })
+}
+
+/// Flips to `true` at the first Ctrl-C, which ends the check once the phase under way has
+/// stopped and its faults' remaining commands ran; a second Ctrl-C quits at once.
+fn on_ctrl_c() -> run::Interrupted {
+    let (interrupt, interrupted) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!(
+                "seckill-check: interrupted: stopping the load and running the faults' remaining commands (Ctrl-C again quits at once)"
+            );
+            let _ = interrupt.send(true);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    interrupted
 }
 
 /// The target files, read and checked: a file with faults only with `--faults`, and each

@@ -14,7 +14,8 @@ pub enum Outcome {
     /// Sold: the first request of each distinct unit — each distinct order its answers
     /// named, or the first sale when none named one.
     Sold(Vec<usize>),
-    /// Nothing sold, as its latest answer says (sold out, refused or busy).
+    /// Nothing sold, as its latest answer says (sold out, refused; busy only when every
+    /// send was turned away busy).
     NotSold(Meaning),
     /// No answer says: its requests went unanswered, or the latest did.
     Unknown,
@@ -82,14 +83,19 @@ fn outcome(ops: &[Op], mine: &[usize]) -> Outcome {
     }
     // The latest answer sent decides: a resend answered "sold out" after a first send that
     // got none says the key sold nothing (a service that sold it and then said otherwise
-    // shows as units taken unsold).
-    match mine
-        .iter()
-        .max_by_key(|&&i| ops[i].sent)
-        .map(|&i| ops[i].meaning)
-    {
-        Some(Meaning::Unknown) | None => Outcome::Unknown,
+    // shows as units taken unsold). Busy does not: a lock or a rate limit turning a resend
+    // away says nothing of a send before it, which may still be under way and sell.
+    let latest = |meaning: fn(Meaning) -> bool| {
+        mine.iter()
+            .filter(|&&i| meaning(ops[i].meaning))
+            .max_by_key(|&&i| ops[i].sent)
+            .map(|&i| ops[i].meaning)
+    };
+    match latest(|m| m != Meaning::Busy) {
+        Some(Meaning::Unknown) => Outcome::Unknown,
         Some(meaning) => Outcome::NotSold(meaning),
+        None if mine.is_empty() => Outcome::Unknown,
+        None => Outcome::NotSold(Meaning::Busy),
     }
 }
 

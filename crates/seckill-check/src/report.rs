@@ -67,12 +67,7 @@ pub fn render(rows: &[(Row, Verdict)]) -> String {
 }
 
 fn findings(out: &mut String, row: &Row, verdict: &Verdict) {
-    let _ = writeln!(
-        out,
-        "\n{}: {}",
-        row.label,
-        if verdict.passed() { "pass" } else { "FAIL" }
-    );
+    let _ = writeln!(out, "\n{}: {}", row.label, verdict.conclusion().word());
     if verdict.unknown > 0 {
         let _ = writeln!(
             out,

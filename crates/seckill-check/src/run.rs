@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use seckill_load::{Control, Load};
+use seckill_load::{Control, KEPT_BODY, Keep, Load};
 use tokio::time::Instant;
 
 use crate::fault;
@@ -18,6 +18,31 @@ use crate::target::{Meaning, Target};
 use crate::template::Slot;
 
 pub use crate::op::Op;
+
+/// Set to `true` (by Ctrl-C) to end the check: the phase under way stops sending, its
+/// faults' remaining commands run (a paused part is resumed), and no row runs after it.
+pub type Interrupted = tokio::sync::watch::Receiver<bool>;
+
+/// Why a row has no verdict.
+#[derive(Debug)]
+pub struct RowError {
+    pub why: String,
+    /// A fault's command failed or the check was interrupted: the deployment may be as a
+    /// fault left it, so no row runs after this one.
+    pub ends_the_check: bool,
+}
+
+impl From<String> for RowError {
+    fn from(why: String) -> Self {
+        Self {
+            why,
+            ends_the_check: false,
+        }
+    }
+}
+
+/// How long the service may take to answer its stock again after a phase's faults.
+const ANSWERING: Duration = Duration::from_secs(60);
 
 /// What one row's run saw.
 #[derive(Debug, Clone)]
@@ -44,23 +69,26 @@ pub struct Row {
 }
 
 /// Runs `target` (for `variant`, when the file lists variants): one row.
-/// `variant` is a row's name and what `{variant}` is for it.
+/// `variant` is a row's name and what `{variant}` is for it. A fault command that fails
+/// ends the row at the end of its phase, after the phase's other commands ran.
 pub async fn row(
     target: &Target,
     variant: Option<(&str, &str)>,
     http: &reqwest::Client,
-) -> Result<Row, String> {
+    interrupted: &Interrupted,
+) -> Result<Row, RowError> {
     let slots = Slots::new(target, variant);
     let reset = send(http, target, &target.reset, &|s| slots.fill(s)).await?;
     if !(200..300).contains(&reset.0) {
-        return Err(format!("reset answered {}: {}", reset.0, reset.1));
+        return Err(format!("reset answered {}: {}", reset.0, reset.1).into());
     }
     let before = read_stock(http, target, &slots).await?;
     if before != target.stock {
         return Err(format!(
             "after the reset, stock_left reads {before}, not stock = {}: check reset and stock_left",
             target.stock
-        ));
+        )
+        .into());
     }
     let started = Instant::now();
     let (mut ops, mut faults) = (Vec::new(), Vec::new());
@@ -74,13 +102,55 @@ pub async fn row(
             purchase: n / repeats,
             buyer: (n / repeats) % buyers,
         };
+        let stopper = {
+            let (watch, mut interrupted) = (watch.clone(), interrupted.clone());
+            tokio::spawn(async move {
+                if interrupted.wait_for(|&yes| yes).await.is_ok() {
+                    watch.stop();
+                }
+            })
+        };
         let load = Load::shaped(slots.shape(target, sending))
             .requests(phase.requests)
             .concurrency(phase.concurrency)
-            .keeping_history()
+            .keeping_history_by(keep(target))
             .run(http, &watch)
             .await;
-        faults.extend(faulting.finish().await);
+        stopper.abort();
+        let ran = faulting.finish().await;
+        let failed: Vec<String> = ran
+            .iter()
+            .filter(|ran| ran.failed.is_some())
+            .map(ToString::to_string)
+            .collect();
+        faults.extend(ran);
+        if !failed.is_empty() {
+            return Err(RowError {
+                why: format!(
+                    "a fault's command failed, so the run is not the one asked for: {}",
+                    failed.join("; ")
+                ),
+                ends_the_check: true,
+            });
+        }
+        if *interrupted.borrow() {
+            let why = if faults.is_empty() {
+                "interrupted".to_owned()
+            } else {
+                format!(
+                    "interrupted; the faults' commands ran: {}",
+                    faults
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            };
+            return Err(RowError {
+                why,
+                ends_the_check: true,
+            });
+        }
         record(
             &mut ops,
             load.history,
@@ -144,11 +214,26 @@ fn record(
             done: offset + answered.done,
             status: answered.status,
             meaning,
-            order: (meaning == Meaning::Sold)
-                .then(|| order_of(&answered.body, target.order.as_deref()))
-                .flatten(),
+            // What `keep` kept of a sale: its order id, when the file names where it is.
+            order: (meaning == Meaning::Sold && target.order.is_some())
+                .then(|| String::from_utf8(answered.body).ok())
+                .flatten()
+                .filter(|order| !order.is_empty()),
         });
     }
+}
+
+/// What a history keeps of an answer: of a sale, when the file names where its order is,
+/// the order id read from the whole body (a service may answer a sale with a long
+/// document); of any other answer, its first [`KEPT_BODY`] bytes.
+fn keep(target: &Target) -> Keep {
+    let (sold, pointer) = (target.meanings.sold.clone(), target.order.clone());
+    Arc::new(move |status, body| match &pointer {
+        Some(pointer) if sold.contains(&status) => order_of(body, Some(pointer))
+            .map(|order| order.into_bytes())
+            .unwrap_or_default(),
+        _ => body[..body.len().min(KEPT_BODY)].to_vec(),
+    })
 }
 
 /// How many times a purchase no answer settled is sent again with its key.
@@ -194,7 +279,7 @@ async fn settle(
         let load = Load::shaped(slots.shape(target, sending.clone()))
             .requests(count)
             .concurrency(count.min(16))
-            .keeping_history()
+            .keeping_history_by(keep(target))
             .run(http, &Control::default())
             .await;
         let phase = target.phases.len();
@@ -203,17 +288,23 @@ async fn settle(
 }
 
 /// After faults: waits until the service answers its stock again (a part restarted takes
-/// a moment), polling, for up to a minute.
+/// a moment), polling, for up to [`ANSWERING`] in all (a read that hangs until the file's
+/// `timeout_ms` counts in it).
 async fn answering(http: &reqwest::Client, target: &Target, slots: &Slots) -> Result<(), String> {
-    let mut last = String::new();
-    for _ in 0..600 {
-        match read_stock(http, target, slots).await {
-            Ok(_) => return Ok(()),
-            Err(err) => last = err,
+    let mut last = String::from("no answer yet");
+    let polling = async {
+        loop {
+            match read_stock(http, target, slots).await {
+                Ok(_) => return,
+                Err(err) => last = err,
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    match tokio::time::timeout(ANSWERING, polling).await {
+        Ok(()) => Ok(()),
+        Err(_) => Err(format!(
+            "after the faults, the service did not answer its stock for {ANSWERING:?}: {last}"
+        )),
     }
-    Err(format!(
-        "after the faults, the service did not answer for a minute: {last}"
-    ))
 }

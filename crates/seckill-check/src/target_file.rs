@@ -313,6 +313,13 @@ impl RawBuy {
         ];
         for (i, (field, list)) in lists.iter().enumerate() {
             check_statuses(field, list)?;
+            // A 5xx is the server's (or a proxy's, after its upstream timed out) error: a
+            // sale may be behind it. Only `sold` may name one; the rest stay unknown.
+            if let Some(error) = list.iter().find(|s| *s >= &500).filter(|_| i > 0) {
+                return Err(format!(
+                    "{field}: {error} is a server error, which may have sold: leave it unknown"
+                ));
+            }
             for (other, earlier) in &lists[..i] {
                 if let Some(twice) = list.iter().find(|s| earlier.contains(s)) {
                     return Err(format!("{field}: {twice} is also in {other}"));

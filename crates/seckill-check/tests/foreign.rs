@@ -21,9 +21,14 @@ struct Foreign {
 
 impl Foreign {
     fn start(mode: &str) -> Self {
+        Self::start_with(&[mode])
+    }
+
+    fn start_with(args: &[&str]) -> Self {
         let mut child = Command::new("python3")
             .arg(root().join("check/example/stock_service.py"))
-            .args(["--port", "0", mode])
+            .args(["--port", "0"])
+            .args(args)
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3 runs the example service");
@@ -199,18 +204,13 @@ fn a_bad_target_file_is_refused_naming_the_field() {
 fn a_paused_service_is_settled_by_resending_the_keys_and_passes() {
     let service = Foreign::start("--fixed");
     let scratch = Scratch::new("check-pause");
-    let dir = &scratch.0;
-    let file = target_file(dir, service.port);
     let pid = service.child.id();
-    let fault = "faults = [{ part = \"service\", run = \"pause\", at = 100, then = \"resume\", then_after = 40 }]";
-    let faulted = std::fs::read_to_string(&file)
-        .unwrap()
-        .replacen("timeout_ms = 5000", "timeout_ms = 300", 1)
-        .replacen("repeats = 2", &format!("repeats = 2\n{fault}"), 1)
-        + &format!(
-            "\n[parts.service]\npause = \"kill -STOP {pid}\"\nresume = \"kill -CONT {pid}\"\n"
-        );
-    std::fs::write(&file, faulted).unwrap();
+    let file = with_fault(
+        &scratch.0,
+        service.port,
+        &format!("pause = \"kill -STOP {pid}\"\nresume = \"kill -CONT {pid}\""),
+        "faults = [{ part = \"service\", run = \"pause\", at = 100, then = \"resume\", then_after = 40 }]",
+    );
 
     let refused = check(&[&file]);
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
@@ -232,4 +232,126 @@ fn a_paused_service_is_settled_by_resending_the_keys_and_passes() {
         said.contains("requests resent with their keys"),
         "the pause left purchases unknown, settled by their keys: {said}"
     );
+}
+
+#[test]
+fn a_sale_answered_with_a_long_document_still_names_its_order() {
+    // Each sale's answer is 8 KiB, its order id after the receipt: past what a history
+    // keeps of a body, so the id is read from the whole answer, not from its cut.
+    let service = Foreign::start_with(&["--fixed", "--receipt", "8192"]);
+    let scratch = Scratch::new("check-long");
+    let file = target_file(&scratch.0, service.port);
+    let output = check(&[&file]);
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert!(!said.contains("names no order"), "{said}");
+}
+
+/// `[parts.service]` commands and a phase's fault added to the example file at `port`.
+fn with_fault(dir: &Path, port: u16, part: &str, fault: &str) -> PathBuf {
+    let file = target_file(dir, port);
+    let faulted = std::fs::read_to_string(&file)
+        .unwrap()
+        .replacen("timeout_ms = 5000", "timeout_ms = 300", 1)
+        .replacen("repeats = 2", &format!("repeats = 2\n{fault}"), 1)
+        + &format!("\n[parts.service]\n{part}\n");
+    std::fs::write(&file, faulted).unwrap();
+    file
+}
+
+#[test]
+fn a_fault_command_that_fails_ends_the_check_naming_it() {
+    let service = Foreign::start("--fixed");
+    let scratch = Scratch::new("check-failed-fault");
+    let file = with_fault(
+        &scratch.0,
+        service.port,
+        "pause = \"exit 3\"",
+        "faults = [{ part = \"service\", run = \"pause\", at = 100 }]",
+    );
+    let output = check(&[&file, Path::new("--faults")]);
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("a fault's command failed") && said.contains("pause of service"),
+        "{said}"
+    );
+}
+
+/// The one-letter state of process `pid` (`T`: stopped), from /proc.
+fn state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // "<pid> (<name>) <state> ...": the name may hold spaces, the state follows its ')'.
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next())
+        .unwrap_or('?')
+}
+
+#[test]
+fn ctrl_c_while_a_part_is_paused_resumes_it_before_the_check_ends() {
+    let service = Foreign::start("--fixed");
+    let pid = service.child.id();
+    let scratch = Scratch::new("check-interrupt");
+    // Paused at the 100th answer, resumed only once 500 more came (the phase's 600 in all,
+    // most of them timeouts): long before, only the check's own ending can resume it.
+    let file = with_fault(
+        &scratch.0,
+        service.port,
+        &format!("pause = \"kill -STOP {pid}\"\nresume = \"kill -CONT {pid}\""),
+        "faults = [{ part = \"service\", run = \"pause\", at = 100, then = \"resume\", then_after = 500 }]",
+    );
+    let mut checking = Command::new(CHECK)
+        .args([&file, Path::new("--faults")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Aimed by the event: the service stopped (a guard of a minute, not a window).
+    let guard = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while state(pid) != 'T' {
+        assert!(std::time::Instant::now() < guard, "the pause never came");
+        if checking.try_wait().unwrap().is_some() {
+            let said = text(&checking.wait_with_output().unwrap());
+            panic!("the check ended before the pause: {said}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let interrupted = Command::new("kill")
+        .args(["-INT", &checking.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let output = checking.wait_with_output().unwrap();
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("interrupted") && said.contains("resume of service"),
+        "{said}"
+    );
+    assert_ne!(
+        state(pid),
+        'T',
+        "the check ended with the service still paused: {said}"
+    );
+}
+
+#[test]
+fn a_row_that_goes_wrong_leaves_the_other_rows_to_run() {
+    // Two files: the first's reset goes to a path the service does not have (404), the
+    // second is the example. The first is named on stderr, the second gets its row.
+    let service = Foreign::start("--fixed");
+    let scratch = Scratch::new("check-two-rows");
+    let good = target_file(&scratch.0, service.port);
+    let text_of = std::fs::read_to_string(&good).unwrap();
+    assert!(text_of.contains("path = \"/reset\""));
+    let broken = scratch.0.join("broken.toml");
+    let broken_text = text_of
+        .replacen("path = \"/reset\"", "path = \"/no-reset\"", 1)
+        .replacen("name = \"stock_service.py\"", "name = \"broken\"", 1);
+    std::fs::write(&broken, broken_text).unwrap();
+    let output = check(&[&broken, &good]);
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert!(said.contains("broken: reset answered 404"), "{said}");
+    assert!(said.contains("stock_service.py: pass"), "{said}");
 }

@@ -79,3 +79,20 @@ fn variants_run_in_the_files_order() {
         ["naive", "setnx", "token_past_ttl", "watchdog", "lua"]
     );
 }
+
+#[test]
+fn a_server_error_cannot_be_read_as_nothing_sold() {
+    // A 502 or 504 from a proxy whose upstream timed out may have sold: unknown, never
+    // sold out, refused or busy. `sold` may still name one (a sale is never hidden).
+    let good = std::fs::read_to_string(root().join("check/example/stock.toml")).unwrap();
+    let line = "busy = []";
+    assert!(good.contains(line));
+    for (list, says) in [
+        ("busy = [503]", "buy.busy: 503 is a server error"),
+        ("busy = [429, 504]", "buy.busy: 504 is a server error"),
+    ] {
+        let err = Target::parse(&good.replacen(line, list, 1)).unwrap_err();
+        assert!(err.contains(says), "{list}: {err}");
+    }
+    assert!(Target::parse(&good.replacen(line, "busy = [429]", 1)).is_ok());
+}

@@ -125,6 +125,21 @@ fn a_later_answer_to_the_same_key_settles_an_unknown() {
 }
 
 #[test]
+fn a_busy_resend_leaves_a_send_without_an_answer_unknown() {
+    // The first send got no answer and may still be selling (it did: the stock is 0); its
+    // resend was turned away busy, which says nothing of it. Unknown, not "nothing sold":
+    // read as nothing sold, the unit it took would be a FAIL of a service that kept its key.
+    let ops = vec![
+        op(0, 0, 0, true, Meaning::Unknown, None),
+        op(5, 0, 0, true, Meaning::Busy, None),
+    ];
+    let verdict = judge(&row(1, 0, ops));
+    assert_eq!((verdict.unknown, verdict.busy), (1, 0));
+    assert!(verdict.findings.is_empty(), "{:?}", verdict.findings);
+    assert_eq!(verdict.conclusion(), Conclusion::Inconclusive);
+}
+
+#[test]
 fn a_unit_taken_while_its_buyer_was_told_sold_out_is_unaccounted() {
     // The resend of a key whose first send sold (its answer lost) is told sold out: the
     // service broke its key, and a unit left the stock that no sale accounts for.

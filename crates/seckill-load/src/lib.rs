@@ -21,7 +21,7 @@ mod body;
 mod shaped;
 mod table;
 
-pub use shaped::{Answered, Shape};
+pub use shaped::{Answered, KEPT_BODY, Keep, Shape};
 pub use table::table;
 
 use std::collections::BTreeMap;
@@ -56,6 +56,8 @@ pub struct Load {
     /// Builds each request instead of `urls` and `method` ([`Load::shaped`]).
     shape: Option<shaped::Builder>,
     keep_history: bool,
+    /// What the history keeps of each body; its first [`KEPT_BODY`] bytes without one.
+    keep: Option<shaped::Keeper>,
 }
 
 /// Who buys: request `n` is click `n mod clicks` of buyer `n / clicks` (of buyer
@@ -124,6 +126,7 @@ impl Load {
             keys: None,
             shape: None,
             keep_history: false,
+            keep: None,
         }
     }
 
@@ -138,6 +141,14 @@ impl Load {
     /// Keep every request's [`Answered`] ([`Report::history`]), its body included.
     pub fn keeping_history(mut self) -> Self {
         self.keep_history = true;
+        self
+    }
+
+    /// Keep every request's [`Answered`], with what `keep` makes of its status and whole
+    /// body in place of the body's first [`KEPT_BODY`] bytes.
+    pub fn keeping_history_by(mut self, keep: Keep) -> Self {
+        self.keep_history = true;
+        self.keep = Some(shaped::Keeper(keep));
         self
     }
 
@@ -232,7 +243,10 @@ impl Load {
                     status: answer.as_ref().map(|a| a.0),
                     body: answer
                         .as_ref()
-                        .map(|a| a.3[..a.3.len().min(shaped::KEPT_BODY)].to_vec())
+                        .map(|a| match &self.keep {
+                            Some(keep) => (keep.0)(a.0, &a.3),
+                            None => a.3[..a.3.len().min(KEPT_BODY)].to_vec(),
+                        })
                         .unwrap_or_default(),
                 });
             }

@@ -18,6 +18,20 @@ impl std::fmt::Debug for Builder {
     }
 }
 
+/// What a history keeps of an answer, given its status and its whole body (a history that
+/// needs one field of a long body reads it here, before the body is cut).
+pub type Keep = Arc<dyn Fn(u16, &[u8]) -> Vec<u8> + Send + Sync>;
+
+/// A [`Keep`] a `Load` can print.
+#[derive(Clone)]
+pub(crate) struct Keeper(pub(crate) Keep);
+
+impl std::fmt::Debug for Keeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Keep")
+    }
+}
+
 /// How much of each answer's body a history keeps: enough for an order id, and a million
 /// requests' history stays in memory even when a service answers with error pages.
 pub const KEPT_BODY: usize = 2048;
@@ -34,6 +48,7 @@ pub struct Answered {
     /// Its status; `None` when no answer came: a refused or reset connection, or the
     /// client's timeout. Whether it did anything is unknown.
     pub status: Option<u16>,
-    /// The answer's body, its first [`KEPT_BODY`] bytes (empty without one).
+    /// The answer's body, its first [`KEPT_BODY`] bytes (empty without one); or what the
+    /// load's [`Keep`] kept of it.
     pub body: Vec<u8>,
 }
