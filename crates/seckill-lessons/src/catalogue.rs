@@ -24,7 +24,8 @@ const MULTI: &str = "multi";
 pub const LONG_WORK_MS: u64 = 1_500;
 pub const SHORT_TTL_MS: u64 = 1_000;
 
-/// Three buyers, each clicking three times at once (the per-user limit's lesson).
+/// Each buyer clicks three times at once (the per-user limit's lesson: its 30 requests are
+/// ten buyers).
 const CLICKING_THRICE: Buyers = Buyers {
     users: None,
     clicks: 3,
@@ -68,15 +69,16 @@ pub const LESSONS: &[Lesson] = &[
         name: "token",
         title: "token: the work outlasts the TTL",
         title_zh: "token：业务时间超过了锁的过期时间",
-        watch: "Three buyers; each works 1.5 s under a 1 s TTL. On the timeline the lock \
-                expires under its holder (the cross on its bar), the next buyer gets in while \
-                the first is still inside, and the two bars overlap in red: the overlaps \
-                counter climbs, and a unit can sell twice. The token only keeps a holder from \
-                deleting someone else's lock; it does not keep the lock.",
-        watch_zh: "三个买家，每个在 1 秒的过期时间下要工作 1.5 秒。时间线上，锁在持有者手里过期了 \
-                   （条上的叉），下一个买家在前一个还没出来时就进去了，两根条在时间上重叠，画成红色： \
-                   “重叠”计数上升，同一件商品可能卖两次（超卖）。token 只能防止误删别人的锁， \
-                   并不能让锁一直有效。",
+        watch: "Six buyers, three at a time, for three units; each works 1.5 s under a 1 s \
+                TTL. On the timeline the lock expires under its holder (the cross on its \
+                bar), the next buyer gets in while the first is still inside, and the two bars \
+                overlap in red: the overlaps counter climbs, and a unit can sell twice. The \
+                token only keeps a holder from deleting someone else's lock; it does not keep \
+                the lock.",
+        watch_zh: "六个买家、每次三个，抢三件商品；每个在 1 秒的过期时间下要工作 1.5 秒。时间线上， \
+                   锁在持有者手里过期了（条上的叉），下一个买家在前一个还没出来时就进去了，两根条在 \
+                   时间上重叠，画成红色：“重叠”计数上升，同一件商品可能卖两次（超卖）。token 只能 \
+                   防止误删别人的锁，并不能让锁一直有效。",
         phases: &[phase(
             "token, work 1500 > ttl 1000",
             3,
@@ -93,13 +95,13 @@ pub const LESSONS: &[Lesson] = &[
         name: "watchdog",
         title: "watchdog: the same work, a lease that is renewed",
         title_zh: "看门狗：同样的业务，租约不断续期",
-        watch: "The same three buyers, the same 1.5 s of work, the same 1 s lease. Watch the \
-                ticks on each bar: the watchdog renews the lease every third of a second while its holder \
-                works, so the lease never runs out under it. The bars follow one another, none \
-                red: exactly the stock sold, one holder at a time.",
-        watch_zh: "同样三个买家、同样 1.5 秒的业务、同样 1 秒的租约。看每根条上的刻度：持有者工作时， \
-                   看门狗每三分之一秒续期一次，租约不会在它手里过期。条一根接一根，没有红色： \
-                   恰好卖出库存，任何时刻只有一个持有者。",
+        watch: "The same six buyers, three at a time, the same 1.5 s of work, the same 1 s \
+                lease. Watch the ticks on each bar: the watchdog renews the lease every third \
+                of a second while its holder works, so the lease never runs out under it. The \
+                bars follow one another, none red: exactly the stock sold, one holder at a time.",
+        watch_zh: "同样六个买家、每次三个，同样 1.5 秒的业务、同样 1 秒的租约。看每根条上的刻度： \
+                   持有者工作时，看门狗每三分之一秒续期一次，租约不会在它手里过期。条一根接一根， \
+                   没有红色：恰好卖出库存，任何时刻只有一个持有者。",
         phases: &[phase(
             "watchdog, work 1500 > lease 1000",
             3,
