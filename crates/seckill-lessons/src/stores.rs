@@ -17,11 +17,11 @@ pub(crate) const REDLOCK: Lesson = Lesson {
     name: "redlock",
     title: "redlock: one lock on a majority of five servers",
     title_zh: "红锁：在五台服务器的多数派上加一把锁",
-    watch: "The same three buyers and 1 s of work, the lock now taken on a majority of \
-            independent Redis servers. One holder at a time, no red, exactly the stock sold \
+    watch: "The same six buyers, three at a time, and 1 s of work, the lock now taken on \
+            a majority of independent Redis servers. One holder at a time, no red, exactly the stock sold \
             — at the price of a round trip to every server for each lock (compare its \
             goodput and p99 in the side by side table).",
-    watch_zh: "同样三个买家、1 秒业务，锁改为在多台独立 Redis 的多数派上获取。任何时刻只有一个 \
+    watch_zh: "同样六个买家、每次三个，1 秒业务，锁改为在多台独立 Redis 的多数派上获取。任何时刻只有一个 \
                持有者，没有红色，恰好卖出库存——代价是每次加锁都要访问每台服务器 \
                （在对比表里看它的吞吐和 p99）。",
     phases: &[phase(
@@ -41,11 +41,11 @@ pub(crate) const ZOOKEEPER: Lesson = Lesson {
     name: "zookeeper",
     title: "zookeeper: the lock on a consensus store",
     title_zh: "zookeeper：基于共识存储的锁",
-    watch: "The same three buyers and 1 s of work on ZooKeeper: each waiter's node watches \
+    watch: "The same six buyers, three at a time, and 1 s of work on ZooKeeper: each waiter's node watches \
             the one before it, so the lock passes down the queue in order; the session is \
             the lease, with nothing to renew by hand. One holder at a time, exactly the \
             stock sold; slower per lock than Redis.",
-    watch_zh: "同样三个买家、1 秒业务，锁在 ZooKeeper 上：每个等待者的节点监听前一个节点，锁按队列 \
+    watch_zh: "同样六个买家、每次三个，1 秒业务，锁在 ZooKeeper 上：每个等待者的节点监听前一个节点，锁按队列 \
                顺序传递；会话就是租约，不用手动续期。任何时刻只有一个持有者，恰好卖出库存； \
                每次加锁比 Redis 慢。",
     phases: &[phase(
