@@ -23,6 +23,11 @@ pub use crate::op::Op;
 /// faults' remaining commands run (a paused part is resumed), and no row runs after it.
 pub type Interrupted = tokio::sync::watch::Receiver<bool>;
 
+/// An [`Interrupted`] that never flips: for a caller with no Ctrl-C to pass on.
+pub fn never_interrupted() -> Interrupted {
+    tokio::sync::watch::channel(false).1
+}
+
 /// Why a row has no verdict.
 #[derive(Debug)]
 pub struct RowError {
@@ -30,6 +35,12 @@ pub struct RowError {
     /// A fault's command failed or the check was interrupted: the deployment may be as a
     /// fault left it, so no row runs after this one.
     pub ends_the_check: bool,
+}
+
+impl std::fmt::Display for RowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
 }
 
 impl From<String> for RowError {

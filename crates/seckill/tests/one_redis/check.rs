@@ -28,9 +28,14 @@ async fn seckill_check_gives_the_benchs_verdicts_on_the_variants() {
     let mut rules: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let mut rows = Vec::new();
     for (name, value) in &target.variants {
-        let row = run::row(&target, Some((name, value)), &http)
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let row = run::row(
+            &target,
+            Some((name, value)),
+            &http,
+            &run::never_interrupted(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
         let judged = verdict::judge(&row);
         rules.insert(name, judged.findings.iter().map(|f| f.rule).collect());
         rows.push((row, judged));

@@ -513,3 +513,61 @@ async fn a_lua_line_refused_readonly_on_a_replica_is_answered_503() {
     let voided: i64 = conn.hlen(&shard.void).await.unwrap();
     assert_eq!((stock, voided), (10, 0), "nothing sold, nothing looked up");
 }
+
+/// Redis frozen under a burst of lua deductions: the call in flight times out and its sale
+/// is unknown (504, looked up later), and what queued behind it is answered `503`, never
+/// sent: the connection is known broken by then, and the next call fails before it leaves
+/// the instance. Nothing answered 503 sells: once Redis runs again, every unknown sale is
+/// found sold or voided, once, and the orders are theirs alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lua_deductions_queued_behind_a_frozen_redis_are_answered_503_unsent() {
+    let redis = RedisServer::start();
+    // A timeout long enough that the burst has queued behind the first call on any
+    // machine; the verdict is in what the answers were, not in when they came.
+    let seckill = instance(&redis.url(), &["--redis-timeout-ms", "1500"]);
+    let api = seckill.api();
+    api.reset("317", 1_000, 1).await;
+    redis.signal("STOP");
+    let answers = join_all((0..200).map(|_| api.deduct("317", "lua"))).await;
+    redis.signal("CONT");
+    let count = |wanted: u16| answers.iter().filter(|(s, _)| *s == wanted).count();
+    let (unsent, unknown) = (count(503), count(504));
+    let others: Vec<_> = answers
+        .iter()
+        .filter(|(s, _)| ![503, 504].contains(s))
+        .collect();
+    assert!(others.is_empty(), "{others:?}");
+    assert!(
+        unsent > 0,
+        "the queue behind the frozen call was sent, a call at a time: {unknown} unknown"
+    );
+    let other = answers
+        .iter()
+        .find(|(s, body)| *s == 503 && body["outcome"] != "redis_unavailable");
+    assert!(other.is_none(), "{other:?}");
+    // Each unknown sale is looked up until Redis answers, and found sold or voided: once
+    // all are, the orders and the voided ids are theirs, and none is a 503's.
+    let shard = keys("317").whole();
+    let mut conn = redis.conn().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let (sold, voided) = loop {
+        let sold: usize = conn.hlen(&shard.orders).await.unwrap();
+        let voided: usize = conn.hlen(&shard.void).await.unwrap();
+        if sold + voided >= unknown {
+            break (sold, voided);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{sold} sold and {voided} voided of {unknown} unknown"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        sold + voided,
+        unknown,
+        "every sale resolved once, each a 504's: {sold} sold, {voided} voided"
+    );
+    let stats = api.stats("317").await;
+    assert_eq!(int(&stats, "sold") as usize, sold, "{stats}");
+    seckill_testkit::assert_exact(&stats, 1_000, "after the frozen burst");
+}

@@ -142,8 +142,30 @@ pub(super) async fn call(
         }),
     );
     let result: Vec<Value> = script.invoke_async(redis).await?;
-    let result: Vec<Result<Vec<Reply>, RedisError>> =
-        result.into_iter().map(line_replies).collect();
+    // A line answered for other than its deductions, or no answer for a line: not the
+    // script's reply shape, so not read as "not for sale" — the line failed, and what its
+    // deductions came to is looked up.
+    let mut result = result.into_iter();
+    let result: Vec<Result<Vec<Reply>, RedisError>> = lines
+        .iter()
+        .map(|line| {
+            let expected = 1 + line.sales.len();
+            let unlike =
+                |what: String| RedisError::from((ErrorKind::Extension, "deduct.lua", what));
+            let Some(reply) = result.next() else {
+                return Err(unlike(format!("no answer for a line of {expected}")));
+            };
+            let replies = line_replies(reply)?;
+            if replies.is_empty() || replies.len() == expected {
+                Ok(replies)
+            } else {
+                Err(unlike(format!(
+                    "a line answered {} for {expected}",
+                    replies.len()
+                )))
+            }
+        })
+        .collect();
     let sold: Vec<(&ShardKeys, i64)> = lines
         .iter()
         .zip(&result)
@@ -154,14 +176,10 @@ pub(super) async fn call(
         })
         .collect();
     let confirmed = sold.is_empty() || confirm_sales(confirm.as_ref(), redis, &sold).await;
-    let mut result = result.into_iter();
     Ok(lines
         .iter()
-        .map(|line| match result.next() {
-            Some(Ok(replies)) => Ok(units(&replies, line.sales.len(), confirmed)),
-            Some(Err(err)) => Err(err),
-            None => Ok(units(&[], line.sales.len(), confirmed)),
-        })
+        .zip(result)
+        .map(|(line, replies)| Ok(units(&replies?, line.sales.len(), confirmed)))
         .collect())
 }
 
