@@ -109,6 +109,13 @@ impl SentinelConnection {
         Ok((conn, addr))
     }
 
+    /// Forgets the master in use: the next command asks the sentinels again. For a reply
+    /// that says the node is no longer the master where the connection cannot see it — a
+    /// script that caught `READONLY` and answered it as a value.
+    pub async fn forget_master(&self) {
+        *self.shared.current.lock().await = None;
+    }
+
     /// After an error that means the node is gone or no longer the master, forget it.
     async fn check(&self, result: &redis::RedisResult<impl Sized>) {
         let Err(err) = result else { return };

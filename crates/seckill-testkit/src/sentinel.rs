@@ -167,6 +167,31 @@ impl Sentinels {
         }
     }
 
+    /// Every sentinel told to watch the server on `port` as the master instead, as an
+    /// operator who moved the master by hand does; returns once each names it.
+    pub fn monitor(&self, port: u16) {
+        let port = port.to_string();
+        for sentinel in &self.sentinels {
+            Self::cli(sentinel.port, &["sentinel", "remove", MASTER]);
+            let said = Self::cli(
+                sentinel.port,
+                &["sentinel", "monitor", MASTER, "127.0.0.1", &port, "2"],
+            );
+            assert!(said.starts_with("OK"), "sentinel monitor: {said}");
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.sentinels.iter().all(|s| {
+            let answer = Self::cli(s.port, &["sentinel", "get-master-addr-by-name", MASTER]);
+            answer.lines().nth(1).map(str::trim) == Some(port.as_str())
+        }) {
+            assert!(
+                Instant::now() < deadline,
+                "the sentinels did not take :{port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Waits until the sentinels name a master other than `old`, and it answers as one.
     pub fn wait_for_failover(&self, old: u16, within: Duration) -> u16 {
         let deadline = Instant::now() + within;

@@ -118,6 +118,16 @@ impl ConnectionLike for RedisConn {
 }
 
 impl RedisConn {
+    /// After a reply that says the node is no longer the master (a script line's
+    /// `READONLY`, answered as a value, so no error the connection saw): behind sentinels,
+    /// the next command asks them again. One Redis has no other node to go to, and a
+    /// Cluster follows its slots' owners by itself.
+    pub async fn forget_master(&self) {
+        if let Self::Sentinel(conn) = self {
+            conn.forget_master().await;
+        }
+    }
+
     /// The masters and the slots each serves, ordered by their first slot. A standalone
     /// server is the one master of every slot.
     pub async fn masters(&mut self, config: &StoreConfig) -> Result<Vec<Master>, RedisError> {

@@ -166,6 +166,15 @@ pub(super) async fn call(
             }
         })
         .collect();
+    let demoted = |line: &Result<Vec<Reply>, RedisError>| {
+        line.as_ref()
+            .is_err_and(|err| err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly))
+    };
+    if result.iter().any(demoted) {
+        // The script ran on a replica: the master it was sent to was demoted under the
+        // connection, which saw no error of its own.
+        redis.forget_master().await;
+    }
     let sold: Vec<(&ShardKeys, i64)> = lines
         .iter()
         .zip(&result)
