@@ -102,7 +102,7 @@ impl Deduction {
     /// A unit sold and recorded: a 200, once as many replicas as asked for have it.
     pub(super) async fn sold(&self, shard: &ShardKeys, order: String, remaining: i64) -> Outcome {
         let confirm = self.app.sale_confirmations.as_ref();
-        if !confirm_sales(confirm, &mut self.redis(), &[(shard, 1)]).await {
+        if !confirm_sales(confirm, &mut self.redis(), &[(shard, 1)], &order).await {
             return Outcome::Unconfirmed {
                 order,
                 shard: shard.index,
@@ -132,8 +132,11 @@ fn variants_that(which: fn(&super::Spec) -> bool) -> String {
 }
 
 /// After sales written to shards on one master (`sold`: each shard with its count of
-/// sales): true when as many replicas as `--redis-wait-replicas` asks have them
-/// (`confirmations`; one `WAIT` covers them all), or none are asked for. When they do not,
+/// sales; `witness`, an order id sold on the first): true when as many replicas as
+/// `--redis-wait-replicas` asks have them (`confirmations`; one `WAIT` covers them all), or
+/// none are asked for. The confirmation finds the witness on the master it asks, in the
+/// same round trip: a master found again after the sale (a failover meanwhile) that lacks
+/// it confirms nothing. When they do not,
 /// or cannot be asked now (every confirmation connection in use, the master gone), the
 /// sales are counted as unconfirmed in each shard's audit (on `conn`, the shared
 /// connection), where that can still be written.
@@ -141,11 +144,13 @@ pub(super) async fn confirm_sales(
     confirmations: Option<&Arc<Confirmations>>,
     conn: &mut RedisConn,
     sold: &[(&ShardKeys, i64)],
+    witness: &str,
 ) -> bool {
     let (Some(confirmations), Some((first, _))) = (confirmations, sold.first()) else {
         return true;
     };
-    match confirmations.confirm(&first.confirm).await {
+    let confirmed = confirmations.confirm_recorded(&first.confirm, &first.orders, witness);
+    match confirmed.await {
         Ok(Confirmed::Yes) => return true,
         Ok(Confirmed::No) => {}
         Ok(Confirmed::Busy) => tracing::warn!(

@@ -175,16 +175,31 @@ pub(super) async fn call(
         // connection, which saw no error of its own.
         redis.forget_master().await;
     }
+    // Each line that sold, with its count of sales; and the first order sold, which the
+    // confirmation finds on the master it asks.
+    let mut witness = None;
     let sold: Vec<(&ShardKeys, i64)> = lines
         .iter()
         .zip(&result)
         .filter_map(|(line, replies)| {
-            let sold = replies.as_ref().ok()?.iter().skip(1);
-            let sold = sold.filter(|&&a| a == Reply::Units(1)).count() as i64;
+            let answers = replies.as_ref().ok()?.iter().skip(1);
+            let mut sold = 0;
+            for (sale, _) in line
+                .sales
+                .iter()
+                .zip(answers)
+                .filter(|(_, a)| **a == Reply::Units(1))
+            {
+                witness.get_or_insert(sale.order.as_str());
+                sold += 1;
+            }
             (sold > 0).then_some((line.shard, sold))
         })
         .collect();
-    let confirmed = sold.is_empty() || confirm_sales(confirm.as_ref(), redis, &sold).await;
+    let confirmed = match witness {
+        Some(witness) => confirm_sales(confirm.as_ref(), redis, &sold, witness).await,
+        None => true,
+    };
     Ok(lines
         .iter()
         .zip(result)
