@@ -380,6 +380,12 @@ impl RawAudit {
     }
 }
 
+/// Most phases in a file.
+const MAX_PHASES: usize = 100;
+
+/// Most requests a row's phases send in all: each phase may send up to a million.
+const MAX_ROW_REQUESTS: usize = 2_000_000;
+
 fn check_phases(
     phases: &[Phase],
     parts: &BTreeMap<String, Part>,
@@ -389,6 +395,14 @@ fn check_phases(
     if phases.is_empty() {
         return Err("phases: at least one [[phases]]".into());
     }
+    // A row's whole history is kept in memory until it is judged: a bound on it, not only
+    // on each phase.
+    within("phases", phases.len(), 1, MAX_PHASES)?;
+    let requests: usize = phases
+        .iter()
+        .map(|p| p.requests.min(MAX_ROW_REQUESTS))
+        .sum();
+    within("phases' requests in all", requests, 1, MAX_ROW_REQUESTS)?;
     let holds = |slot| buy.holds(slot);
     if limit > 0 && !holds(Slot::User) {
         return Err(

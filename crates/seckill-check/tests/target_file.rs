@@ -96,3 +96,15 @@ fn a_server_error_cannot_be_read_as_nothing_sold() {
     }
     assert!(Target::parse(&good.replacen(line, "busy = [429]", 1)).is_ok());
 }
+
+#[test]
+fn a_rows_phases_are_bounded_in_all_not_only_each() {
+    // Three phases of a million requests each: each within its bound, the row's history
+    // past the file's.
+    let good = std::fs::read_to_string(root().join("check/example/stock.toml")).unwrap();
+    let phase =
+        "\n[[phases]]\nname = \"more\"\nbuyers = 10\nrequests = 1000000\nconcurrency = 10\n";
+    let err = Target::parse(&format!("{good}{}", phase.repeat(3))).unwrap_err();
+    assert!(err.contains("phases' requests in all"), "{err}");
+    assert!(Target::parse(&format!("{good}{phase}")).is_ok());
+}
