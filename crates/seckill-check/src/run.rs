@@ -103,74 +103,10 @@ pub async fn row(
     }
     let started = Instant::now();
     let (mut ops, mut faults) = (Vec::new(), Vec::new());
-    for (index, phase) in target.phases.iter().enumerate() {
-        let offset = started.elapsed();
-        let watch = Control::default();
-        let faulting = fault::watch(&phase.faults, &target.parts, &watch, &phase.name);
-        let (repeats, buyers) = (phase.repeats, phase.buyers);
-        let sending = move |n: usize| Sending {
-            phase: index,
-            purchase: n / repeats,
-            buyer: (n / repeats) % buyers,
-        };
-        let stopper = {
-            let (watch, mut interrupted) = (watch.clone(), interrupted.clone());
-            tokio::spawn(async move {
-                if interrupted.wait_for(|&yes| yes).await.is_ok() {
-                    watch.stop();
-                }
-            })
-        };
-        let load = Load::shaped(slots.shape(target, sending))
-            .requests(phase.requests)
-            .concurrency(phase.concurrency)
-            .keeping_history_by(keep(target))
-            .run(http, &watch)
-            .await;
-        stopper.abort();
-        let ran = faulting.finish().await;
-        let failed: Vec<String> = ran
-            .iter()
-            .filter(|ran| ran.failed.is_some())
-            .map(ToString::to_string)
-            .collect();
+    for index in 0..target.phases.len() {
+        let (sent, ran) = phase(target, index, &slots, http, interrupted, started).await?;
+        ops.extend(sent);
         faults.extend(ran);
-        if !failed.is_empty() {
-            return Err(RowError {
-                why: format!(
-                    "a fault's command failed, so the run is not the one asked for: {}",
-                    failed.join("; ")
-                ),
-                ends_the_check: true,
-            });
-        }
-        if *interrupted.borrow() {
-            let why = if faults.is_empty() {
-                "interrupted".to_owned()
-            } else {
-                format!(
-                    "interrupted; the faults' commands ran: {}",
-                    faults
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                )
-            };
-            return Err(RowError {
-                why,
-                ends_the_check: true,
-            });
-        }
-        record(
-            &mut ops,
-            load.history,
-            offset,
-            index,
-            &sending,
-            target,
-            &slots,
-        );
     }
     if !faults.is_empty() {
         answering(http, target, &slots).await?;
@@ -196,6 +132,85 @@ pub async fn row(
         resent,
         elapsed,
     })
+}
+
+/// Phase `index` of `target`'s row: its load sent, each of its faults run when its count of
+/// answers came; its requests as ops, and what its fault commands did. A command that
+/// failed, or Ctrl-C, ends the row once every command of the phase ran.
+async fn phase(
+    target: &Target,
+    index: usize,
+    slots: &Slots,
+    http: &reqwest::Client,
+    interrupted: &Interrupted,
+    started: Instant,
+) -> Result<(Vec<Op>, Vec<fault::Ran>), RowError> {
+    let phase = &target.phases[index];
+    let offset = started.elapsed();
+    let watch = Control::default();
+    let faulting = fault::watch(&phase.faults, &target.parts, &watch, &phase.name);
+    let (repeats, buyers) = (phase.repeats, phase.buyers);
+    let sending = move |n: usize| Sending {
+        phase: index,
+        purchase: n / repeats,
+        buyer: (n / repeats) % buyers,
+    };
+    let stopper = {
+        let (watch, mut interrupted) = (watch.clone(), interrupted.clone());
+        tokio::spawn(async move {
+            if interrupted.wait_for(|&yes| yes).await.is_ok() {
+                watch.stop();
+            }
+        })
+    };
+    let load = Load::shaped(slots.shape(target, sending))
+        .requests(phase.requests)
+        .concurrency(phase.concurrency)
+        .keeping_history_by(keep(target))
+        .run(http, &watch)
+        .await;
+    stopper.abort();
+    let faults = faulting.finish().await;
+    let said = |ran: &[fault::Ran]| {
+        let ran: Vec<String> = ran.iter().map(ToString::to_string).collect();
+        ran.join("; ")
+    };
+    let failed: Vec<fault::Ran> = faults
+        .iter()
+        .filter(|ran| ran.failed.is_some())
+        .cloned()
+        .collect();
+    if !failed.is_empty() {
+        return Err(RowError {
+            why: format!(
+                "a fault's command failed, so the run is not the one asked for: {}",
+                said(&failed)
+            ),
+            ends_the_check: true,
+        });
+    }
+    if *interrupted.borrow() {
+        let why = if faults.is_empty() {
+            "interrupted".to_owned()
+        } else {
+            format!("interrupted; the faults' commands ran: {}", said(&faults))
+        };
+        return Err(RowError {
+            why,
+            ends_the_check: true,
+        });
+    }
+    let mut ops = Vec::new();
+    record(
+        &mut ops,
+        load.history,
+        offset,
+        index,
+        &sending,
+        target,
+        slots,
+    );
+    Ok((ops, faults))
 }
 
 /// A load's history as ops of phase `phase` (the settling resends are a phase after the
