@@ -54,6 +54,32 @@ impl Postgres {
         self.running = true;
     }
 
+    /// Sends `signal` to the server and every process of it (its backends and helpers).
+    /// `STOP` freezes it with its connections open, as a host gone without a reset leaves
+    /// them: what was sent is never answered.
+    pub fn signal_all(&self, signal: &str) {
+        let listening = Command::new("ss")
+            .args(["-Hltnp", &format!("sport = :{}", self.port)])
+            .output()
+            .expect("ss (iproute2)");
+        let listening = String::from_utf8_lossy(&listening.stdout);
+        let postmaster = listening
+            .split("pid=")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+            .unwrap_or_else(|| panic!("no postgres listening on :{}: {listening}", self.port));
+        let children = Command::new("pgrep")
+            .args(["-P", &postmaster.to_string()])
+            .output()
+            .expect("pgrep");
+        let children = String::from_utf8_lossy(&children.stdout);
+        crate::signal(postmaster, signal);
+        for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+            crate::signal(child, signal);
+        }
+    }
+
     /// `psql -At -c SQL` against the `seckill` database: what it printed, trimmed.
     pub fn query(&self, sql: &str) -> String {
         let out = Command::new("psql")

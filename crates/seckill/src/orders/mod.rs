@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::Context;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use serde::Serialize;
 use tokio_postgres::NoTls;
 
@@ -73,10 +73,17 @@ pub struct Batch {
     pub settlements: Vec<Settlement>,
 }
 
-/// The orders' database: a small pool of connections.
+/// The orders' database: a small pool of connections, every call bounded.
 pub struct OrdersDb {
     pool: Pool,
+    /// A call's bound: connecting, waiting for a connection, and each call's answer. A
+    /// host gone without a reset leaves a sent call unanswered for hours (TCP keepalive
+    /// begins after two), so the bound is the instance's own.
+    timeout: Duration,
 }
+
+/// How long the migrations may take at start: they may wait for another instance's.
+const MIGRATING: Duration = Duration::from_secs(60);
 
 impl OrdersDb {
     /// A pool on `url` (`postgres://user@host:port/db`); connections are made when needed,
@@ -99,13 +106,73 @@ impl OrdersDb {
             .recycle_timeout(Some(timeout))
             .build()
             .context("the orders' connection pool")?;
-        Ok(Self { pool })
+        Ok(Self { pool, timeout })
+    }
+
+    /// `call` on a connection of the pool, within `bound`. Past it, the connection goes
+    /// with whatever it sent, which may still run: an insert replayed later inserts
+    /// nothing twice, and a read is only a read.
+    async fn bounded<T>(
+        &self,
+        bound: Duration,
+        call: impl AsyncFnOnce(&mut Object) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let mut client = self.pool.get().await?;
+        match tokio::time::timeout(bound, call(&mut client)).await {
+            Ok(result) => result,
+            Err(_) => {
+                drop(Object::take(client));
+                anyhow::bail!("no answer from the orders database within {bound:?}")
+            }
+        }
     }
 
     /// Applies the migrations not applied yet; instances starting together take turns
     /// (an advisory lock).
     pub async fn migrate(&self) -> anyhow::Result<()> {
-        let mut client = self.pool.get().await?;
+        self.bounded(MIGRATING, async |client| migrate(client).await)
+            .await
+    }
+
+    /// Inserts `batch` in one transaction; orders and settlements already there are left
+    /// as they are. Returns how many rows were new.
+    pub async fn insert(&self, batch: &Batch) -> anyhow::Result<u64> {
+        self.bounded(self.timeout, async |client| insert(client, batch).await)
+            .await
+    }
+
+    /// The ids of one sale's orders (a product between two resets).
+    pub async fn ids(&self, product: &str, epoch: i64) -> Result<BTreeSet<String>, AppError> {
+        let rows = self.bounded(self.timeout, async |client| {
+            let sql = "SELECT id FROM orders WHERE product = $1 AND epoch = $2";
+            Ok(client.query(sql, &[&product, &epoch]).await?)
+        });
+        Ok(rows
+            .await
+            .map_err(unavailable)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+
+    /// How one sale's reservations ended, as the database has it: order id -> outcome.
+    pub async fn settlements(
+        &self,
+        product: &str,
+        epoch: i64,
+    ) -> Result<BTreeMap<String, String>, AppError> {
+        let rows = self.bounded(self.timeout, async |client| {
+            let sql = "SELECT id, outcome FROM order_settlements WHERE product = $1 AND epoch = $2";
+            Ok(client.query(sql, &[&product, &epoch]).await?)
+        });
+        let rows = rows.await.map_err(unavailable)?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+}
+
+/// The migrations not applied yet, on `client`, in one transaction.
+async fn migrate(client: &mut Object) -> anyhow::Result<()> {
+    {
         let tx = client.transaction().await?;
         tx.batch_execute(
             "SELECT pg_advisory_xact_lock(7211001);
@@ -135,13 +202,13 @@ impl OrdersDb {
             }
         }
         tx.commit().await?;
-        Ok(())
     }
+    Ok(())
+}
 
-    /// Inserts `batch` in one transaction; orders and settlements already there are left
-    /// as they are. Returns how many rows were new.
-    pub async fn insert(&self, batch: &Batch) -> anyhow::Result<u64> {
-        let mut client = self.pool.get().await?;
+/// `batch` inserted on `client` in one transaction: how many rows were new.
+async fn insert(client: &mut Object, batch: &Batch) -> anyhow::Result<u64> {
+    {
         let tx = client.transaction().await?;
         let mut inserted = 0;
         let orders = &batch.orders;
@@ -198,54 +265,27 @@ impl OrdersDb {
         tx.commit().await?;
         Ok(inserted)
     }
+}
 
-    /// The ids of one sale's orders (a product between two resets).
-    pub async fn ids(&self, product: &str, epoch: i64) -> Result<BTreeSet<String>, AppError> {
-        let client = self.pool.get().await.map_err(unavailable)?;
-        let rows = client
-            .query(
-                "SELECT id FROM orders WHERE product = $1 AND epoch = $2",
-                &[&product, &epoch],
-            )
-            .await
-            .map_err(unavailable)?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
-    }
-
-    /// How one sale's reservations ended, as the database has it: order id -> outcome.
-    pub async fn settlements(
-        &self,
-        product: &str,
-        epoch: i64,
-    ) -> Result<BTreeMap<String, String>, AppError> {
-        let client = self.pool.get().await.map_err(unavailable)?;
-        let rows = client
-            .query(
-                "SELECT id, outcome FROM order_settlements WHERE product = $1 AND epoch = $2",
-                &[&product, &epoch],
-            )
-            .await
-            .map_err(unavailable)?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
-    }
-
+impl OrdersDb {
     /// One order, if the database has it, with what became of it: `sold` (no payment
     /// window), `reserved` (not paid yet, as far as the database knows), `paid`, `expired`.
     pub async fn find(&self, id: &str) -> Result<Option<(Order, String)>, AppError> {
-        let client = self.pool.get().await.map_err(unavailable)?;
-        let row = client
-            .query_opt(
-                "SELECT o.id, o.product, o.epoch, o.shard, o.instance, o.variant, o.buyer,
+        let row = self.bounded(self.timeout, async |client| {
+            Ok(client
+                .query_opt(
+                    "SELECT o.id, o.product, o.epoch, o.shard, o.instance, o.variant, o.buyer,
                         (extract(epoch FROM o.sold_at) * 1000)::bigint,
                         (extract(epoch FROM o.pay_by) * 1000)::bigint,
                         coalesce(s.outcome,
                                  CASE WHEN o.pay_by IS NULL THEN 'sold' ELSE 'reserved' END)
                  FROM orders o LEFT JOIN order_settlements s ON s.id = o.id
                  WHERE o.id = $1",
-                &[&id],
-            )
-            .await
-            .map_err(unavailable)?;
+                    &[&id],
+                )
+                .await?)
+        });
+        let row = row.await.map_err(unavailable)?;
         Ok(row.map(|r| {
             let order = Order {
                 id: r.get(0),
@@ -270,7 +310,7 @@ fn seconds(ms: i64) -> f64 {
 
 /// The database did not answer: a 503 like Redis's.
 fn unavailable(err: impl std::fmt::Display) -> AppError {
-    AppError::NotConfigured(format!("the orders database is unavailable: {err}"))
+    AppError::DatabaseUnavailable(format!("the orders database is unavailable: {err}"))
 }
 
 pub use crate::product::Reconciliation;

@@ -1,7 +1,7 @@
 //! Orders of record: every sale streamed from Redis into a real PostgreSQL, exactly once,
 //! and reconciled in `/stats`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use seckill_testkit::{Api, Nginx, Postgres, Service, int};
 use serde_json::{Value, json};
@@ -157,6 +157,53 @@ async fn sales_go_on_while_postgres_is_down_and_the_backlog_drains() {
     assert_eq!(status, 200, "{recorded}");
     assert_eq!(recorded["state"], "recorded");
     assert_eq!(recorded["order"]["id"], order.as_str());
+}
+
+/// PostgreSQL frozen (SIGSTOP, every process of it) with the instance's connections open,
+/// as a host gone without a reset leaves them: a look-up of an order is answered `503
+/// database_unavailable` once the orders' bound runs out — not held until the request
+/// timeout (`408`), which no call to the database had before. Thawed, it answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_orders_database_is_a_503_not_a_hang() {
+    let _turn = seckill_testkit::heavy_turn().await;
+    let db = Postgres::start();
+    let (cluster, _nginx, api) = with_database(&db);
+    api.reset("101", 100, 1).await;
+    let report = api
+        .run(api.load("101", "lua").requests(5).keeping_orders())
+        .await;
+    assert_eq!(report.count(200), 5, "{report:?}");
+    drained(&api, "101", Duration::from_secs(30)).await;
+    let instance = &cluster.apis()[0];
+    let path = format!("/orders/{}", report.orders[0]);
+    // The instance's pool holds a connection that answered: the next look-up takes it.
+    let (status, recorded) = instance.get(&path).await;
+    assert_eq!(status, 200, "{recorded}");
+
+    struct Thaw<'a>(&'a Postgres);
+    impl Drop for Thaw<'_> {
+        fn drop(&mut self) {
+            self.0.signal_all("CONT");
+        }
+    }
+    db.signal_all("STOP");
+    let thaw = Thaw(&db);
+    let (status, answer) = instance.get(&path).await;
+    assert_eq!(status, 503, "{answer}");
+    assert_eq!(answer["outcome"], "database_unavailable", "{answer}");
+    drop(thaw);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, answer) = instance.get(&path).await;
+        if status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "thawed, still {status}: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A consumer's instance SIGKILLed with entries pending (read, not yet in the database: it
