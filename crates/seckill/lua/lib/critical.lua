@@ -88,7 +88,8 @@ local function terms(sale, audit)
 end
 
 -- Whether a sale under idempotency key `sale.key` ('' for none) may go on. Where the claim
--- lives on this slot (the whole product), only while it is still `holder`'s pending claim:
+-- lives on this slot (the whole product), only while it is still `holder`'s pending claim
+-- of this sale (its epoch):
 -- a repeat that took the claim over sells instead, never both. On a shard of a split
 -- product, only while nothing was sold under the key here and no other holder fenced the
 -- shard for this sale (lua/idem_fence.lua): a repeat that takes the claim over fences every
@@ -111,8 +112,10 @@ local function keyed(sale, audit, holder)
     end
     return nil
   end
-  local c = redis.call('HMGET', sale.claim, 'state', 'holder')
-  if c[1] == 'pending' and c[2] == holder then
+  -- A claim of the sale before a reset is another sale's: the request that holds it
+  -- outlived the reset, and a repeat will claim the key afresh in this one.
+  local c = redis.call('HMGET', sale.claim, 'state', 'holder', 'epoch')
+  if c[1] == 'pending' and c[2] == holder and c[3] == terms(sale, audit).epoch then
     return nil
   end
   return 'taken_over'

@@ -195,3 +195,37 @@ async fn a_split_sale_whose_answer_was_lost_is_found_in_its_shard() {
     assert_eq!(int(&stats, "sold"), 1, "{stats}");
     assert_eq!(stats["idempotency"]["keys_sold_twice"], 0, "{stats}");
 }
+
+/// A reset lands while a keyed request works inside its lock: the claim it holds is of the
+/// sale before. Its late commit is refused (the claim's epoch is not the sale's), so the
+/// key's repeat — a fresh claim in the new sale — is its one sale there. Before, the late
+/// commit sold under the old claim and the repeat, finding that claim stale, sold again.
+#[tokio::test]
+async fn a_keyed_request_that_outlives_a_reset_sells_once_in_the_new_sale() {
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    // A whole product, and one split in four (its claim's slot is not its shards').
+    for (path, shards) in [("setnx?work_ms=1500", 1), ("segmented?work_ms=1500", 4)] {
+        api.reset("101", 10, shards).await;
+        let first = {
+            let api = api.clone();
+            tokio::spawn(async move { api.deduct_keyed("101", path, "k-reset").await })
+        };
+        crate::someone_inside(&cluster.redis).await;
+        api.reset("101", 10, shards).await;
+        let (status, body, _) = first.await.unwrap();
+        eprintln!("{path}: the request that outlived the reset: {status} {body}");
+        let (status, again, _) = api.deduct_keyed("101", path, "k-reset").await;
+        assert_eq!(status, 200, "{path}: {again}");
+        let stats = api.stats("101").await;
+        assert_eq!(
+            int(&stats, "sold"),
+            1,
+            "{path}: one sale under the key in the new sale: {stats}"
+        );
+        assert_eq!(
+            stats["idempotency"]["keys_sold_twice"], 0,
+            "{path}: {stats}"
+        );
+    }
+}
