@@ -291,6 +291,14 @@ impl ServeArgs {
     /// Checks what clap cannot check alone.
     pub fn check(&self) -> anyhow::Result<()> {
         self.limits.check()?;
+        // A key's claim lives its TTL: one that could lapse under the request it serves
+        // would let that request's own sale be refused as taken over, and nobody sell.
+        ensure!(
+            self.idempotency_ttl_s.saturating_mul(1_000) > 2 * self.limits.request_timeout_ms,
+            "--idempotency-ttl-s ({} s) must exceed twice --request-timeout-ms ({} ms)",
+            self.idempotency_ttl_s,
+            self.limits.request_timeout_ms
+        );
         ensure!(
             self.redis_wait_timeout_ms < self.limits.redis_timeout_ms,
             "--redis-wait-timeout-ms ({}) must be below --redis-timeout-ms ({}), which bounds it",

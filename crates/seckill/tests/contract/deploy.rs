@@ -205,3 +205,37 @@ fn nginx_configs_pass_nginx_t() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A key's claim must outlive the request it serves: an idempotency TTL that a request's
+/// timeout could outlast is refused at start, naming the flags, before anything is served.
+#[test]
+fn an_idempotency_ttl_a_request_could_outlast_is_refused_at_start() {
+    let mut child = Command::new(SECKILL)
+        .args([
+            "serve",
+            "--idempotency-ttl-s",
+            "30",
+            "--request-timeout-ms",
+            "30000",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A guard, not a window: an instance that does start is stopped here, and fails below.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{said}");
+    assert!(
+        said.contains("--idempotency-ttl-s (30 s) must exceed twice --request-timeout-ms"),
+        "{said}"
+    );
+}
