@@ -20,7 +20,7 @@
 --   claim   an idempotency key's claim (lua/idem_claim.lua) on this slot: the key's one
 --           claim when the shard is the whole product. Where the claim gets its answer
 --           after the sale instead (`sale.split`: a shard of a split product, whose claim is
---           on the product's slot, or a cart's line), the key's fence (`:idem:<key>:fence`),
+--           on the product's slot, or a cart's line), the key's fence (`:idem-fence:<key>`),
 --           once a request that took the claim over fenced the shard (lua/idem_fence.lua):
 --           "<epoch> <holder>", the one holder that may sell under the key here from then on
 --   void    hash: order id -> 1 for the sales whose answer was lost and that were found

@@ -274,9 +274,15 @@ impl ShardKeys {
     /// <holder>"`): where a request sells under a key whose claim gets its answer after the
     /// sale (a split product's shard, a cart's line), the one holder that may still sell under
     /// the key here, once a repeat took the claim over (`lua/idem_fence.lua`).
+    ///
+    /// Apart from the claims' names (`:idem-fence:`, not the claim's name and a suffix): a
+    /// key may hold `:`, and key `K:fence`'s claim would be key `K`'s fence.
     pub fn key_fence(&self, idempotency: &str) -> String {
-        let mut fence = self.claim(idempotency);
-        fence.push_str(":fence");
+        let tag = &self.stock[..self.stock.len() - ":stock".len()];
+        let mut fence = String::with_capacity(tag.len() + 12 + idempotency.len());
+        fence.push_str(tag);
+        fence.push_str(":idem-fence:");
+        fence.push_str(idempotency);
         fence
     }
 
@@ -356,6 +362,12 @@ mod tests {
         let id = ProductId::parse("101").unwrap();
         let claim = ProductKeys::new(&id).whole().claim("k:1.a");
         assert_eq!(claim, "seckill:{101}:idem:k:1.a");
+        // No key's claim is another key's fence, whatever `:` the keys hold.
+        let whole = ProductKeys::new(&id).whole();
+        assert_eq!(whole.key_fence("k"), "seckill:{101}:idem-fence:k");
+        for (a, b) in [("k:fence", "k"), ("k", "k:fence"), ("idem-fence:k", "k")] {
+            assert_ne!(whole.claim(a), whole.key_fence(b), "{a} {b}");
+        }
         let placed = Layout::from_meta(&id, 2, Some("101/0,101/1.4"));
         let stream = ProductKeys::new(&id).shard(&placed, 1).stream;
         assert_eq!(product_of_stream(&stream), Some(id.clone()));
