@@ -166,16 +166,22 @@ async fn run(
         }
     }
     let whole = variant.spec().whole_stock;
-    let door = admit(state, &deduction, whole).await?;
     let product_keys = deduction.product.clone();
-    let (outcome, worked) = if variant.spec().must_finish {
+    let (door, (outcome, worked)) = if variant.spec().must_finish || deduction.claim.is_some() {
         // Spawned, so that a client hanging up (or the request timeout) cannot cut a
-        // deduction short between taking a lock and giving it back.
-        tokio::spawn(async move { serve(&deduction).await })
+        // deduction short between taking a lock and giving it back, nor leave a key it
+        // claimed pending with nobody to answer it: a repeat would wait out its deadline.
+        let state = state.clone();
+        let served = tokio::spawn(async move {
+            let door = admit(&state, &deduction, whole).await?;
+            Ok::<_, AppError>((door, serve(&deduction).await))
+        });
+        served
             .await
-            .map_err(|err| AppError::Internal(err.into()))?
+            .map_err(|err| AppError::Internal(err.into()))??
     } else {
-        serve(&deduction).await
+        let door = admit(state, &deduction, whole).await?;
+        (door, serve(&deduction).await)
     };
     let outcome = outcome?;
     state

@@ -229,3 +229,48 @@ async fn a_keyed_request_that_outlives_a_reset_sells_once_in_the_new_sale() {
         );
     }
 }
+
+/// A client that hangs up once its key is claimed: the request goes on to its answer (it
+/// runs on a task of its own from the claim on), so the key's repeat gets that answer —
+/// before, a variant that is not spawned (naive, lua) dropped the request there, leaving
+/// the claim pending until its deadline, and the repeat waited it out and sold afresh.
+#[tokio::test]
+async fn a_keyed_request_whose_client_hangs_up_still_answers_its_key() {
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset("101", 10, 1).await;
+    let path = "naive?work_ms=1000";
+    let first = {
+        let api = api.clone();
+        tokio::spawn(async move { api.deduct_keyed("101", path, "k-hang").await })
+    };
+    // Once the claim is there, the client hangs up (its connection closed).
+    let claim = keys("101").whole().claim("k-hang");
+    let mut redis = cluster.redis.conn().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let state: Option<String> = redis::cmd("HGET")
+            .arg(&claim)
+            .arg("state")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        if state.is_some() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the key was never claimed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    first.abort();
+    let (status, again, replayed) = api.deduct_keyed("101", path, "k-hang").await;
+    assert_eq!(
+        (status, replayed),
+        (200, true),
+        "the first request's answer, given again: {again}"
+    );
+    let stats = api.stats("101").await;
+    assert_eq!(int(&stats, "sold"), 1, "{stats}");
+}
