@@ -9,8 +9,9 @@
 //! lock besides): PostgreSQL refusing, away or paused is a 503 `database_unavailable`,
 //! never a hang. A transaction ([`Tx`]) that does not end by its `COMMIT` or `ROLLBACK` —
 //! its future dropped, its answer lost — takes its connection with it: the connection is
-//! closed rather than given back to the pool, and PostgreSQL rolls the transaction back
-//! and frees its locks when it sees the client gone.
+//! closed rather than given back to the pool, PostgreSQL is asked to cancel what it still
+//! runs (a wait for a row lock would not notice the socket closed), and it rolls the
+//! transaction back and frees its locks when it sees the client gone.
 
 pub mod locks;
 pub mod stock;
@@ -83,7 +84,7 @@ impl Database {
             Ok(Err(err)) => Err(Failure::of(err)),
             Err(_) => {
                 // Whatever was sent may still run; the connection goes with it.
-                drop(Object::take(conn));
+                close(conn, self.timeout);
                 Err(Failure::Lost(format!(
                     "no answer within {:?}",
                     self.timeout
@@ -200,7 +201,7 @@ impl Tx {
     /// PostgreSQL rolls it back and frees its locks once it sees the client gone.
     pub fn abandon(mut self) {
         if let Some(conn) = self.conn.take() {
-            drop(Object::take(conn));
+            close(conn, self.timeout);
         }
     }
 }
@@ -209,8 +210,22 @@ impl Drop for Tx {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
             // Open: never give it back to the pool mid-transaction.
-            drop(Object::take(conn));
+            close(conn, self.timeout);
         }
+    }
+}
+
+/// Closes `conn`, which may have a statement still running, and asks PostgreSQL (within
+/// `timeout`, on a task) to cancel that statement. A closed socket alone is seen only when
+/// the server next writes to it: a statement waiting on a row lock would hold its backend,
+/// one past `--pg-connections`, until the lock came, and then commit for nobody.
+fn close(conn: Object, timeout: Duration) {
+    let cancel = conn.cancel_token();
+    drop(Object::take(conn));
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async move {
+            let _ = tokio::time::timeout(timeout, cancel.cancel_query(NoTls)).await;
+        });
     }
 }
 

@@ -367,3 +367,58 @@ async fn a_cut_database_acquire_leaves_nothing_behind() {
         assert!(guard.release().await.unwrap());
     }
 }
+
+/// `pg_update`'s UPDATE waits on a row lock the test holds, past the call's bound: the
+/// request gives up (its answer unknown) and PostgreSQL is asked to cancel the statement,
+/// so no backend of the instance is left waiting on the lock — one past `--pg-connections`
+/// each, and a sale for nobody once the lock came. Before, the connection was only closed,
+/// which the waiting backend does not notice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_that_outlives_its_bound_is_cancelled_not_left_waiting() {
+    let _turn = seckill_testkit::heavy_turn().await;
+    let db = Postgres::start();
+    let (_cluster, _nginx, api) = with_database(
+        &db,
+        &[
+            "--redis-timeout-ms",
+            "200",
+            "--redis-wait-timeout-ms",
+            "100",
+        ],
+    );
+    let reset = api
+        .reset_with(json!({"product": "101", "stock": 10, "stock_in": "postgres"}))
+        .await;
+    assert_eq!(reset["stock_in"], "postgres");
+    let (client, connection) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute("BEGIN; SELECT stock FROM seckill_stock WHERE product = '101' FOR UPDATE")
+        .await
+        .unwrap();
+    let answers =
+        futures_util::future::join_all((0..4).map(|_| api.deduct("101", "pg_update"))).await;
+    assert!(
+        answers.iter().all(|(status, _)| *status != 200),
+        "{answers:?}"
+    );
+    let waiting = "SELECT count(*) FROM pg_stat_activity
+                   WHERE application_name = 'seckill' AND wait_event_type = 'Lock'";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = db.query(waiting);
+        if left == "0" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{left} of the instance's statements still wait on the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client.batch_execute("ROLLBACK").await.unwrap();
+    let stock = db.query("SELECT stock FROM seckill_stock WHERE product = '101'");
+    assert_eq!(stock, "10", "a cancelled statement sold nothing");
+}
