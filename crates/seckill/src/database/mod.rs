@@ -219,7 +219,7 @@ impl Drop for Tx {
 /// `timeout`, on a task) to cancel that statement. A closed socket alone is seen only when
 /// the server next writes to it: a statement waiting on a row lock would hold its backend,
 /// one past `--pg-connections`, until the lock came, and then commit for nobody.
-fn close(conn: Object, timeout: Duration) {
+pub(crate) fn close(conn: Object, timeout: Duration) {
     let cancel = conn.cancel_token();
     drop(Object::take(conn));
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {

@@ -110,7 +110,7 @@ impl OrdersDb {
     }
 
     /// `call` on a connection of the pool, within `bound`. Past it, the connection goes
-    /// with whatever it sent, which may still run: an insert replayed later inserts
+    /// with whatever it sent (PostgreSQL asked to cancel it), which may still run: an insert replayed later inserts
     /// nothing twice, and a read is only a read.
     async fn bounded<T>(
         &self,
@@ -121,7 +121,7 @@ impl OrdersDb {
         match tokio::time::timeout(bound, call(&mut client)).await {
             Ok(result) => result,
             Err(_) => {
-                drop(Object::take(client));
+                crate::database::close(client, self.timeout);
                 anyhow::bail!("no answer from the orders database within {bound:?}")
             }
         }
