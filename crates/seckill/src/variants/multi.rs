@@ -16,10 +16,10 @@
 //! first; one waits for the other to finish, and the deadlock cannot happen.
 //!
 //! A cart is sold product by product (on a Cluster the products live on different slots,
-//! so no one script can take them all); everything that could refuse a line is checked
-//! under the locks first, and a line refused after others were taken anyway — a buyer's
-//! limit reached through a variant that takes no lock, a lock lost — is counted as
-//! `multi.half_sold`.
+//! so no one script can take them all); everything that could refuse a line — its stock,
+//! the buyer's limit — is checked under the locks first, and a line refused after others
+//! were taken anyway — a buyer's limit reached through a variant that takes no lock, a lock
+//! lost — is counted as `multi.half_sold`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -177,6 +177,13 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
         count(d, cart, Counter::SoldOut, Duration::ZERO).await?;
         return Ok(Outcome::SoldOut { remaining });
     }
+    if let Some(why) = over_limit(d, &shards).await? {
+        leave(d, &shards).await?;
+        if why == Refusal::LimitReached {
+            count(d, cart, Counter::LimitReached, Duration::ZERO).await?;
+        }
+        return d.refused(why).await;
+    }
     section::work(d).await;
     let checkable = d.app.locks_beside_stock;
     let credentials = Credentials {
@@ -222,6 +229,33 @@ async fn enter_all(d: &Deduction, shards: &[Arc<ShardKeys>]) -> Result<Vec<Optio
         stocks.push(stock);
     }
     Ok(stocks)
+}
+
+/// Under the cart's locks, before any line sells: why a line would refuse this buyer — its
+/// product limits each buyer and the request named none, or the buyer has the limit there.
+/// A line refused after others sold would leave the cart sold in part, its key answered as
+/// refused (the commit checks it again: a variant without a lock may sell meanwhile).
+async fn over_limit(d: &Deduction, shards: &[Arc<ShardKeys>]) -> Result<Option<Refusal>, AppError> {
+    let user = d.user();
+    for shard in shards {
+        let (in_audit, in_meta, bought): (Option<i64>, Option<i64>, Option<i64>) = redis::pipe()
+            .hget(&shard.audit, "per_user")
+            .hget(&shard.meta, "per_user")
+            .hget(&shard.buyers, user)
+            .query_async(&mut d.redis())
+            .await?;
+        let limit = in_audit.or(in_meta).unwrap_or(0);
+        if limit <= 0 {
+            continue;
+        }
+        if user.is_empty() {
+            return Ok(Some(Refusal::UserRequired));
+        }
+        if bought.unwrap_or(0) >= limit {
+            return Ok(Some(Refusal::LimitReached));
+        }
+    }
+    Ok(None)
 }
 
 /// Line `line`'s commit: its order id and the script's reply — its lost answer looked up

@@ -144,3 +144,25 @@ async fn multi_opposite_orders_deadlock_with_given_and_not_with_sorted() {
         assert_eq!(int(&stats, "lock_busy"), 0, "{stats}");
     }
 }
+
+/// A buyer at their limit on one product of a cart: the cart is refused `403
+/// limit_reached` with nothing sold — the limit is checked under the cart's locks before
+/// any line sells. Before, the other product's line sold first, and the cart was answered
+/// 403 all the same, sold in part (`multi.half_sold`).
+#[tokio::test]
+async fn a_cart_with_a_product_at_the_buyers_limit_sells_nothing() {
+    let cluster = service(1, &[]);
+    let api = cluster.api(0);
+    api.reset_limited("101", 10, 1, 1).await;
+    api.reset_limited("102", 10, 1, 1).await;
+    let (status, body) = api.deduct("102", "watchdog?user=ann").await;
+    assert_eq!(status, 200, "ann's one unit of 102: {body}");
+    let (status, body) = api.deduct("101", "multi?products=101,102&user=ann").await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["outcome"], "limit_reached", "{body}");
+    let stats = api.stats("101").await;
+    assert_eq!(int(&stats, "sold"), 0, "nothing of 101 sold: {stats}");
+    assert_eq!(multi(&stats, "half_sold"), 0, "{stats}");
+    let (status, body) = api.deduct("101", "multi?products=101,102&user=bob").await;
+    assert_eq!(status, 200, "bob, at no limit, buys the cart: {body}");
+}
