@@ -237,15 +237,20 @@ async fn enter_all(d: &Deduction, shards: &[Arc<ShardKeys>]) -> Result<Vec<Optio
 /// refused (the commit checks it again: a variant without a lock may sell meanwhile).
 async fn over_limit(d: &Deduction, shards: &[Arc<ShardKeys>]) -> Result<Option<Refusal>, AppError> {
     let user = d.user();
+    let key = d.claim.as_ref().map_or("", |claim| claim.key.as_str());
     for shard in shards {
-        let (in_audit, in_meta, bought): (Option<i64>, Option<i64>, Option<i64>) = redis::pipe()
-            .hget(&shard.audit, "per_user")
-            .hget(&shard.meta, "per_user")
-            .hget(&shard.buyers, user)
-            .query_async(&mut d.redis())
-            .await?;
+        let (in_audit, in_meta, bought, ours): (Option<i64>, Option<i64>, Option<i64>, bool) =
+            redis::pipe()
+                .hget(&shard.audit, "per_user")
+                .hget(&shard.meta, "per_user")
+                .hget(&shard.buyers, user)
+                .hexists(&shard.keys, key)
+                .query_async(&mut d.redis())
+                .await?;
         let limit = in_audit.or(in_meta).unwrap_or(0);
-        if limit <= 0 {
+        // A line an earlier try of this cart sold under its key is the cart's own: the
+        // unit the buyer holds there is this one (`commit_line` takes it as sold).
+        if limit <= 0 || ours {
             continue;
         }
         if user.is_empty() {

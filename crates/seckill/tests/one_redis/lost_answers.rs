@@ -361,25 +361,29 @@ async fn a_split_sale_that_never_ran_gives_the_reservation_back_once_it_is_known
 
 /// A cart (`multi`) whose earlier try sold its first line under the key and lost its
 /// answer before the second: the repeat completes the cart. The line already sold is kept
-/// — its order is the cart's answer — the other is sold, and no line is bought twice.
+/// — its order is the cart's answer — the other is sold, and no line is bought twice. The
+/// products limit each buyer to one: the unit the buyer holds of the first is this cart's,
+/// not a limit reached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_cart_sold_in_part_is_completed_by_its_repeat_never_twice() {
     let redis = RedisServer::start();
     let seckill = instance(&redis.url(), &[]);
     let api = seckill.api();
-    api.reset("312", 10, 1).await;
-    api.reset("313", 10, 1).await;
-    // The earlier try's first line, as commit.lua leaves it: the unit, the order, the key.
+    api.reset_limited("312", 10, 1, 1).await;
+    api.reset_limited("313", 10, 1, 1).await;
+    // The earlier try's first line, as commit.lua leaves it: the unit, the order, the
+    // buyer's count, the key.
     let first = keys("312").whole();
     let mut conn = redis.conn().await;
     let _: () = redis::pipe()
         .decr(&first.stock, 1)
-        .hset(&first.orders, "o-earlier", "elsewhere multi")
+        .hset(&first.orders, "o-earlier", "elsewhere multi ann")
+        .hincr(&first.buyers, "ann", 1)
         .hset(&first.keys, "k-cart", "o-earlier")
         .query_async(&mut conn)
         .await
         .unwrap();
-    let path = "multi?products=312,313";
+    let path = "multi?products=312,313&user=ann";
     let (status, body, replayed) = api.deduct_keyed("312", path, "k-cart").await;
     assert_eq!((status, replayed), (200, false), "{body}");
     assert_eq!(
