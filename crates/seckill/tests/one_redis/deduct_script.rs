@@ -135,7 +135,8 @@ async fn a_line_writes_nothing_until_every_deduction_is_checked() {
     ];
     let _: () = conn.hset_multiple(&shard.audit, &terms).await.unwrap();
     let claim = shard.claim("k-ann");
-    let pending = [("state", "pending"), ("holder", "h-ann")];
+    // A claim as lua/idem_claim.lua writes it: of this sale (its epoch).
+    let pending = [("state", "pending"), ("holder", "h-ann"), ("epoch", "1")];
     let _: () = conn.hset_multiple(&claim, &pending).await.unwrap();
     let sales = [("o-ann", "ann", "h-ann", "k-ann"), ("o-bob", "bob", "", "")];
     let call = || {
@@ -216,7 +217,8 @@ async fn a_key_sells_once_in_a_line() {
     let mut conn = redis.conn().await;
     let shard = keys("104").whole();
     let _: () = conn.set(&shard.stock, 10).await.unwrap();
-    let pending = [("state", "pending"), ("holder", "h")];
+    // A claim as lua/idem_claim.lua writes it: of this sale (no reset wrote one: epoch 0).
+    let pending = [("state", "pending"), ("holder", "h"), ("epoch", "0")];
     let _: () = conn
         .hset_multiple(shard.claim("k"), &pending)
         .await
@@ -287,7 +289,10 @@ async fn a_plain_deduction_comes_to_what_the_general_steps_do() {
             let _: () = conn.hset(&shard.void, "x-3", 1).await.unwrap();
             let claim = shard.claim("k-1");
             let _: () = conn
-                .hset_multiple(&claim, &[("state", "pending"), ("holder", "h")])
+                .hset_multiple(
+                    &claim,
+                    &[("state", "pending"), ("holder", "h"), ("epoch", "1")],
+                )
                 .await
                 .unwrap();
             let mut replies = Vec::new();
@@ -463,7 +468,10 @@ async fn a_failing_line_fails_alone_and_every_claim_is_its_sales() {
     for (shard, key) in [(&a, "k-a"), (&gone, "k-c"), (&d, "k-d")] {
         let claim = shard.claim(key);
         let _: () = conn
-            .hset_multiple(&claim, &[("state", "pending"), ("holder", "h")])
+            .hset_multiple(
+                &claim,
+                &[("state", "pending"), ("holder", "h"), ("epoch", "0")],
+            )
             .await
             .unwrap();
     }
