@@ -120,6 +120,28 @@ impl RedisCluster {
         ports
     }
 
+    /// The port of a replica of the master on `port` (the first it lists in `INFO
+    /// replication`).
+    pub fn replica_of(&self, port: u16) -> u16 {
+        let info = self.cli(port, &["info", "replication"]);
+        info.lines()
+            .filter_map(|line| line.trim().strip_prefix("slave0:"))
+            .find_map(|fields| {
+                let port = fields.split(',').find_map(|f| f.strip_prefix("port="))?;
+                port.parse().ok()
+            })
+            .unwrap_or_else(|| panic!(":{port} has no replica: {info}"))
+    }
+
+    /// Sends `signal` to the node on `port`: `STOP` freezes it, `CONT` lets it go on.
+    pub fn signal(&self, port: u16, signal: &str) {
+        self.nodes
+            .iter()
+            .find(|n| n.port == port)
+            .expect("a node on that port")
+            .signal(signal);
+    }
+
     /// SIGKILL of the node on `port`.
     pub fn kill(&mut self, port: u16) {
         self.node(port).kill();

@@ -123,7 +123,11 @@ fn spawn(
     let mut child = Command::new(bin)
         .args(["serve", "--listen", listen, "--redis-url", redis_url])
         .args(args)
-        .env("RUST_LOG", "info")
+        // `SECKILL_TEST_LOG` (a `RUST_LOG` filter) to see more of a failing test's instance.
+        .env(
+            "RUST_LOG",
+            std::env::var("SECKILL_TEST_LOG").unwrap_or_else(|_| "info".into()),
+        )
         .stdout(Stdio::piped())
         .stderr(file)
         .spawn()

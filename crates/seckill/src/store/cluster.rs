@@ -10,17 +10,28 @@
 //! a node loading or refusing writes, no connection to be had). Any other error ends the
 //! command there, as it came: a timeout or a dropped connection stays an unknown outcome
 //! for the caller to look up (`AppError::answer_may_be_lost`).
+//!
+//! It also loads a script where it is missing, and there only. Redis does not replicate
+//! its script cache, so a master promoted by a failover knows none of the scripts; an
+//! `EVALSHA` there is answered `NOSCRIPT`, and redis-rs's `Script` then sends `SCRIPT
+//! LOAD` on the same handle — which redis-rs's cluster client sends to every master at
+//! once, and which fails (or waits out its timeout) while any one of them is dead or
+//! frozen: the sale, on a master that answers, would fail for another master's sake. So
+//! the `SCRIPT LOAD` that follows a `NOSCRIPT` goes to the master of that `EVALSHA`'s slot
+//! alone.
 
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{
-    MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo, SingleNodeRoutingInfo,
+    MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
 };
 use redis::{
-    Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
+    Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value,
 };
+
+use super::key_slot;
 
 /// Sends in all: enough to follow a `MOVED` after a failover (the first send may reach the
 /// dead master, the next a node that redirects), few enough that a request fails fast
@@ -35,12 +46,18 @@ const LONGEST_PAUSE: Duration = Duration::from_millis(200);
 #[derive(Clone)]
 pub struct ClusterConn {
     conn: ClusterConnection,
+    /// The slot of the `EVALSHA` this handle sent last, when Redis answered it `NOSCRIPT`:
+    /// the `SCRIPT LOAD` redis-rs sends next on this handle goes to that slot's master.
+    load_on: Option<u16>,
 }
 
 impl ClusterConn {
     /// Over a client built with `retries(0)`: this does the retrying.
     pub fn new(conn: ClusterConnection) -> Self {
-        Self { conn }
+        Self {
+            conn,
+            load_on: None,
+        }
     }
 
     /// `cmd` sent to every node the client knows, all at once: the first answer, whichever
@@ -93,6 +110,41 @@ pub fn never_ran(err: &RedisError) -> bool {
         )
 }
 
+/// Argument `i` of `cmd`.
+fn arg(cmd: &Cmd, i: usize) -> Option<&[u8]> {
+    match cmd.args_iter().nth(i)? {
+        Arg::Simple(bytes) => Some(bytes),
+        _ => None,
+    }
+}
+
+/// Whether Redis answered `NOSCRIPT` (as a value: redis-rs leaves a server's error in the
+/// reply for the caller to extract, but for the cluster's own redirects).
+fn is_noscript(result: &RedisResult<Value>) -> bool {
+    let noscript = Some(ServerErrorKind::NoScript);
+    match result {
+        Ok(Value::ServerError(err)) => err.kind() == noscript,
+        Ok(_) => false,
+        Err(err) => err.kind() == ErrorKind::Server(ServerErrorKind::NoScript),
+    }
+}
+
+/// Whether `cmd` is `SCRIPT LOAD`.
+fn is_script_load(cmd: &Cmd) -> bool {
+    let word =
+        |i: usize, is: &str| arg(cmd, i).is_some_and(|a| a.eq_ignore_ascii_case(is.as_bytes()));
+    word(0, "SCRIPT") && word(1, "LOAD")
+}
+
+/// The slot of `cmd`'s first key when it is an `EVALSHA` with keys.
+fn evalsha_slot(cmd: &Cmd) -> Option<u16> {
+    if !arg(cmd, 0)?.eq_ignore_ascii_case(b"EVALSHA") {
+        return None;
+    }
+    let keys: usize = std::str::from_utf8(arg(cmd, 2)?).ok()?.parse().ok()?;
+    (keys > 0).then(|| arg(cmd, 3).map(key_slot)).flatten()
+}
+
 /// How many times a command was sent, and the pause before the next send.
 struct Sends {
     sent: u32,
@@ -129,9 +181,21 @@ impl Sends {
 impl ConnectionLike for ClusterConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            let load_on = self.load_on.take().filter(|_| is_script_load(cmd));
             let mut sends = Sends::first();
             loop {
-                let result = self.conn.req_packed_command(cmd).await;
+                let result = match load_on {
+                    Some(slot) => {
+                        let master = Route::new(slot, SlotAddr::Master);
+                        let routing =
+                            RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(master));
+                        self.conn.route_command(cmd.clone(), routing).await
+                    }
+                    None => self.conn.req_packed_command(cmd).await,
+                };
+                if is_noscript(&result) {
+                    self.load_on = evalsha_slot(cmd);
+                }
                 if !sends.again(&result).await {
                     return result;
                 }
@@ -171,6 +235,30 @@ mod tests {
 
     fn io(kind: io::ErrorKind) -> RedisError {
         RedisError::from(io::Error::new(kind, "test"))
+    }
+
+    /// The `SCRIPT LOAD` after a `NOSCRIPT` is told apart, and the slot of the `EVALSHA`
+    /// that was refused is its first key's.
+    #[test]
+    fn a_script_is_loaded_on_the_slot_of_the_call_that_missed_it() {
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha
+            .arg("0123")
+            .arg(2)
+            .arg("seckill:{101}:stock")
+            .arg("x");
+        assert_eq!(super::evalsha_slot(&evalsha), Some(4466));
+        let mut no_keys = redis::cmd("EVALSHA");
+        no_keys.arg("0123").arg(0);
+        assert_eq!(super::evalsha_slot(&no_keys), None);
+        assert_eq!(
+            super::evalsha_slot(&redis::cmd("GET").arg("k").to_owned()),
+            None
+        );
+        assert!(super::is_script_load(
+            redis::cmd("SCRIPT").arg("LOAD").arg("return 1")
+        ));
+        assert!(!super::is_script_load(redis::cmd("SCRIPT").arg("FLUSH")));
     }
 
     /// What is sent again: a refused connection, none to be had, a node's "not here, not

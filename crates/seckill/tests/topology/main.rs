@@ -3,6 +3,7 @@
 //! ZooKeeper ensemble. Each takes its turn ([`seckill_testkit::heavy_turn`]): they kill
 //! masters and leaders under load and time failovers.
 
+mod failing_over;
 mod failover_lesson;
 mod redis_cluster;
 mod sentinel;
