@@ -14,7 +14,7 @@ scripts/imports.py), so that braces and words in them do not count.
      module, for a human to tell.
   2. fns: a function at most --limit lines (80). Its length is from its `fn` line to its
      closing brace, doc comments and attributes left out.
-  3. outcomes: an outcome's name spelled once. The names crates/seckill/src/outcome.rs
+  3. outcomes: an outcome's name spelled once. The names crates/seckill/src/outcome/mod.rs
      spells (its `Outcome::NAMES`, its `&str` name constants such as `Outcome::DEDUCTED`
      and `WAITING`, and the refusals `TurnedAway::name` and `Counter::field` answer) must
      not be a whole string literal (`"sold_out"`) in any other .rs file of
@@ -47,7 +47,7 @@ FN = re.compile(r"^[ \t]*(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:u
 IMPL = re.compile(r"^[ \t]*(?:unsafe\s+)?impl\b", re.M)
 DEFINES = re.compile(r"^[ \t]*(?:pub(?:\([^)]*\))?\s+)?(?:struct|enum|union|trait|type)\s+(\w+)", re.M)
 ATTR = re.compile(r"\s*#!?\[")
-OUTCOME = ROOT / "crates/seckill/src/outcome.rs"
+OUTCOME = ROOT / "crates/seckill/src/outcome/mod.rs"
 OUTCOME_EXEMPT = ROOT / "crates/seckill/src/scripts"
 
 
@@ -357,7 +357,7 @@ def rule_outcomes(info):
             for at, content in js_literals(text):
                 if content in names:
                     other.append(f"{path.relative_to(ROOT)}:{line_of(text, at)}  \"{content}\" ({names[content]})")
-    print("\n== outcomes: an outcome's name spelled once (in crates/seckill/src/outcome.rs)")
+    print("\n== outcomes: an outcome's name spelled once (in crates/seckill/src/outcome/mod.rs)")
     print(f"names: {', '.join(sorted(names))}")
     for line in found:
         print(line)

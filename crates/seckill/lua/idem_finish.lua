@@ -5,14 +5,24 @@
 -- KEYS[1]  the claim
 -- KEYS[2]  the holder's reservation (lua/reserve.lua): with an answer that sold, the
 --          reservation was used, and its record goes (any key of the slot where none)
--- ARGV[1]  holder id
+-- ARGV[1]  holder id (with 'forget': the order id the answer names)
 -- ARGV[2]  'done' (the answer follows), 'release' (nothing was sold, for sure, and the
 --          answer is worth no replay — lock busy, an error before the sale: a repeat is
---          served anew) or 'unknown' (the sale's answer was lost and could not be looked up:
---          a repeat takes the claim over at once, and finds out)
+--          served anew), 'unknown' (the sale's answer was lost and could not be looked up:
+--          a repeat takes the claim over at once, and finds out) or 'forget' (by anyone: the
+--          answer's sale is known not to have survived a failover, and its id was voided:
+--          the claim goes, unless it has another answer by now, and a repeat is served anew)
 -- ARGV[3..8] with 'done': status, outcome, order, shard, remaining, instance ('' where none)
 --
--- Returns: 1 when the claim was ours, else 0.
+-- Returns: 1 when the claim was ours (with 'forget': when it was forgotten), else 0.
+if ARGV[2] == 'forget' then
+  local f = redis.call('HMGET', KEYS[1], 'state', 'order')
+  if f[1] == 'done' and f[2] == ARGV[1] then
+    redis.call('DEL', KEYS[1])
+    return 1
+  end
+  return 0
+end
 local c = redis.call('HMGET', KEYS[1], 'holder', 'state')
 if c[1] ~= ARGV[1] then
   return 0

@@ -71,7 +71,7 @@ pub async fn close(
     // without a command more.
     let at = seckill_lock::millis(wall_clock());
     let marked: Result<(), _> = redis::pipe()
-        .hset(&keys.meta, crate::keys::META_CLOSED, at)
+        .hset(&keys.meta, crate::outcome::META_CLOSED, at)
         .ignore()
         .hset(&keys.audit, "closed_at", at)
         .ignore()
@@ -96,7 +96,7 @@ pub async fn reopen(state: &AppState, product: &ProductId) -> Result<(), AppErro
         return Err(AppError::UnknownProduct(product.to_string()));
     }
     redis::pipe()
-        .hdel(&keys.meta, crate::keys::META_CLOSED)
+        .hdel(&keys.meta, crate::outcome::META_CLOSED)
         .ignore()
         .hdel(&keys.audit, "closed_at")
         .ignore()

@@ -23,7 +23,9 @@
 //!    (PostgreSQL as a lock store and a stock store: its pool, its two locks, the stock
 //!    row), [`error`]
 //!    ([`error::AppError`], the one error type, and its statuses), [`outcome`] (what a
-//!    deduction came to, and each answer's status), [`metrics`] (the Prometheus registry
+//!    deduction came to, and each answer's status; [`outcome::sale`], what a sale came
+//!    to: a unit taken, and the same confirmed by replicas — the only thing a `200` is
+//!    built from), [`metrics`] (the Prometheus registry
 //!    behind `/metrics`), [`telemetry`], [`timer`] (a sleep that lasts what it says).
 //! 2. **What a request asks, and the scripts** — [`admission`] (the sale's front door: the
 //!    waiting room, a buyer's rate limit, the sold-out flag, before any stock is touched),
@@ -36,7 +38,7 @@
 //! 4. **The deduction** — [`variants`]: the registry ([`variants::VARIANTS`]), one file per
 //!    variant, all the same shape; a deduction's [`variants::Context`] (what it may reach of
 //!    its instance), the one lock sequence and critical section, and what a lost answer
-//!    takes (`variants/lost.rs`). Its module doc says how to add a variant.
+//!    takes (`variants/lost/`). Its module doc says how to add a variant.
 //! 5. **Around the deduction** — [`orders`] (the orders of record: PostgreSQL fed from
 //!    Redis Streams), [`payment`] (payment or expiry), [`config`] (the command line,
 //!    `seckill serve`, every flag).

@@ -36,6 +36,7 @@ use tokio::time::Instant;
 use crate::error::AppError;
 use crate::keys::{IdempotencyKey, ProductKeys, ShardKeys};
 use crate::knobs::{INSIDE_MARGIN, Limits};
+use crate::outcome::sale::Taken;
 use crate::outcome::{KeyKeeps, Outcome};
 use crate::scripts;
 use crate::store::Store;
@@ -147,13 +148,25 @@ pub enum Elsewhere {
 /// A key's first answer, given again.
 #[derive(Debug, Clone)]
 pub struct Replay {
-    pub status: StatusCode,
-    pub outcome: &'static str,
-    pub order: Option<String>,
-    pub shard: Option<u32>,
-    pub remaining: Option<i64>,
+    pub answer: Recorded,
     /// The instance that served it first, when known.
     pub instance: Option<String>,
+}
+
+/// What a key's claim holds of its first answer.
+#[derive(Debug, Clone)]
+pub enum Recorded {
+    /// A unit sold under the key (first answered `200`, or `503 unconfirmed`): asked of the
+    /// replicas again before it is answered (`sale::confirm_again`), since a failover since
+    /// may have taken it back.
+    Sale(Taken),
+    /// An answer that sold nothing and stands (sold out, the buyer's limit): given again as
+    /// it was.
+    Refusal {
+        status: StatusCode,
+        outcome: &'static str,
+        remaining: Option<i64>,
+    },
 }
 
 impl Replay {
@@ -164,19 +177,79 @@ impl Replay {
             .and_then(|s| s.parse::<u16>().ok())
             .and_then(|s| StatusCode::from_u16(s).ok());
         let outcome = field(1).and_then(|o| Outcome::NAMES.iter().find(|n| *n == o));
-        let (Some(status), Some(outcome)) = (status, outcome) else {
-            return Err(AppError::Internal(anyhow::anyhow!(
+        let unreadable = || {
+            AppError::Internal(anyhow::anyhow!(
                 "an idempotency claim holds an answer this instance cannot read: {fields:?}"
-            )));
+            ))
+        };
+        let (Some(status), Some(&outcome)) = (status, outcome) else {
+            return Err(unreadable());
+        };
+        let remaining = field(4).and_then(|s| s.parse().ok());
+        let answer = if [Outcome::DEDUCTED, Outcome::UNCONFIRMED].contains(&outcome) {
+            let order = field(2).ok_or_else(unreadable)?.clone();
+            let shard = field(3).and_then(|s| s.parse().ok()).unwrap_or(0);
+            Recorded::Sale(Taken {
+                order,
+                shard,
+                remaining,
+            })
+        } else {
+            Recorded::Refusal {
+                status,
+                outcome,
+                remaining,
+            }
         };
         Ok(Self {
-            status,
-            outcome,
-            order: field(2).cloned(),
-            shard: field(3).and_then(|s| s.parse().ok()),
-            remaining: field(4).and_then(|s| s.parse().ok()),
+            answer,
             instance: field(5).cloned(),
         })
+    }
+}
+
+/// A key's answer as its claim records it: `status, outcome, order, shard, remaining,
+/// instance`.
+#[derive(Debug, Default)]
+struct Fields {
+    status: u16,
+    outcome: &'static str,
+    order: Option<String>,
+    shard: Option<u32>,
+    remaining: Option<i64>,
+    instance: Option<String>,
+}
+
+impl Fields {
+    /// What `outcome`'s key records, as answered by `instance`.
+    fn of(outcome: &Outcome, instance: Option<String>) -> Self {
+        let sold = |taken: &Taken| (Some(taken.order.clone()), Some(taken.shard));
+        let ((order, shard), remaining) = match outcome {
+            Outcome::Deducted(confirmed) => (sold(confirmed.taken()), confirmed.remaining()),
+            Outcome::Unconfirmed(taken) => (sold(taken), taken.remaining),
+            Outcome::SoldOut { remaining } => ((None, None), Some(*remaining)),
+            _ => ((None, None), None),
+        };
+        Self {
+            status: outcome.status().as_u16(),
+            outcome: outcome.name(),
+            order,
+            shard,
+            remaining,
+            instance,
+        }
+    }
+
+    /// A sale found under the key after its answer was lost (a take-over's fences).
+    fn sale(taken: &Taken) -> Self {
+        Self {
+            status: StatusCode::OK.as_u16(),
+            outcome: Outcome::DEDUCTED,
+            order: Some(taken.order.clone()),
+            shard: Some(taken.shard),
+            remaining: taken.remaining,
+            instance: None,
+        }
     }
 }
 
@@ -318,31 +391,14 @@ pub async fn finish(
     };
     let script = match outcome.for_its_key() {
         KeyKeeps::Nothing => return,
-        KeyKeeps::Answer if recorded_by_sale && matches!(outcome, Outcome::Deducted { .. }) => {
+        KeyKeeps::Answer if recorded_by_sale && matches!(outcome, Outcome::Deducted(_)) => {
             return;
         }
         KeyKeeps::Released => step(claim, holder, "release"),
         KeyKeeps::Unknown => step(claim, holder, scripts::IDEM_UNKNOWN),
         KeyKeeps::Answer => {
-            let (order, shard, remaining) = match outcome {
-                Outcome::Deducted {
-                    remaining,
-                    order,
-                    shard,
-                } => (Some(order.clone()), Some(*shard), Some(*remaining)),
-                Outcome::Unconfirmed { order, shard } => (Some(order.clone()), Some(*shard), None),
-                Outcome::SoldOut { remaining } => (None, None, Some(*remaining)),
-                _ => (None, None, None),
-            };
-            let replay = Replay {
-                status: outcome.status(),
-                outcome: outcome.name(),
-                order,
-                shard,
-                remaining,
-                instance,
-            };
-            finish_script(claim, holder, &claim.reservation, &replay)
+            let fields = Fields::of(outcome, instance);
+            finish_script(claim, holder, &claim.reservation, &fields)
         }
     };
     let done: Result<i64, _> = script.invoke_async(&mut keys.store.conn()).await;
@@ -370,6 +426,26 @@ async fn release(keys: &Keys, claim: &Claim, holder: &str) {
     }
 }
 
+/// Gives up the claim of `key` on `product` whose answer is a sale `order` that a failover
+/// took back (its id voided there since): a repeat is served anew. Nothing happens when the
+/// claim has another answer by now. Whether it was given up.
+pub async fn forget(
+    keys: &Keys,
+    product: &ProductKeys,
+    key: &IdempotencyKey,
+    order: &str,
+) -> Result<bool, AppError> {
+    let record = product.whole().claim(key.as_str());
+    let forgotten: i64 = scripts::IDEM_FINISH
+        .key(&record)
+        .key(&record)
+        .arg(order)
+        .arg("forget")
+        .invoke_async(&mut keys.store.conn())
+        .await?;
+    Ok(forgotten == 1)
+}
+
 /// `idem_finish.lua` for `claim`, held by `holder`: `release` or `unknown`.
 fn step(claim: &Claim, holder: &str, what: &str) -> redis::ScriptInvocation<'static> {
     let mut script = scripts::IDEM_FINISH.prepare_invoke();
@@ -381,13 +457,13 @@ fn step(claim: &Claim, holder: &str, what: &str) -> redis::ScriptInvocation<'sta
     script
 }
 
-/// `idem_finish.lua` giving `claim`, held by `holder`, the answer `replay`; a sale's
+/// `idem_finish.lua` giving `claim`, held by `holder`, the answer `fields`; a sale's
 /// answer also drops the record of the reservation it used (`reservation`).
-pub(super) fn finish_script(
+fn finish_script(
     claim: &Claim,
     holder: &str,
     reservation: &str,
-    replay: &Replay,
+    fields: &Fields,
 ) -> redis::ScriptInvocation<'static> {
     let text = |v: Option<String>| v.unwrap_or_default();
     let mut script = scripts::IDEM_FINISH.prepare_invoke();
@@ -396,12 +472,12 @@ pub(super) fn finish_script(
         .key(reservation)
         .arg(holder)
         .arg("done")
-        .arg(replay.status.as_u16())
-        .arg(replay.outcome)
-        .arg(text(replay.order.clone()))
-        .arg(text(replay.shard.map(|s| s.to_string())))
-        .arg(text(replay.remaining.map(|r| r.to_string())))
-        .arg(text(replay.instance.clone()));
+        .arg(fields.status)
+        .arg(fields.outcome)
+        .arg(text(fields.order.clone()))
+        .arg(text(fields.shard.map(|s| s.to_string())))
+        .arg(text(fields.remaining.map(|r| r.to_string())))
+        .arg(text(fields.instance.clone()));
     script
 }
 

@@ -1,13 +1,12 @@
 //! A claim taken over from a request that may still sell: every place it may have sold
 //! under the key besides the claim's own slot fenced, and what it sold found.
 
-use axum::http::StatusCode;
 use redis::AsyncCommands;
 
-use super::{Claim, Elsewhere, Keys, Replay, TakenFrom, finish_script};
+use super::{Claim, Elsewhere, Fields, Keys, Recorded, Replay, TakenFrom, finish_script};
 use crate::error::AppError;
 use crate::keys::ProductKeys;
-use crate::outcome::Outcome;
+use crate::outcome::sale::Taken;
 use crate::scripts;
 
 /// `holder` just took `claim` over `from` another request. Before it sells, every place
@@ -53,16 +52,15 @@ pub(super) async fn take_over(
         }
         return Ok(None);
     };
-    // The other request sold, and its answer was lost.
-    let replay = Replay {
-        status: StatusCode::OK,
-        outcome: Outcome::DEDUCTED,
-        order: Some(order),
-        shard: Some(shard),
+    // The other request sold, and its answer was lost: that sale is the key's answer,
+    // asked of the replicas before it is given (a replay).
+    let taken = Taken {
+        order,
+        shard,
         remaining: None,
-        instance: None,
     };
-    let _: i64 = finish_script(claim, holder, &product.reservation(&from.holder), &replay)
+    let reservation = product.reservation(&from.holder);
+    let _: i64 = finish_script(claim, holder, &reservation, &Fields::sale(&taken))
         .invoke_async(&mut keys.store.conn())
         .await?;
     let _: i64 = keys
@@ -70,5 +68,8 @@ pub(super) async fn take_over(
         .conn()
         .hincr(&product.audit, "replayed", 1)
         .await?;
-    Ok(Some(replay))
+    Ok(Some(Replay {
+        answer: Recorded::Sale(taken),
+        instance: None,
+    }))
 }

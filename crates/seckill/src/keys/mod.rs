@@ -64,11 +64,6 @@ pub fn product_of_stream(stream: &str) -> Option<ProductId> {
 /// The consumer group every instance reads the orders' streams in (`crate::orders`).
 pub const ORDERS_GROUP: &str = "orders";
 
-/// The meta hash's field that marks a product's sale closed (`/admin/close`), with the
-/// time of the close: the word a deduction after the close answers. The selling scripts
-/// read it by that name.
-pub const META_CLOSED: &str = crate::outcome::Outcome::CLOSED;
-
 /// The product-wide keys: its metadata and its request counters.
 #[derive(Debug, Clone)]
 pub struct ProductKeys {

@@ -125,7 +125,7 @@ pub async fn stats(store: &Store, locks: &Store, product: &ProductId) -> Result<
             keys_in_several_shards(&mut conn, &keys, &layout).await?;
     }
     stats.add_buyers(&bought, &reserved);
-    if meta.contains_key(crate::keys::META_CLOSED) {
+    if meta.contains_key(crate::outcome::META_CLOSED) {
         stats.close.get_or_insert_default().closed = true;
     }
     let pay_within_ms = number("pay_within_ms").unwrap_or(0);

@@ -25,6 +25,7 @@ use crate::keys::IdempotencyKey;
 use crate::knobs::Knobs;
 use crate::outcome::Counter;
 use crate::state::AppState;
+use crate::variants::lost::{self, Replayed};
 use crate::variants::{Deduction, Outcome, Variant};
 
 pub fn router() -> Router<AppState> {
@@ -93,15 +94,19 @@ struct Answer<'a> {
     /// How long the work inside the lock really took, µs, when `work_ms` asked for some.
     #[serde(skip_serializing_if = "Option::is_none")]
     work_us: Option<u64>,
+    /// A cart sold in part (`partly_sold`): the orders of the lines that sold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    orders: Option<Vec<String>>,
     /// The first answer to this request's `Idempotency-Key`, given again.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     replayed: bool,
 }
 
-/// What a request came to: served now, or a key's first answer given again.
+/// What a request came to: served now, or a key's first answer given again (and the
+/// instance that gave it first, when known).
 enum Served {
     Now(Outcome, Option<Duration>),
-    Replayed(Replay),
+    Replayed(Replayed, Option<String>),
 }
 
 async fn deduct(
@@ -115,7 +120,7 @@ async fn deduct(
     let result = run(&state, variant, query.as_deref(), &headers, &body).await;
     let outcome = match &result {
         Ok((_, Served::Now(outcome, _))) => outcome.name(),
-        Ok((_, Served::Replayed(_))) => "replayed",
+        Ok((_, Served::Replayed(..))) => "replayed",
         Err(err) => err.outcome(),
     };
     state
@@ -125,7 +130,9 @@ async fn deduct(
         Ok((product, Served::Now(outcome, worked))) => {
             answer(&state, variant, product, outcome, worked)
         }
-        Ok((product, Served::Replayed(replay))) => replayed(&state, variant, product, replay),
+        Ok((product, Served::Replayed(replay, instance))) => {
+            replayed(&state, variant, product, replay, instance)
+        }
         Err(err) => err.into_response(),
     }
 }
@@ -192,37 +199,45 @@ async fn run(
 
 /// The request's key claimed for `d` (and taken over, fenced, where it had to be):
 /// `None` to go on and sell, or what to answer at once — the key's answer given again, or
-/// "in flight".
+/// "in flight". A recorded sale is asked of the replicas before it is given again
+/// (`lost::replay`); one a failover took back gives the claim up, and the key is claimed
+/// again, once, to serve the request anew.
 async fn claim_key(
     state: &AppState,
     d: &mut Deduction,
     key: IdempotencyKey,
     request: &str,
 ) -> Result<Option<Served>, AppError> {
-    let claimed = idempotency::claim_for(
-        &state.idempotency,
-        &d.product,
-        key,
-        request,
-        &d.holder,
-        d.knobs.longest(),
-        || d.elsewhere(),
-    );
-    match claimed.await? {
-        Keyed::Serve(claim) => {
-            d.claim = Some(claim);
-            Ok(None)
-        }
-        Keyed::Replay(replay) if replay.outcome == Outcome::UNCONFIRMED => {
-            let replay = Box::pin(d.confirm_again(replay)).await;
-            Ok(Some(Served::Replayed(replay)))
-        }
-        Keyed::Replay(replay) => Ok(Some(Served::Replayed(replay))),
-        Keyed::InFlight => {
-            Box::pin(count_in_flight(d)).await;
-            Ok(Some(Served::Now(Outcome::InFlight, None)))
+    for _ in 0..2 {
+        let claimed = idempotency::claim_for(
+            &state.idempotency,
+            &d.product,
+            key.clone(),
+            request,
+            &d.holder,
+            d.knobs.longest(),
+            || d.elsewhere(),
+        );
+        match claimed.await? {
+            Keyed::Serve(claim) => {
+                d.claim = Some(claim);
+                return Ok(None);
+            }
+            Keyed::Replay(Replay { answer, instance }) => {
+                match Box::pin(lost::replay(d, &key, answer)).await? {
+                    Replayed::Lost => continue,
+                    replayed => return Ok(Some(Served::Replayed(replayed, instance))),
+                }
+            }
+            Keyed::InFlight => {
+                Box::pin(count_in_flight(d)).await;
+                return Ok(Some(Served::Now(Outcome::InFlight, None)));
+            }
         }
     }
+    // Given up twice: another request serves the key meanwhile.
+    Box::pin(count_in_flight(d)).await;
+    Ok(Some(Served::Now(Outcome::InFlight, None)))
 }
 
 /// The front door (`crate::admission`), after the key's claim, so that a repeat gets its
@@ -298,27 +313,55 @@ fn fingerprint(variant: Variant, mut params: Vec<(String, String)>) -> String {
     request
 }
 
-/// A key's first answer, given again: the same status, outcome and order (an
-/// `unconfirmed` one confirmed since: `200`, [`Deduction::confirm_again`]).
-fn replayed(state: &AppState, variant: Variant, product: String, replay: Replay) -> Response {
-    let note = Outcome::note_of(replay.outcome);
-    let instance = replay
-        .instance
-        .as_deref()
-        .unwrap_or(&state.settings.instance);
-    let answer = Answer {
-        outcome: replay.outcome,
+/// A key's first answer, given again: the same status, outcome and order — a sale only
+/// once the replicas have it (`lost::replay`: a `200` is built from its confirmed sale).
+fn replayed(
+    state: &AppState,
+    variant: Variant,
+    product: String,
+    replay: Replayed,
+    instance: Option<String>,
+) -> Response {
+    let instance = instance.as_deref().unwrap_or(&state.settings.instance);
+    let mut answer = Answer {
+        outcome: Outcome::UNCONFIRMED,
         variant,
         product,
         instance,
-        remaining: replay.remaining,
-        order: replay.order,
-        shard: replay.shard,
-        note,
+        remaining: None,
+        order: None,
+        shard: None,
+        note: None,
         work_us: None,
+        orders: None,
         replayed: true,
     };
-    let mut response = json(replay.status, &answer);
+    let status = match replay {
+        Replayed::Sold(confirmed) => {
+            answer.outcome = Outcome::DEDUCTED;
+            answer.remaining = confirmed.remaining();
+            answer.order = Some(confirmed.order().to_owned());
+            answer.shard = Some(confirmed.shard());
+            StatusCode::OK
+        }
+        Replayed::Unconfirmed(taken) => {
+            answer.order = Some(taken.order);
+            answer.shard = Some(taken.shard);
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        Replayed::Refusal {
+            status,
+            outcome,
+            remaining,
+        } => {
+            answer.outcome = outcome;
+            answer.remaining = remaining;
+            status
+        }
+        Replayed::Lost => unreachable!("a lost sale's key is claimed again, never replayed"),
+    };
+    answer.note = Outcome::note_of(answer.outcome);
+    let mut response = json(status, &answer);
     response
         .headers_mut()
         .insert("idempotent-replayed", HeaderValue::from_static("true"));
@@ -343,23 +386,28 @@ fn answer(
         shard: None,
         note: None,
         work_us: worked.map(|w| u64::try_from(w.as_micros()).unwrap_or(u64::MAX)),
+        orders: None,
         replayed: false,
     };
     answer.note = outcome.note();
     match outcome {
-        Outcome::Deducted {
-            remaining,
-            order,
-            shard,
-        } => {
-            answer.remaining = Some(remaining);
+        // The one 200, from a sale the replicas asked for have.
+        Outcome::Deducted(confirmed) => {
+            answer.remaining = confirmed.remaining();
+            answer.order = Some(confirmed.order().to_owned());
+            answer.shard = Some(confirmed.shard());
+        }
+        Outcome::SoldOut { remaining } => answer.remaining = Some(remaining),
+        Outcome::Unconfirmed(taken) => {
+            answer.order = Some(taken.order);
+            answer.shard = Some(taken.shard);
+        }
+        Outcome::Unknown { order, shard } => {
             answer.order = Some(order);
             answer.shard = Some(shard);
         }
-        Outcome::SoldOut { remaining } => answer.remaining = Some(remaining),
-        Outcome::Unconfirmed { order, shard } | Outcome::Unknown { order, shard } => {
-            answer.order = Some(order);
-            answer.shard = Some(shard);
+        Outcome::PartlySold(lines) => {
+            answer.orders = Some(lines.into_iter().map(|line| line.order).collect());
         }
         _ => {}
     }

@@ -18,8 +18,14 @@
 //! once, and which fails (or waits out its timeout) while any one of them is dead or
 //! frozen: the sale, on a master that answers, would fail for another master's sake. So
 //! the `SCRIPT LOAD` that follows a `NOSCRIPT` goes to the master of that `EVALSHA`'s slot
-//! alone.
+//! alone; and since the client's map of slots may be stale then (it may name a node that
+//! is a replica now, which takes the load and leaves the master without it), every script
+//! loaded is kept here by its SHA1, and an `EVALSHA` answered `NOSCRIPT` is sent again as
+//! `EVAL` of the script itself — which cannot have run, goes wherever the key's slot is
+//! served, and leaves the script cached there.
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
@@ -118,6 +124,39 @@ fn arg(cmd: &Cmd, i: usize) -> Option<&[u8]> {
     }
 }
 
+/// Every script this process has loaded, by its SHA1: what an `EVALSHA` answered
+/// `NOSCRIPT` is sent again with ([`as_eval`]). A few dozen scripts, each kept once.
+static SCRIPTS: LazyLock<Mutex<HashMap<String, Vec<u8>>>> = LazyLock::new(Default::default);
+
+/// When `cmd` is `SCRIPT LOAD <body>`: the body kept by its SHA1.
+fn remember_script(cmd: &Cmd) {
+    if !is_script_load(cmd) {
+        return;
+    }
+    let Some(body) = arg(cmd, 2) else { return };
+    let sha = redis::Script::new(&String::from_utf8_lossy(body))
+        .get_hash()
+        .to_owned();
+    let mut scripts = SCRIPTS.lock().unwrap_or_else(PoisonError::into_inner);
+    scripts.entry(sha).or_insert_with(|| body.to_vec());
+}
+
+/// `EVALSHA sha n keys… args…` as `EVAL <script> n keys… args…`, when the script is known.
+fn as_eval(cmd: &Cmd) -> Option<Cmd> {
+    if !arg(cmd, 0)?.eq_ignore_ascii_case(b"EVALSHA") {
+        return None;
+    }
+    let sha = std::str::from_utf8(arg(cmd, 1)?).ok()?.to_ascii_lowercase();
+    let scripts = SCRIPTS.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut eval = redis::cmd("EVAL");
+    eval.arg(scripts.get(&sha)?.as_slice());
+    for i in 2.. {
+        let Some(next) = arg(cmd, i) else { break };
+        eval.arg(next);
+    }
+    Some(eval)
+}
+
 /// Whether Redis answered `NOSCRIPT` (as a value: redis-rs leaves a server's error in the
 /// reply for the caller to extract, but for the cluster's own redirects).
 fn is_noscript(result: &RedisResult<Value>) -> bool {
@@ -181,19 +220,29 @@ impl Sends {
 impl ConnectionLike for ClusterConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            remember_script(cmd);
             let load_on = self.load_on.take().filter(|_| is_script_load(cmd));
+            // The EVAL this EVALSHA is sent again as, once it was answered NOSCRIPT.
+            let mut eval: Option<Cmd> = None;
             let mut sends = Sends::first();
             loop {
-                let result = match load_on {
-                    Some(slot) => {
+                let result = match (load_on, &eval) {
+                    (Some(slot), _) => {
                         let master = Route::new(slot, SlotAddr::Master);
                         let routing =
                             RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(master));
                         self.conn.route_command(cmd.clone(), routing).await
                     }
-                    None => self.conn.req_packed_command(cmd).await,
+                    (None, Some(eval)) => self.conn.req_packed_command(eval).await,
+                    (None, None) => self.conn.req_packed_command(cmd).await,
                 };
-                if is_noscript(&result) {
+                if eval.is_none() && is_noscript(&result) {
+                    // It did not run: sent again as EVAL, once, when the script is known;
+                    // else redis-rs's Script loads it, on this slot's master.
+                    eval = as_eval(cmd);
+                    if eval.is_some() {
+                        continue;
+                    }
                     self.load_on = evalsha_slot(cmd);
                 }
                 if !sends.again(&result).await {
@@ -259,6 +308,24 @@ mod tests {
             redis::cmd("SCRIPT").arg("LOAD").arg("return 1")
         ));
         assert!(!super::is_script_load(redis::cmd("SCRIPT").arg("FLUSH")));
+    }
+
+    /// A script once loaded is sent as `EVAL` of itself, with the same keys and arguments,
+    /// when an `EVALSHA` of it is answered `NOSCRIPT`; one never loaded is not.
+    #[test]
+    fn an_evalsha_the_node_lacks_is_sent_as_the_script_it_names() {
+        let body = "return {KEYS[1], ARGV[1]}";
+        super::remember_script(redis::cmd("SCRIPT").arg("LOAD").arg(body));
+        let sha = redis::Script::new(body).get_hash().to_owned();
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg(&sha).arg(1).arg("seckill:{101}:stock").arg("x");
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(body).arg(1).arg("seckill:{101}:stock").arg("x");
+        let sent = super::as_eval(&evalsha).expect("a known script");
+        assert_eq!(sent.get_packed_command(), eval.get_packed_command());
+        let mut unknown = redis::cmd("EVALSHA");
+        unknown.arg("0".repeat(40)).arg(0);
+        assert!(super::as_eval(&unknown).is_none());
     }
 
     /// What is sent again: a refused connection, none to be had, a node's "not here, not

@@ -39,6 +39,9 @@ pub enum Confirmed {
     Yes,
     /// Fewer replicas acknowledged in time, or the master is known to lack them now.
     No,
+    /// The master that serves the slot now lacks what was to be confirmed
+    /// ([`Confirmations::confirm_recorded`]'s field): nothing of it to confirm.
+    Absent,
     /// Every confirmation connection of the master is in use: nothing was asked.
     Busy,
 }
@@ -93,8 +96,8 @@ impl Confirmations {
 
     /// [`Confirmations::confirm`], and first, in the same round trip on the same
     /// connection (so on the same master, whatever a failover does meanwhile), whether
-    /// `field` is in hash `hash` (on `marker`'s slot) there: `No` when it is not — nothing
-    /// of it to confirm, and nothing said of the master.
+    /// `field` is in hash `hash` (on `marker`'s slot) there: `Absent` when it is not —
+    /// nothing of it to confirm, and nothing said of the master.
     pub async fn confirm_recorded(
         self: &Arc<Self>,
         marker: &str,
@@ -127,7 +130,7 @@ impl Confirmations {
         };
         let acked = match self.wait_held(&mut *conn, marker, held, self.timeout).await {
             Ok(Some(acked)) => acked,
-            Ok(None) => return Ok(Confirmed::No),
+            Ok(None) => return Ok(Confirmed::Absent),
             Err(err) => {
                 // A connection that failed may be to a master that is gone.
                 pools::drop_broken(conn);

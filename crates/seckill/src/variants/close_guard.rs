@@ -71,7 +71,7 @@ async fn release<L: Lock>(read: seckill_lock::Guard<L>) {
 async fn if_open(d: &Deduction) -> Result<Outcome, AppError> {
     let closed: bool = d
         .redis()
-        .hexists(&d.product.meta, crate::keys::META_CLOSED)
+        .hexists(&d.product.meta, crate::outcome::META_CLOSED)
         .await?;
     if closed {
         return Ok(Outcome::Closed);

@@ -1,7 +1,7 @@
 //! One deduction: the request's facts — the instance it runs on, the variant, the
 //! product, the request's knobs and who the request is — and [`Deduction::run`], its one
 //! path: the variant's `deduct` (a lock variant's through the lock sequence, `section.rs`),
-//! a lost answer looked up (`lost.rs`), the refusals counted. What a sale's answer comes
+//! a lost answer looked up (`lost/`), the refusals counted. What a sale's answer comes
 //! to is `sale.rs`'s, the only other file with methods of `Deduction`.
 
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use redis::AsyncCommands;
 use super::lost::{self, Lost};
 use super::{Context, Outcome, Variant};
 use crate::error::AppError;
-use crate::idempotency::{Claim, Elsewhere, Replay};
+use crate::idempotency::{Claim, Elsewhere};
 use crate::keys::{ProductKeys, ShardKeys};
 use crate::knobs::Knobs;
 use crate::store::RedisConn;
@@ -127,45 +127,6 @@ impl Deduction {
     /// product's shard), or in several steps (a cart).
     pub fn answers_after_sale(&self) -> bool {
         self.variant.spec().splits_stock || self.knobs.cart().is_some()
-    }
-
-    /// A key's answer `unconfirmed`, given again: are the replicas there now? On the master
-    /// of the order's shard, in one round trip on one connection (so on one master,
-    /// whatever a failover does meanwhile): is the order there (a failover may have lost
-    /// it: then it stays `unconfirmed`), then a marker and one `WAIT`, which covers
-    /// everything written there before, the order included. Confirmed, the answer is the
-    /// sale's `200` (its units left not known now); not, or not asked (a cart: its lines
-    /// are on several masters; an instance that asks no replica), `unconfirmed` again.
-    /// Nothing is counted: the sale was counted unconfirmed when it was first answered.
-    pub async fn confirm_again(&self, replay: Replay) -> Replay {
-        let (Some(index), Some(order), None, Some(confirmations)) = (
-            replay.shard,
-            replay.order.as_deref(),
-            self.knobs.cart(),
-            &self.app.sale_confirmations,
-        ) else {
-            return replay;
-        };
-        let shard = if self.variant.spec().splits_stock {
-            match crate::product::layout(&self.app.store, &self.product.product).await {
-                Ok(layout) => self.product.shard(&layout, index),
-                Err(_) => return replay,
-            }
-        } else {
-            ShardKeys::clone(&self.product.whole())
-        };
-        let confirmed = confirmations
-            .confirm_recorded(&shard.confirm, &shard.orders, order)
-            .await;
-        if !matches!(confirmed, Ok(crate::store::Confirmed::Yes)) {
-            return replay;
-        }
-        Replay {
-            status: axum::http::StatusCode::OK,
-            outcome: Outcome::DEDUCTED,
-            remaining: None,
-            ..replay
-        }
     }
 
     /// Where the request may sell under its key besides its claim's own slot, for a repeat

@@ -7,6 +7,7 @@ use super::{Deduction, Outcome};
 use crate::database::stock::{OrderRow, Sold};
 use crate::database::{Database, Failure};
 use crate::error::AppError;
+use crate::outcome::sale::{Confirmed, Taken};
 
 /// The instance's database, or 503 `not_configured` when it was started without one.
 pub(super) fn database(d: &Deduction) -> Result<&Arc<Database>, AppError> {
@@ -61,12 +62,16 @@ pub(super) async fn answer(
     sold: Result<Sold, Failure>,
     order: String,
 ) -> Result<Outcome, AppError> {
-    match sold {
-        Ok(Sold::Units(remaining)) => Ok(Outcome::Deducted {
-            remaining,
+    let committed = |order, remaining| {
+        let taken = Taken {
             order,
             shard: 0,
-        }),
+            remaining: Some(remaining),
+        };
+        Outcome::Deducted(Confirmed::in_database(taken))
+    };
+    match sold {
+        Ok(Sold::Units(remaining)) => Ok(committed(order, remaining)),
         Ok(Sold::SoldOut(remaining)) => Ok(Outcome::SoldOut { remaining }),
         Ok(Sold::NoRow) => Err(no_row(d)),
         Ok(Sold::Changed) => Ok(Outcome::Conflict),
@@ -74,11 +79,7 @@ pub(super) async fn answer(
             tracing::warn!(%order, why, "a sale's answer was lost: looking it up");
             let product = d.product.product.as_str();
             match db.find_sale(&order, product).await {
-                Ok(Some(remaining)) => Ok(Outcome::Deducted {
-                    remaining,
-                    order,
-                    shard: 0,
-                }),
+                Ok(Some(remaining)) => Ok(committed(order, remaining)),
                 _ => Ok(Outcome::Unknown { order, shard: 0 }),
             }
         }

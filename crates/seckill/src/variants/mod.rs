@@ -27,7 +27,7 @@ mod deduction;
 mod fault;
 mod holding;
 mod in_database;
-mod lost;
+pub(crate) mod lost;
 mod sale;
 pub(crate) mod section;
 

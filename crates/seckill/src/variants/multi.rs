@@ -37,6 +37,7 @@ use crate::error::AppError;
 use crate::keys::{ProductKeys, ShardKeys};
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, Kind, Knob, WAIT_MS, WORK_MS};
 use crate::outcome::Counter;
+use crate::outcome::sale::{self, Taken};
 use crate::scripts;
 use crate::scripts::{Credentials, Refusal, Reply, StockWrite};
 
@@ -110,7 +111,7 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
     // A line whose answer was lost may still run: it must find its lock held (the next
     // holder would read the stock before it) until it is looked up.
     let sold = lost::learn(d, sell(d, &cart).await).await;
-    if matches!(sold, Ok(Outcome::Unknown { .. })) {
+    if d.lost.unsettled() {
         let (variant, holder) = (d.variant, d.holder.to_string());
         d.lost.after_settled(Box::new(move || {
             Box::pin(async move {
@@ -190,31 +191,86 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
         lock_holder: checkable.then_some(d.holder.as_str()),
         token: None,
     };
-    let mut first: Option<(String, i64, u32)> = None;
+    let mut sold = Sold::default();
     for (line, shard) in shards.iter().enumerate() {
-        let (order, reply) = match commit_line(d, cart, &shards, line, credentials, &first).await? {
-            Ok(committed) => committed,
-            Err(ends) => return Ok(ends),
-        };
-        let remaining = match reply {
-            Reply::Units(remaining) => remaining,
-            Reply::Refused(why) => {
-                stopped_after(d, cart, shard, line, &why).await;
-                leave(d, &shards[line + 1..]).await?;
-                return match why {
-                    Refusal::Gone => Err(AppError::UnknownProduct(cart[line].product.to_string())),
-                    why => d.refused(why).await,
-                };
+        let ends = match commit_line(d, shard, credentials).await {
+            Line::Sold(taken) => {
+                sold.lines.push((shard.clone(), taken));
+                continue;
             }
+            Line::Ends(ends) => ends,
         };
-        first.get_or_insert((order, remaining, shard.index));
+        stopped_after(d, cart, shard, line).await;
+        // Best effort: the cart's answer is what its lines came to either way.
+        if let Err(left) = leave(d, &shards[line + 1..]).await {
+            tracing::warn!(error = %left, "a cart's later lines were not left");
+        }
+        let ends = match ends {
+            Err(Refused::Why(Refusal::Gone)) => {
+                Err(AppError::UnknownProduct(cart[line].product.to_string()))
+            }
+            Err(Refused::Why(why)) => d.refused(why).await,
+            Err(Refused::Error(err)) => Err(err),
+            Ok(outcome) => Ok(outcome),
+        };
+        return sold.ends(ends);
     }
-    let (order, remaining, shard) = first.expect("a cart has at least one product");
-    Ok(Outcome::Deducted {
-        remaining,
-        order,
-        shard,
-    })
+    Ok(sold.confirmed(d).await)
+}
+
+/// The lines of a cart sold so far: once one has, the cart's answer can no longer be that
+/// nothing sold ([`Sold::ends`]).
+#[derive(Default)]
+struct Sold {
+    lines: Vec<(Arc<ShardKeys>, Taken)>,
+}
+
+impl Sold {
+    /// What the cart is answered when a line ends it with `ends` (it did not sell, or it
+    /// is not known whether it did): that, while no line sold; otherwise the lines that did
+    /// ([`Outcome::PartlySold`]) — never "nothing sold".
+    fn ends(self, ends: Result<Outcome, AppError>) -> Result<Outcome, AppError> {
+        if self.lines.is_empty() {
+            return ends;
+        }
+        tracing::warn!(?ends, "a cart sold in part");
+        Ok(Outcome::PartlySold(
+            self.lines.into_iter().map(|(_, taken)| taken).collect(),
+        ))
+    }
+
+    /// Every line sold: each asked of its own master's replicas. A `200` (naming the first
+    /// line) once they all have theirs; else `503 unconfirmed`.
+    async fn confirmed(self, d: &Deduction) -> Outcome {
+        let confirmations = d.app.sale_confirmations.as_ref();
+        let mut first = None;
+        let mut all = true;
+        for (shard, taken) in self.lines {
+            let confirmed = sale::confirm(confirmations, &mut d.redis(), &shard, taken).await;
+            all &= confirmed.is_ok();
+            first.get_or_insert(confirmed);
+        }
+        match first.expect("a cart has at least one product") {
+            Ok(confirmed) if all => Outcome::Deducted(confirmed),
+            Ok(confirmed) => Outcome::Unconfirmed(confirmed.taken().clone()),
+            Err(taken) => Outcome::Unconfirmed(taken),
+        }
+    }
+}
+
+/// What one line's commit came to.
+enum Line {
+    /// Its unit taken (on its master; not yet asked of the replicas).
+    Sold(Taken),
+    /// It ends the cart: its refusal, what its lost answer was learnt to be (the sale voided,
+    /// or not known), or an error after which it cannot have sold.
+    Ends(Result<Outcome, Refused>),
+}
+
+/// Why a line sold nothing: its script's refusal, or an error (its lost answer looked up).
+enum Refused {
+    Why(Refusal),
+    Error(AppError),
 }
 
 /// Enters every line's critical section: each product's stock (`None`: no such product).
@@ -263,85 +319,77 @@ async fn over_limit(d: &Deduction, shards: &[Arc<ShardKeys>]) -> Result<Option<R
     Ok(None)
 }
 
-/// Line `line`'s commit: its order id and the script's reply — its lost answer looked up
-/// first, and a line sold under the key by an earlier try of this cart taken as this
-/// cart's — or, `Err`, the outcome the whole cart ends with now.
-async fn commit_line(
-    d: &Deduction,
-    cart: &[ProductKeys],
-    shards: &[Arc<ShardKeys>],
-    line: usize,
-    credentials: Credentials<'_>,
-    first: &Option<(String, i64, u32)>,
-) -> Result<Result<(String, Reply), Outcome>, AppError> {
-    let shard = &shards[line];
+/// One line's commit, on `shard`: its lost answer looked up, and a line an earlier try of
+/// this cart sold under its key taken as this cart's.
+async fn commit_line(d: &Deduction, shard: &ShardKeys, credentials: Credentials<'_>) -> Line {
     let order = Uuid::now_v7().to_string();
     let committed: Result<Reply, _> =
         scripts::commit(&d.sale(shard, &order), StockWrite::Decrement, credentials)
             .invoke_async(&mut d.redis())
             .await;
+    let taken = |order, remaining| Taken {
+        order,
+        shard: shard.index,
+        remaining,
+    };
     let reply = match committed {
         Ok(reply) => {
             d.lost.answered();
             reply
         }
-        // A line whose answer was lost is looked up before the cart goes on: the
-        // cart's answer stays its first line's.
-        Err(err) => match lost::learn(d, Err(err.into())).await {
-            Ok(Outcome::Deducted { remaining, .. }) => Reply::Units(remaining),
-            // Sold, and not yet on enough replicas: sold all the same.
-            Ok(Outcome::Unconfirmed { .. }) => Reply::Units(0),
-            Ok(Outcome::Unknown { order, shard }) => {
-                let (order, shard) = first
-                    .as_ref()
-                    .map_or((order, shard), |(o, _, s)| (o.clone(), *s));
-                return Ok(Err(Outcome::Unknown { order, shard }));
-            }
-            Ok(other) => return Ok(Err(other)),
-            // Voided: the line never sold and never will (the look-up left its
-            // critical section). The lines after it are left unsold; those before
-            // stay sold under the key, and a repeat completes the cart.
-            Err(err) => {
-                stopped_after(d, cart, shard, line, &err).await;
-                // Best effort: the error is the cart's answer either way.
-                if let Err(left) = leave(d, &shards[line + 1..]).await {
-                    tracing::warn!(error = %left, "a cart's later lines were not left");
-                }
-                return Err(err);
-            }
-        },
-    };
-    // Sold under this key by an earlier try of this cart, whose answer was lost: that
-    // line is part of the cart (a repeat completes a cart, never buys a line twice).
-    if let (Reply::Refused(Refusal::TakenOver), Some(claim)) = (&reply, &d.claim) {
-        let (sold, stock): (Option<String>, Option<i64>) = redis::pipe()
-            .hget(&shard.keys, claim.key.as_str())
-            .get(&shard.stock)
-            .query_async(&mut d.redis())
-            .await?;
-        if let Some(sold) = sold {
-            return Ok(Ok((sold, Reply::Units(stock.unwrap_or(0)))));
+        // A line whose answer was lost is looked up before the cart goes on.
+        Err(err) => {
+            return match lost::learn(d, Err(err.into())).await {
+                Ok(Outcome::Deducted(confirmed)) => Line::Sold(confirmed.taken().clone()),
+                Ok(Outcome::Unconfirmed(sold)) => Line::Sold(sold),
+                // Not known (looked up later), or another answer.
+                Ok(other) => Line::Ends(Ok(other)),
+                // Voided: the line never sold and never will (the look-up left its critical
+                // section).
+                Err(err) => Line::Ends(Err(Refused::Error(err))),
+            };
         }
+    };
+    match reply {
+        Reply::Units(remaining) => Line::Sold(taken(order, Some(remaining))),
+        // Sold under this key by an earlier try of this cart, whose answer was lost: that
+        // line is part of the cart (a repeat completes a cart, never buys a line twice).
+        Reply::Refused(Refusal::TakenOver) if d.claim.is_some() => {
+            match earlier_line(d, shard).await {
+                Ok(Some((sold, stock))) => Line::Sold(taken(sold, stock)),
+                Ok(None) => Line::Ends(Err(Refused::Why(Refusal::TakenOver))),
+                Err(err) => Line::Ends(Err(Refused::Error(err))),
+            }
+        }
+        Reply::Refused(why) => Line::Ends(Err(Refused::Why(why))),
     }
-    Ok(Ok((order, reply)))
 }
 
-/// A cart's line `line` sold nothing (`why`): when lines before it sold, the cart is half
-/// sold, counted in that line's audit (`multi_half_sold`).
-async fn stopped_after(
+/// The order an earlier try of this cart sold on `shard` under its key, and the stock.
+async fn earlier_line(
     d: &Deduction,
-    cart: &[ProductKeys],
     shard: &ShardKeys,
-    line: usize,
-    why: &impl std::fmt::Debug,
-) {
+) -> Result<Option<(String, Option<i64>)>, AppError> {
+    let Some(claim) = &d.claim else {
+        return Ok(None);
+    };
+    let (sold, stock): (Option<String>, Option<i64>) = redis::pipe()
+        .hget(&shard.keys, claim.key.as_str())
+        .get(&shard.stock)
+        .query_async(&mut d.redis())
+        .await?;
+    Ok(sold.map(|sold| (sold, stock)))
+}
+
+/// A cart's line `line` sold nothing (or is not known to have): when lines before it sold,
+/// the cart is half sold, counted in that line's audit (`multi_half_sold`).
+async fn stopped_after(d: &Deduction, cart: &[ProductKeys], shard: &ShardKeys, line: usize) {
     if line == 0 {
         return;
     }
     tracing::warn!(
         cart = ?cart.iter().map(|p| p.product.to_string()).collect::<Vec<_>>(),
-        ?why,
-        "a cart's line sold nothing after others were sold"
+        "a cart's line sold nothing, or is not known to have, after others were sold"
     );
     let counted: Result<i64, _> = d.redis().hincr(&shard.audit, "multi_half_sold", 1).await;
     if let Err(err) = counted {

@@ -2,16 +2,13 @@
 //! scripts take it, a unit sold (confirmed with replicas, `--redis-wait-replicas`), a
 //! refusal, and why a product is not for sale.
 
-use std::sync::Arc;
-
 use uuid::Uuid;
 
 use super::{Deduction, Outcome};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
-use crate::outcome::Counter;
+use crate::outcome::sale::{self, Taken};
 use crate::scripts::{self, Credentials, Refusal, Reply, StockWrite};
-use crate::store::{Confirmations, Confirmed, RedisConn};
 
 impl Deduction {
     /// Why there was no stock key: a product split into shards is sold by the variants
@@ -101,17 +98,15 @@ impl Deduction {
 
     /// A unit sold and recorded: a 200, once as many replicas as asked for have it.
     pub(super) async fn sold(&self, shard: &ShardKeys, order: String, remaining: i64) -> Outcome {
-        let confirm = self.app.sale_confirmations.as_ref();
-        if !confirm_sales(confirm, &mut self.redis(), &[(shard, 1)], &order).await {
-            return Outcome::Unconfirmed {
-                order,
-                shard: shard.index,
-            };
-        }
-        Outcome::Deducted {
-            remaining,
+        let taken = Taken {
             order,
             shard: shard.index,
+            remaining: Some(remaining),
+        };
+        let confirm = self.app.sale_confirmations.as_ref();
+        match sale::confirm(confirm, &mut self.redis(), shard, taken).await {
+            Ok(confirmed) => Outcome::Deducted(confirmed),
+            Err(taken) => Outcome::Unconfirmed(taken),
         }
     }
 }
@@ -129,50 +124,4 @@ fn variants_that(which: fn(&super::Spec) -> bool) -> String {
         Some((last, others)) => format!("the {} or {last} variant", others.join(", ")),
         None => "no variant".into(),
     }
-}
-
-/// After sales written to shards on one master (`sold`: each shard with its count of
-/// sales; `witness`, an order id sold on the first): true when as many replicas as
-/// `--redis-wait-replicas` asks have them (`confirmations`; one `WAIT` covers them all), or
-/// none are asked for. The confirmation finds the witness on the master it asks, in the
-/// same round trip: a master found again after the sale (a failover meanwhile) that lacks
-/// it confirms nothing. When they do not,
-/// or cannot be asked now (every confirmation connection in use, the master gone), the
-/// sales are counted as unconfirmed in each shard's audit (on `conn`, the shared
-/// connection), where that can still be written.
-pub(super) async fn confirm_sales(
-    confirmations: Option<&Arc<Confirmations>>,
-    conn: &mut RedisConn,
-    sold: &[(&ShardKeys, i64)],
-    witness: &str,
-) -> bool {
-    let (Some(confirmations), Some((first, _))) = (confirmations, sold.first()) else {
-        return true;
-    };
-    let confirmed = confirmations.confirm_recorded(&first.confirm, &first.orders, witness);
-    match confirmed.await {
-        Ok(Confirmed::Yes) => return true,
-        Ok(Confirmed::No) => {}
-        Ok(Confirmed::Busy) => tracing::warn!(
-            key = %first.stock,
-            "every confirmation connection in use: the sale is answered unconfirmed"
-        ),
-        Err(err) => tracing::warn!(
-            error = %err,
-            key = %first.stock,
-            "confirming the sale with replicas failed"
-        ),
-    }
-    // One round trip for every shard, however many: the calls behind this one wait.
-    let mut count = redis::pipe();
-    for (shard, sales) in sold {
-        count
-            .hincr(&shard.audit, Counter::Unconfirmed.field(), *sales)
-            .ignore();
-    }
-    let counted: Result<(), _> = count.query_async(conn).await;
-    if let Err(err) = counted {
-        tracing::warn!(error = %err, "unconfirmed sales not counted in the audit");
-    }
-    false
 }

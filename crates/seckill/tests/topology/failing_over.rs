@@ -5,9 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use seckill_testkit::{Api, Instance, RedisCluster, heavy_turn};
+use seckill_testkit::partial::{PATIENT_WAIT, blocked_in_wait};
+use seckill_testkit::{Api, Instance, RedisCluster, heavy_turn, int};
+use serde_json::Value;
 
-use crate::{instance, keys};
+use crate::{instance, keys, recorded_orders};
 
 /// One instance in cluster mode on `redis`, with `extra` flags.
 fn on_cluster(redis: &RedisCluster, extra: &[&str]) -> Instance {
@@ -43,6 +45,264 @@ fn on_another_master(redis: &RedisCluster, product: &str) -> String {
         .map(|p| p.to_string())
         .find(|p| master_of(redis, p) != master)
         .expect("a product on another master")
+}
+
+/// Waits until `redis`'s sorted set `inside` of every one of `products` has a holder.
+async fn inside_all(redis: &RedisCluster, products: &[&str]) {
+    let mut conn = redis.conn().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut all = true;
+        for product in products {
+            let inside: u64 = redis::cmd("ZCARD")
+                .arg(&keys(product).whole().inside)
+                .query_async(&mut conn)
+                .await
+                .expect("ZCARD");
+            all &= inside > 0;
+        }
+        if all {
+            return;
+        }
+        assert!(Instant::now() < deadline, "nobody got inside {products:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Until the answer to a keyed repeat of `path` for `product` is a 200: the last answer.
+async fn until_200(api: &Api, product: &str, path: &str, key: &str) -> (u16, Value, bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = api.deduct_keyed(product, path, key).await;
+        if answer.0 == 200 || Instant::now() >= deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A cart whose first line sold on one master before the next line's master was killed
+/// is not answered as if nothing sold: its answer names the order the buyer holds. Before,
+/// the cart was answered `503 redis_unavailable` (or `lock_lost`, "nothing was sold,
+/// retrying is safe") while the first line's unit stayed sold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cart_that_sold_a_line_before_a_master_died_says_so() {
+    let _turn = heavy_turn().await;
+    let mut redis = RedisCluster::start(3, 1);
+    let seckill = on_cluster(&redis, &[]);
+    let api = seckill.api();
+    let other = on_another_master(&redis, "101");
+    for product in ["101", other.as_str()] {
+        api.reset(product, 10, 1).await;
+    }
+    // A cart sold first, so that every script is loaded on every master before one dies.
+    let (status, body) = api
+        .deduct("101", &format!("multi?products=101,{other}"))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let path = format!("multi?products=101,{other}&work_ms=1500&user=u1");
+    let cart = {
+        let (api, path) = (api.clone(), path.clone());
+        tokio::spawn(async move { api.deduct("101", &path).await })
+    };
+    // Every line entered (its stock read under its lock): then the second line's master
+    // dies while the holder works.
+    inside_all(&redis, &["101", &other]).await;
+    redis.kill(master_of(&redis, &other));
+    let (status, body) = cart.await.expect("the cart's answer");
+    tokio::task::block_in_place(|| redis.wait_for_failover(Duration::from_secs(30)));
+
+    let held = recorded_orders(&mut redis.conn().await, "101").await;
+    eprintln!("the cart: {status} {body}; 101's orders: {held:?}");
+    assert_eq!(held.len(), 2, "the first line sold before the master died");
+    let order = held
+        .iter()
+        .find(|(_, sold)| sold.contains("u1"))
+        .map(|(order, _)| order)
+        .expect("u1's order");
+    assert_ne!(status, 200, "the second line did not sell: {body}");
+    assert_eq!(
+        body["outcome"], "partly_sold",
+        "an answer that names what sold: {body}"
+    );
+    let named: Vec<&str> = body["orders"]
+        .as_array()
+        .map(|orders| orders.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(named, [order.as_str()], "the order the buyer holds: {body}");
+}
+
+/// While a keyed sale waits for its replica (blocked in `WAIT`, the replica frozen), a
+/// repeat of its key is not answered `200`: no replica has the sale yet. Once the replica
+/// goes on, the repeat is answered `200` with the sale's order. Before, the sale's script
+/// wrote the key's answer `200` before the confirmation, and the repeat replayed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeat_is_not_answered_200_before_a_replica_has_the_sale() {
+    let _turn = heavy_turn().await;
+    let redis = RedisCluster::start(3, 1);
+    let seckill = on_cluster(&redis, &PATIENT_WAIT);
+    let api = seckill.api();
+    api.reset("101", 10, 1).await;
+    let master = master_of(&redis, "101");
+    let replica = redis.replica_of(master);
+    let master_url = format!("redis://127.0.0.1:{master}");
+    redis.signal(replica, "STOP");
+    let path = "lua?batch=off&user=u1";
+    let before = blocked_in_wait(&master_url).await;
+    let first = {
+        let api = api.clone();
+        tokio::spawn(async move { api.deduct_keyed("101", path, "k-wait").await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while blocked_in_wait(&master_url).await.is_subset(&before) {
+        assert!(Instant::now() < deadline, "the sale never blocked in WAIT");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (status, repeat, replayed) = api.deduct_keyed("101", path, "k-wait").await;
+    redis.signal(replica, "CONT");
+    let (first_status, first_body, _) = first.await.expect("the first answer");
+    eprintln!("the repeat while the sale waited: {status} {repeat} (replayed {replayed})");
+    eprintln!("the first, once the replica went on: {first_status} {first_body}");
+    assert_ne!(
+        status, 200,
+        "a repeat answered while no replica had the sale: {repeat}"
+    );
+    let (status, again, _) = until_200(&api, "101", path, "k-wait").await;
+    assert_eq!(status, 200, "once the replica has it: {again}");
+    assert_eq!(
+        again["order"], first_body["order"],
+        "the same sale: {again}"
+    );
+    let stats = api.stats("101").await;
+    assert_eq!(int(&stats, "sold"), 1, "{stats}");
+}
+
+/// A cart is answered `200` only once a replica has every line: with the replica of one
+/// line's master frozen, the cart is answered `503 unconfirmed`, and its key's repeat
+/// `200` with the same orders once the replica goes on. Before, a cart was answered `200`
+/// without asking any replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cart_is_answered_200_only_once_replicas_have_every_line() {
+    let _turn = heavy_turn().await;
+    let redis = RedisCluster::start(3, 1);
+    let seckill = on_cluster(
+        &redis,
+        &[
+            "--redis-wait-replicas",
+            "1",
+            "--redis-wait-timeout-ms",
+            "300",
+        ],
+    );
+    let api = seckill.api();
+    let other = on_another_master(&redis, "101");
+    for product in ["101", other.as_str()] {
+        api.reset(product, 10, 1).await;
+    }
+    let replica = redis.replica_of(master_of(&redis, &other));
+    redis.signal(replica, "STOP");
+    let path = format!("multi?products=101,{other}&user=u1");
+    let (status, body, _) = api.deduct_keyed("101", &path, "k-cart").await;
+    redis.signal(replica, "CONT");
+    eprintln!("the cart, a line's replica frozen: {status} {body}");
+    assert_eq!(
+        (status, body["outcome"].as_str()),
+        (503, Some("unconfirmed")),
+        "{body}"
+    );
+    let (status, again, _) = until_200(&api, "101", &path, "k-cart").await;
+    assert_eq!(status, 200, "once the replica has it: {again}");
+    assert_eq!(again["order"], body["order"], "the same cart: {again}");
+    for product in ["101", other.as_str()] {
+        let held = recorded_orders(&mut redis.conn().await, product).await;
+        assert_eq!(held.len(), 1, "{product}: one unit, {held:?}");
+    }
+}
+
+/// A keyed sale of a split product answered `503 unconfirmed` (its shard's replica
+/// frozen), then the shard's master killed and the replica, which lacks the sale,
+/// promoted: the key's repeat learns the sale did not survive, and the buyer, whose count
+/// matches what they hold, buys again — the repeat sells afresh. Before, the key answered
+/// `unconfirmed` for its whole TTL, and (one unit per buyer) every new key was refused 403.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unconfirmed_sale_a_failover_lost_resolves_and_the_buyer_buys_again() {
+    let _turn = heavy_turn().await;
+    let mut redis = RedisCluster::start(3, 1);
+    let seckill = on_cluster(
+        &redis,
+        &[
+            "--redis-wait-replicas",
+            "1",
+            "--redis-wait-timeout-ms",
+            "300",
+        ],
+    );
+    let api = seckill.api();
+    // One unit in three shards: shard 0 has it, on another master than the product's own
+    // slot (its claim and its buyers' counts), so that the failover loses the sale only.
+    let mut product = None;
+    for candidate in (101..300).map(|p| p.to_string()) {
+        api.reset(&candidate, 1, 3).await;
+        let stats = api.stats(&candidate).await;
+        let port: Option<u16> = stats["shard_nodes"][0]
+            .as_str()
+            .and_then(|node| node.rsplit(':').next()?.parse().ok());
+        if let Some(port) = port
+            && port != master_of(&redis, &candidate)
+        {
+            product = Some((candidate, port));
+            break;
+        }
+    }
+    let (product, shard_master) = product.expect("a product whose shard 0 is elsewhere");
+    api.reset_limited(&product, 1, 3, 1).await;
+    let replica = redis.replica_of(shard_master);
+    let shard = keys(&product).shard(&layout_of(&api, &product).await, 0);
+    // The reset on the replica, then the replica made to lag.
+    tokio::task::block_in_place(|| redis.wait_replicas_caught_up(shard_master));
+    lag(&redis, shard_master, replica, &shard.stock).await;
+    let path = "segmented?user=u1";
+    let (status, first, _) = api.deduct_keyed(&product, path, "k-lost").await;
+    assert_eq!(
+        (status, first["outcome"].as_str()),
+        (503, Some("unconfirmed")),
+        "{first}"
+    );
+    redis.kill(shard_master);
+    redis.signal(replica, "CONT");
+    tokio::task::block_in_place(|| {
+        redis.wait_for_failover(Duration::from_secs(30));
+        redis.restart(shard_master);
+        redis.wait_replica_synced(shard_master, Duration::from_secs(30));
+    });
+    let order = first["order"].as_str().unwrap_or_default();
+    let kept = redis.cli(replica, &["hexists", &shard.orders, order]);
+    assert_eq!(
+        kept.trim(),
+        "0",
+        "the promoted replica lacks the sale (the premise)"
+    );
+    let (status, again, _) = until_200(&api, &product, path, "k-lost").await;
+    eprintln!("the key's repeat after the failover: {status} {again}");
+    assert_eq!(status, 200, "the buyer bought again: {again}");
+    assert_ne!(again["order"], first["order"], "a new sale: {again}");
+    let held = recorded_orders(&mut redis.conn().await, &product).await;
+    assert_eq!(
+        held.keys().collect::<Vec<_>>(),
+        [again["order"].as_str().unwrap()],
+        "the buyer holds the one unit they were answered"
+    );
+    let counted: Option<i64> = redis::cmd("HGET")
+        .arg(&keys(&product).reserved)
+        .arg("u1")
+        .query_async(&mut redis.conn().await)
+        .await
+        .expect("HGET");
+    assert_eq!(
+        counted,
+        Some(1),
+        "the buyer's count is the one unit they hold"
+    );
 }
 
 /// A master promoted by a failover has none of the scripts (Redis does not replicate its
@@ -110,6 +370,44 @@ fn lua_sha() -> String {
     ]
     .concat();
     redis::Script::new(&body).get_hash().to_owned()
+}
+
+/// The replica on `replica` of the master on `master` made to lag: frozen, and its link
+/// filled (32 MiB written under `key`'s slot, more than the kernel buffers hold between
+/// them), so that what the master writes next stays in the master's own buffer — lost
+/// with it if it dies. (A frozen replica alone still receives, into its socket; what it
+/// has not read is lost all the same when the master is killed, whose connection is then
+/// reset.)
+async fn lag(redis: &RedisCluster, master: u16, replica: u16, key: &str) {
+    redis.signal(replica, "STOP");
+    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{master}"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("a connection to the master");
+    let tag = &key[key.find('{').unwrap()..=key.find('}').unwrap()];
+    let mib = vec![b'x'; 1 << 20];
+    for n in 0..32 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("filler:{tag}:{n}"))
+            .arg(&mib)
+            .query_async(&mut conn)
+            .await
+            .expect("SET");
+    }
+}
+
+/// A product's layout as the service recorded it.
+async fn layout_of(api: &Api, product: &str) -> seckill::keys::Layout {
+    let stats = api.stats(product).await;
+    let tags: Vec<String> = stats["shard_tags"]
+        .as_array()
+        .expect("shard_tags")
+        .iter()
+        .map(|t| t.as_str().unwrap().to_owned())
+        .collect();
+    let id = seckill::keys::ProductId::parse(product).expect("a product id");
+    seckill::keys::Layout::from_tags(&id, tags).expect("the shards' tags")
 }
 
 /// Until `path` answers `status` (30 s at most).

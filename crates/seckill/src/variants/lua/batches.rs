@@ -10,15 +10,15 @@ use tokio::sync::oneshot;
 use super::{Batched, MAX_BATCH, SPEC, Unit};
 use crate::error::AppError;
 use crate::keys::ShardKeys;
+use crate::outcome::sale::{self, Verdict};
 use crate::scripts::{self, Reply};
 use crate::store::{Confirmations, RedisConn};
-use crate::variants::sale::confirm_sales;
 
 /// What the script answered for one product of a call, one [`Unit`] per deduction, in
 /// order: the stock before the call, then each deduction's answer (1 sold, 0 sold out, or
-/// a refusal); nothing when the product has no stock key. `confirmed`: whether the
-/// replicas asked for confirmed the call's sales.
-fn units(script: &[Reply], count: usize, confirmed: bool) -> Vec<Unit> {
+/// a refusal); nothing when the product has no stock key. `verdict`: whether the replicas
+/// asked for confirmed the call's sales.
+fn units(script: &[Reply], count: usize, verdict: Verdict) -> Vec<Unit> {
     let Some((&Reply::Units(before), answers)) = script.split_first() else {
         return vec![Unit::NotForSale; count];
     };
@@ -26,11 +26,11 @@ fn units(script: &[Reply], count: usize, confirmed: bool) -> Vec<Unit> {
     answers
         .iter()
         .map(|&answer| match answer {
-            Reply::Units(1) if !confirmed => Unit::Unconfirmed,
             Reply::Units(1) => {
                 sold += 1;
                 Unit::Sold {
                     remaining: before - sold,
+                    verdict,
                 }
             }
             Reply::Units(_) => Unit::SoldOut,
@@ -196,14 +196,15 @@ pub(super) async fn call(
             (sold > 0).then_some((line.shard, sold))
         })
         .collect();
-    let confirmed = match witness {
-        Some(witness) => confirm_sales(confirm.as_ref(), redis, &sold, witness).await,
-        None => true,
+    let verdict = match witness {
+        Some(witness) => sale::confirm_call(confirm.as_ref(), redis, &sold, witness).await,
+        // Nothing sold: nothing to confirm.
+        None => Verdict::NOTHING_TO_ASK,
     };
     Ok(lines
         .iter()
         .zip(result)
-        .map(|(line, replies)| Ok(units(&replies?, line.sales.len(), confirmed)))
+        .map(|(line, replies)| Ok(units(&replies?, line.sales.len(), verdict)))
         .collect())
 }
 
@@ -421,20 +422,25 @@ mod tests {
     fn each_deduction_of_a_call_gets_what_the_script_answered_for_it() {
         use Reply::{Refused, Units};
         let limit = Refused(Refusal::LimitReached);
-        let sold = units(&[Units(3), Units(1), limit, Units(1), Units(0)], 4, true);
+        let verdict = Verdict::NOTHING_TO_ASK;
+        let sold = units(&[Units(3), Units(1), limit, Units(1), Units(0)], 4, verdict);
         assert_eq!(
             sold,
             [
-                Unit::Sold { remaining: 2 },
+                Unit::Sold {
+                    remaining: 2,
+                    verdict
+                },
                 Unit::Refused(Refusal::LimitReached),
-                Unit::Sold { remaining: 1 },
+                Unit::Sold {
+                    remaining: 1,
+                    verdict
+                },
                 Unit::SoldOut
             ]
         );
         // Below zero is a stock (two holders under a broken lock sold the last unit).
-        assert_eq!(units(&[Units(-4), Units(0)], 1, true), [Unit::SoldOut]);
-        assert_eq!(units(&[], 2, true), [Unit::NotForSale; 2]);
-        let unconfirmed = units(&[Units(3), Units(1), Units(0)], 2, false);
-        assert_eq!(unconfirmed, [Unit::Unconfirmed, Unit::SoldOut]);
+        assert_eq!(units(&[Units(-4), Units(0)], 1, verdict), [Unit::SoldOut]);
+        assert_eq!(units(&[], 2, verdict), [Unit::NotForSale; 2]);
     }
 }

@@ -24,6 +24,7 @@ use uuid::Uuid;
 use super::{Deduction, Outcome, Spec, Start};
 use crate::error::AppError;
 use crate::knobs::{Kind, Knob};
+use crate::outcome::sale::{Taken, Verdict};
 use crate::scripts::{self, Refusal};
 use crate::store::RedisMode;
 use batches::{Line, call, first_unit};
@@ -86,15 +87,17 @@ async fn deduct(d: &Deduction) -> Result<Outcome, AppError> {
         // The rare answers' futures are boxed, so as not to make every request's larger.
         Unit::NotForSale => Err(Box::pin(d.not_for_sale()).await),
         Unit::SoldOut => Ok(Outcome::SoldOut { remaining: 0 }),
-        Unit::Sold { remaining } => Ok(Outcome::Deducted {
-            remaining,
-            order,
-            shard: index,
-        }),
-        Unit::Unconfirmed => Ok(Outcome::Unconfirmed {
-            order,
-            shard: index,
-        }),
+        Unit::Sold { remaining, verdict } => {
+            let taken = Taken {
+                order,
+                shard: index,
+                remaining: Some(remaining),
+            };
+            Ok(match verdict.of(taken) {
+                Ok(confirmed) => Outcome::Deducted(confirmed),
+                Err(taken) => Outcome::Unconfirmed(taken),
+            })
+        }
         Unit::Refused(why) => Box::pin(d.refused(why)).await,
     }
 }
@@ -140,11 +143,12 @@ impl Batched {
 /// What one deduction got from a call of the script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Unit {
+    /// A unit taken and recorded; whether the replicas asked for have it is the call's
+    /// `verdict`.
     Sold {
         remaining: i64,
+        verdict: Verdict,
     },
-    /// A unit taken and recorded, that too few replicas confirmed in time.
-    Unconfirmed,
     SoldOut,
     NotForSale,
     /// The buyer has their limit, or the product has one and no buyer was named; the key

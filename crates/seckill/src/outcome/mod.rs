@@ -2,16 +2,17 @@
 
 use axum::http::StatusCode;
 
+pub mod sale;
+
+pub use sale::{Confirmed, Taken};
+
 /// What a deduction came to. Each maps to its own status code, so that oha's and JMeter's
 /// status summaries read as a result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// 200: one unit sold and its order recorded.
-    Deducted {
-        remaining: i64,
-        order: String,
-        shard: u32,
-    },
+    /// 200: one unit sold and its order recorded, on as many replicas as asked for: the
+    /// only answer built from a [`Confirmed`] sale, and the only `200`.
+    Deducted(Confirmed),
     /// 409: nothing left.
     SoldOut { remaining: i64 },
     /// 429: the lock was held for the whole wait.
@@ -23,8 +24,14 @@ pub enum Outcome {
     Abandoned,
     /// 503: the unit was taken and its order recorded on the shard's master, but `WAIT`
     /// saw fewer replicas than `--redis-wait-replicas` have it in time: it may or may not
-    /// survive a failover of that master. Counted as `unconfirmed` in `/stats`.
-    Unconfirmed { order: String, shard: u32 },
+    /// survive a failover of that master. Counted as `unconfirmed` in `/stats`. A repeat
+    /// of its key asks the replicas again.
+    Unconfirmed(Taken),
+    /// 503 (`multi`): some of the cart's lines sold (these) and the others did not, or it
+    /// is not known yet whether they did: a master failed between the lines. Not "nothing
+    /// sold": a repeat with the same `Idempotency-Key` completes the cart, never buying a
+    /// line twice. Counted as `multi_half_sold`.
+    PartlySold(Vec<Taken>),
     /// 503: the stock refused the commit: the holder's fencing token was older than one
     /// that had already read or written the stock (`fence=on`). Nothing was sold.
     Fenced,
@@ -55,13 +62,14 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome's name, as answers, metrics and `/openapi.json` spell them.
-    pub const NAMES: [&'static str; 14] = [
+    pub const NAMES: [&'static str; 15] = [
         "deducted",
         "sold_out",
         "lock_busy",
         "lock_lost",
         "abandoned",
         "unconfirmed",
+        "partly_sold",
         "fenced",
         "lock_unconfirmed",
         "limit_reached",
@@ -83,12 +91,13 @@ impl Outcome {
 
     pub fn name(&self) -> &'static str {
         match self {
-            Self::Deducted { .. } => Self::DEDUCTED,
+            Self::Deducted(_) => Self::DEDUCTED,
             Self::SoldOut { .. } => "sold_out",
             Self::LockBusy => "lock_busy",
             Self::LockLost => "lock_lost",
             Self::Abandoned => "abandoned",
-            Self::Unconfirmed { .. } => "unconfirmed",
+            Self::Unconfirmed(_) => Self::UNCONFIRMED,
+            Self::PartlySold(_) => "partly_sold",
             Self::Fenced => "fenced",
             Self::LockUnconfirmed => "lock_unconfirmed",
             Self::LimitReached => "limit_reached",
@@ -102,7 +111,7 @@ impl Outcome {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::Deducted { .. } => StatusCode::OK,
+            Self::Deducted(_) => StatusCode::OK,
             Self::SoldOut { .. } => StatusCode::CONFLICT,
             Self::LimitReached => StatusCode::FORBIDDEN,
             Self::Closed => StatusCode::GONE,
@@ -110,7 +119,8 @@ impl Outcome {
             Self::LockBusy | Self::Conflict => StatusCode::TOO_MANY_REQUESTS,
             Self::Abandoned => StatusCode::INTERNAL_SERVER_ERROR,
             Self::LockLost
-            | Self::Unconfirmed { .. }
+            | Self::Unconfirmed(_)
+            | Self::PartlySold(_)
             | Self::Fenced
             | Self::LockUnconfirmed
             | Self::TxBusy => StatusCode::SERVICE_UNAVAILABLE,
@@ -131,6 +141,12 @@ impl Outcome {
                 "the unit was taken and the order recorded on the master, but too few \
                  replicas confirmed it in time: it may or may not survive a failover; do \
                  not retry blindly, look the order up"
+            }
+            "partly_sold" => {
+                "some of the cart's lines sold (their orders are listed) and the others did \
+                 not, or it is not known yet: repeat the request with the same \
+                 Idempotency-Key to complete the cart (no line is bought twice), or look the \
+                 orders up"
             }
             "unknown" => {
                 "the sale was sent but its answer was lost (Redis did not answer in time), \
@@ -162,12 +178,14 @@ impl Outcome {
     /// What the request's idempotency key keeps of this answer.
     pub fn for_its_key(&self) -> KeyKeeps {
         match self {
-            Self::Deducted { .. }
-            | Self::Unconfirmed { .. }
+            Self::Deducted(_)
+            | Self::Unconfirmed(_)
             | Self::SoldOut { .. }
             | Self::LimitReached => KeyKeeps::Answer,
             Self::Unknown { .. } => KeyKeeps::Unknown,
             Self::InFlight => KeyKeeps::Nothing,
+            // A repeat completes the cart around the lines sold under the key.
+            Self::PartlySold(_) => KeyKeeps::Released,
             Self::LockBusy
             | Self::LockLost
             | Self::Abandoned
@@ -312,6 +330,11 @@ impl TurnedAway {
     }
 }
 
+/// The meta hash's field that marks a product's sale closed (`/admin/close`), with the
+/// time of the close: the word a deduction after the close answers. The selling scripts
+/// read it by that name.
+pub const META_CLOSED: &str = Outcome::CLOSED;
+
 /// A buyer's place in the waiting room, as `POST /room/{product}/ticket` answers it.
 pub const WAITING: &str = "waiting";
 
@@ -333,22 +356,24 @@ pub enum KeyKeeps {
 mod tests {
     use super::*;
 
+    fn taken() -> Taken {
+        Taken {
+            order: String::new(),
+            shard: 0,
+            remaining: None,
+        }
+    }
+
     #[test]
     fn names_lists_every_outcome() {
         let every = [
-            Outcome::Deducted {
-                remaining: 0,
-                order: String::new(),
-                shard: 0,
-            },
+            Outcome::Deducted(Confirmed::in_database(taken())),
             Outcome::SoldOut { remaining: 0 },
             Outcome::LockBusy,
             Outcome::LockLost,
             Outcome::Abandoned,
-            Outcome::Unconfirmed {
-                order: String::new(),
-                shard: 0,
-            },
+            Outcome::Unconfirmed(taken()),
+            Outcome::PartlySold(vec![taken()]),
             Outcome::Fenced,
             Outcome::LockUnconfirmed,
             Outcome::LimitReached,

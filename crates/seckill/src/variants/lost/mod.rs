@@ -16,6 +16,10 @@
 //! its idempotency key over (and finds the sale, or fences it out), the lock expires, and
 //! the reservation stays — the buyer may buy one unit fewer, never one more.
 
+mod replay;
+
+pub(crate) use replay::{Replayed, replay};
+
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -27,6 +31,7 @@ use super::{Context, Deduction, Outcome};
 use crate::error::AppError;
 use crate::idempotency;
 use crate::keys::ShardKeys;
+use crate::outcome::sale::{self, Taken};
 use crate::scripts;
 use crate::store::Store;
 
@@ -88,6 +93,12 @@ impl Lost {
     /// The sale's answer came: there is nothing to look up.
     pub(crate) fn answered(&self) {
         *lock(&self.sending) = None;
+    }
+
+    /// Whether a sale of this deduction's answer was lost and could not be looked up yet:
+    /// it may still run, and what it holds must wait for it ([`Lost::after_settled`]).
+    pub(crate) fn unsettled(&self) -> bool {
+        lock(&self.unsettled).is_some()
     }
 
     /// Once this deduction's lost sale is settled, `then` (release the locks held over
@@ -232,11 +243,22 @@ impl Settle {
             }
             Found::Sold { remaining } => {
                 if let Some(claim) = self.claim.as_ref().filter(|_| !self.cart) {
-                    let sold = Outcome::Deducted {
-                        remaining,
+                    // The key's answer, as any sale's: a 200 once replicas have it.
+                    let taken = Taken {
                         order: self.sale.order.clone(),
                         shard: self.sale.index,
+                        remaining: Some(remaining),
                     };
+                    let confirm = self.app.sale_confirmations.as_ref();
+                    let shard = self.sale.shard();
+                    let sold =
+                        match sale::confirm(confirm, &mut self.app.store.conn(), &shard, taken)
+                            .await
+                        {
+                            Ok(confirmed) => Outcome::Deducted(confirmed),
+                            Err(taken) => Outcome::Unconfirmed(taken),
+                        };
+                    // Recorded by the sale's script only as a whole product's 200.
                     let recorded = !self.answered_after;
                     idempotency::finish(
                         &self.app.idempotency,
