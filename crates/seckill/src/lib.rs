@@ -49,6 +49,11 @@
 //!    `admin`, `health`, `room`, `page`, `book`, `openapi`), and [`startup`] ([`startup::Application`]:
 //!    binds, builds the router, runs until a signal).
 
+// The futures of a keyed deduction nest deeply (the claim, the replay of a recorded sale,
+// the sale, its confirmation): proving them `Send` can take the trait solver past its
+// default depth of 128, depending on the build (E0275 on `tokio::spawn`).
+#![recursion_limit = "256"]
+
 pub mod admission;
 pub mod close;
 pub mod config;

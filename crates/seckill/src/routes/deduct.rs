@@ -164,20 +164,35 @@ async fn run(
             "{variant} takes no Idempotency-Key: its sale is in PostgreSQL, the keys in Redis"
         )));
     }
-    if let Some(key) = key {
-        let request = fingerprint(variant, params);
-        // Boxed, as every path that a request without a key does not take: inline, it
-        // would make every request's future larger.
-        if let Some(served) = Box::pin(claim_key(state, &mut deduction, key, &request)).await? {
-            return Ok((product, served));
-        }
-    }
     let whole = variant.spec().whole_stock;
+    if let Some(key) = key {
+        // A keyed request runs on a task of its own from before its claim to its answer:
+        // a client hanging up (or the request timeout) cannot leave its key claimed with
+        // nobody to answer it (a repeat would wait out the claim's deadline), nor cut it
+        // short between taking a lock and giving it back. Boxed, as every path a request
+        // without a key does not take: inline, it would make every request's future larger.
+        let request = fingerprint(variant, params);
+        let state = state.clone();
+        let served = tokio::spawn(Box::pin(async move {
+            if let Some(served) = claim_key(&state, &mut deduction, key, &request).await? {
+                return Ok(served);
+            }
+            let door = admit(&state, &deduction, whole).await?;
+            let (outcome, worked) = serve(&deduction).await;
+            let outcome = outcome?;
+            let product = &deduction.product.product;
+            state.admission.saw(product, &door, &outcome, whole);
+            Ok::<_, AppError>(Served::Now(outcome, worked))
+        }));
+        let served = served
+            .await
+            .map_err(|err| AppError::Internal(err.into()))??;
+        return Ok((product, served));
+    }
     let product_keys = deduction.product.clone();
-    let (door, (outcome, worked)) = if variant.spec().must_finish || deduction.claim.is_some() {
+    let (door, (outcome, worked)) = if variant.spec().must_finish {
         // Spawned, so that a client hanging up (or the request timeout) cannot cut a
-        // deduction short between taking a lock and giving it back, nor leave a key it
-        // claimed pending with nobody to answer it: a repeat would wait out its deadline.
+        // deduction short between taking a lock and giving it back.
         let state = state.clone();
         let served = tokio::spawn(async move {
             let door = admit(&state, &deduction, whole).await?;

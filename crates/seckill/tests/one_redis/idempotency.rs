@@ -274,3 +274,127 @@ async fn a_keyed_request_whose_client_hangs_up_still_answers_its_key() {
     let stats = api.stats("101").await;
     assert_eq!(int(&stats, "sold"), 1, "{stats}");
 }
+
+/// A client that hangs up while its key's claim is on its way to Redis (here held there by
+/// `CLIENT PAUSE WRITE`, the claim seen blocked): once the instance has dropped the
+/// connection, Redis goes on and the claim is made — and the request still runs to its
+/// answer, which the key's repeat (sent once the claim is there) gets. Before, the claim ran on the request's own task:
+/// dropped with it, it left the claim pending with nobody to answer it, and the repeat
+/// waited out its deadline and sold afresh, or was answered 423.
+#[tokio::test]
+async fn a_client_that_hangs_up_during_its_claim_still_gets_its_key_answered() {
+    // The claim held in Redis well inside the instance's bound on a command: its answer
+    // comes, only to a request that is gone.
+    let cluster = service(
+        1,
+        &[
+            "--redis-timeout-ms",
+            "5000",
+            "--request-timeout-ms",
+            "60000",
+        ],
+    );
+    let api = cluster.api(0);
+    api.reset("101", 10, 1).await;
+    let path = "naive";
+    // Every script of a keyed sale loaded: the claim is then one `EVALSHA`.
+    let (status, warm, _) = api.deduct_keyed("101", path, "k-warm").await;
+    assert_eq!(status, 200, "{warm}");
+    let mut redis = cluster.redis.conn().await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(30_000)
+        .arg("WRITE")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    // A client of its own, whose one connection goes when it hangs up.
+    let first = {
+        let api = Api::new(&cluster.instances[0].url(""));
+        tokio::spawn(async move { api.deduct_keyed("101", path, "k-hang-claim").await })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !blocked_script(&mut redis).await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the claim never reached Redis"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    first.abort();
+    // The instance saw the client go (its side of the connection closed): the request's
+    // own task is dropped by now.
+    let port = cluster.instances[0].addr.port();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while half_closed(port) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the instance kept the connection"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    // The claim made (a repeat sent before it might claim the key first, and serve it).
+    let claim = keys("101").whole().claim("k-hang-claim");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let holder: Option<String> = redis::cmd("HGET")
+            .arg(&claim)
+            .arg("holder")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        if holder.is_some() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the key was never claimed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let (status, again, replayed) = api.deduct_keyed("101", path, "k-hang-claim").await;
+    assert_eq!(
+        (status, replayed),
+        (200, true),
+        "the first request's answer, given again: {again}"
+    );
+    let stats = api.stats("101").await;
+    assert_eq!(
+        int(&stats, "sold"),
+        2,
+        "the warm-up's unit and this key's: {stats}"
+    );
+}
+
+/// Whether a script call is held by `CLIENT PAUSE` (a client blocked in `evalsha`).
+async fn blocked_script(redis: &mut redis::aio::MultiplexedConnection) -> bool {
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(redis)
+        .await
+        .unwrap();
+    clients.lines().any(|client| {
+        let fields: Vec<&str> = client.split_whitespace().collect();
+        fields.contains(&"cmd=evalsha") && fields.contains(&"flags=b")
+    })
+}
+
+/// Whether a connection to the instance on `port` is closed by its client and not yet by
+/// the instance (`CLOSE-WAIT`).
+fn half_closed(port: u16) -> bool {
+    let out = std::process::Command::new("ss")
+        .args([
+            "-Htn",
+            "state",
+            "close-wait",
+            &format!("( sport = :{port} )"),
+        ])
+        .output()
+        .expect("ss (iproute2, which scripts/install-deps.sh installs)");
+    !String::from_utf8_lossy(&out.stdout).trim().is_empty()
+}
