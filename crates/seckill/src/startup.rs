@@ -111,7 +111,13 @@ pub fn state(args: ServeArgs, instance: &str) -> anyhow::Result<AppState> {
         .start();
 
     let order_counters = OrdersCounters::default();
-    let orders = start_orders(&args, &store, &instance, &order_counters)?;
+    let orders = start_orders(
+        &args,
+        &store,
+        &instance,
+        &order_counters,
+        &sale_confirmations,
+    )?;
     let every = Duration::from_millis(args.expiry_sweep_ms);
     crate::payment::Sweeper {
         store: store.clone(),
@@ -209,6 +215,7 @@ fn start_orders(
     store: &Store,
     instance: &str,
     counters: &OrdersCounters,
+    confirmations: &Option<Arc<Confirmations>>,
 ) -> anyhow::Result<Option<Arc<OrdersDb>>> {
     Ok(match &args.orders_db {
         Some(url) => {
@@ -220,6 +227,7 @@ fn start_orders(
                 claim_after: Duration::from_millis(args.orders_claim_ms),
                 batch: usize::try_from(args.orders_batch).unwrap_or(500),
                 counters: counters.clone(),
+                confirmations: confirmations.clone(),
             }
             .spawn();
             tracing::info!("orders of record: PostgreSQL (--orders-db), fed from Redis Streams");

@@ -52,6 +52,15 @@ pub fn shard_of_unpaid(unpaid: &str) -> Option<(ProductId, bool, ShardKeys)> {
     Some((product, split, ShardKeys::with_tag(&tag(inner), 0)))
 }
 
+/// The shard whose orders stream `stream` is (`seckill:{101/3.1}:orders:stream`), if it is
+/// one. (The shard's index is not in its key; it is 0 here.)
+pub fn shard_of_stream(stream: &str) -> Option<ShardKeys> {
+    let inner = stream
+        .strip_prefix("seckill:{")?
+        .strip_suffix("}:orders:stream")?;
+    Some(ShardKeys::with_tag(&tag(inner), 0))
+}
+
 /// The product whose shard's orders stream `stream` is (`seckill:{101/3.1}:orders:stream`
 /// is 101's), if it is one.
 pub fn product_of_stream(stream: &str) -> Option<ProductId> {

@@ -6,6 +6,13 @@
 //! (`XREADGROUP … >`). A batch is inserted in one transaction and only then acknowledged,
 //! so an entry is acknowledged only once the database has its order; a crash in between
 //! leaves it pending, to be inserted again — which inserts nothing twice.
+//!
+//! With `--redis-wait-replicas`, a batch is inserted only once as many replicas have its
+//! entries: the master it was read from is asked, in one round trip, whether it still
+//! has the batch's last entry and then `WAIT`s (replication is one ordered stream, so a
+//! replica with the last entry has them all). Until then the batch stays pending; should a
+//! failover take the entries back (the replica promoted without them), they are read no
+//! more, and the database never has an order Redis lost.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,8 +25,8 @@ use super::entries::{
     Entry, as_list, as_map, batch, id_ms, integer, parse_entries, stream_entries, text,
 };
 use super::{GROUP, OrdersCounters, OrdersDb};
-use crate::keys::{ORDER_STREAMS, product_of_stream};
-use crate::store::Store;
+use crate::keys::{ORDER_STREAMS, product_of_stream, shard_of_stream};
+use crate::store::{Confirmations, Confirmed, Store};
 
 /// How the consumer runs.
 pub struct Consumer {
@@ -32,6 +39,8 @@ pub struct Consumer {
     /// Entries per read and per transaction.
     pub batch: usize,
     pub counters: OrdersCounters,
+    /// `--redis-wait-replicas`: a batch goes into the database once replicas have it.
+    pub confirmations: Option<Arc<Confirmations>>,
 }
 
 /// The streams are looked up again this often (a reset adds its product's).
@@ -180,6 +189,7 @@ impl Consumer {
         if entries.is_empty() {
             return Ok(0);
         }
+        self.replicas_have(stream, &entries).await?;
         let batch = batch(product.as_str(), &entries);
         if !batch.orders.is_empty() || !batch.settlements.is_empty() {
             let inserted = self.db.insert(&batch).await?;
@@ -195,6 +205,32 @@ impl Consumer {
             .acknowledged
             .inc_by(u64::try_from(acknowledged).unwrap_or(0));
         Ok(entries.len())
+    }
+}
+
+impl Consumer {
+    /// With `--redis-wait-replicas`: `Ok` once as many replicas as asked for have
+    /// `entries`, read from `stream` (the master asked still has the last, then `WAIT`);
+    /// else the batch stays pending, and this says why.
+    async fn replicas_have(&self, stream: &str, entries: &[Entry]) -> anyhow::Result<()> {
+        let (Some(confirmations), Some((last, _))) = (&self.confirmations, entries.last()) else {
+            return Ok(());
+        };
+        let shard = shard_of_stream(stream)
+            .ok_or_else(|| anyhow::anyhow!("{stream} is no shard's orders stream"))?;
+        match confirmations
+            .confirm_entry(&shard.confirm, stream, last)
+            .await?
+        {
+            Confirmed::Yes => Ok(()),
+            Confirmed::Absent => anyhow::bail!(
+                "entry {last} is no longer on the master of {stream} (a failover took it back): \
+                 it never reaches the database"
+            ),
+            Confirmed::No | Confirmed::Busy => {
+                anyhow::bail!("replicas do not have entry {last} of {stream} yet: it waits")
+            }
+        }
     }
 }
 

@@ -46,6 +46,15 @@ pub enum Confirmed {
     Busy,
 }
 
+/// What a confirmation first looks for on the master it asks.
+#[derive(Debug, Clone, Copy)]
+enum Held<'a> {
+    /// A field of a hash (an order in the shard's orders).
+    Field(&'a str, &'a str),
+    /// An entry of a stream, by id (an orders stream's).
+    Entry(&'a str, &'a str),
+}
+
 /// `--redis-wait-replicas` (sales) or `--lock-wait-replicas` (locks) on one store.
 pub struct Confirmations {
     /// A pool of `--confirm-connections` per master, with its suspicion.
@@ -104,13 +113,27 @@ impl Confirmations {
         hash: &str,
         field: &str,
     ) -> Result<Confirmed, RedisError> {
-        self.confirm_held(marker, Some((hash, field))).await
+        self.confirm_held(marker, Some(Held::Field(hash, field)))
+            .await
+    }
+
+    /// [`Confirmations::confirm`], and first, in the same round trip on the same
+    /// connection, whether stream `stream` (on `marker`'s slot) still has entry `id`:
+    /// `Absent` when it does not.
+    pub async fn confirm_entry(
+        self: &Arc<Self>,
+        marker: &str,
+        stream: &str,
+        id: &str,
+    ) -> Result<Confirmed, RedisError> {
+        self.confirm_held(marker, Some(Held::Entry(stream, id)))
+            .await
     }
 
     async fn confirm_held(
         self: &Arc<Self>,
         marker: &str,
-        held: Option<(&str, &str)>,
+        held: Option<Held<'_>>,
     ) -> Result<Confirmed, RedisError> {
         let master = self.masters.master_of(marker).await?;
         if master.state.suspect.load(Ordering::Acquire) {
@@ -163,18 +186,30 @@ impl Confirmations {
         Ok(acked.unwrap_or(0))
     }
 
-    /// [`Confirmations::wait`], after `HEXISTS` of `held` in the same round trip: `None`
-    /// when the field is not there (the marker written and waited for all the same).
+    /// [`Confirmations::wait`], after a look for `held` in the same round trip: `None`
+    /// when it is not there (the marker written and waited for all the same).
     async fn wait_held(
         &self,
         conn: &mut impl redis::aio::ConnectionLike,
         marker: &str,
-        held: Option<(&str, &str)>,
+        held: Option<Held<'_>>,
         timeout: Duration,
     ) -> Result<Option<u32>, RedisError> {
         let mut pipe = redis::pipe();
-        if let Some((hash, field)) = held {
-            pipe.cmd("HEXISTS").arg(hash).arg(field);
+        match held {
+            Some(Held::Field(hash, field)) => {
+                pipe.cmd("HEXISTS").arg(hash).arg(field);
+            }
+            // How many entries of id `id`: one, or none.
+            Some(Held::Entry(stream, id)) => {
+                pipe.cmd("XRANGE")
+                    .arg(stream)
+                    .arg(id)
+                    .arg(id)
+                    .arg("COUNT")
+                    .arg(1);
+            }
+            None => {}
         }
         let replies: Vec<redis::Value> = pipe
             .cmd("SET")
@@ -189,6 +224,7 @@ impl Confirmations {
             .query_async(conn)
             .await?;
         let (acked, found) = match replies.as_slice() {
+            [redis::Value::Array(entries), acked] => (acked, !entries.is_empty()),
             [found, acked] => (acked, redis::from_redis_value_ref::<bool>(found)?),
             [acked] => (acked, true),
             _ => {

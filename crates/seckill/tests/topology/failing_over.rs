@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use seckill_testkit::partial::{PATIENT_WAIT, blocked_in_wait};
-use seckill_testkit::{Api, Instance, RedisCluster, heavy_turn, int};
+use seckill_testkit::{Api, Instance, Postgres, RedisCluster, heavy_turn, int};
 use serde_json::Value;
 
 use crate::{instance, keys, recorded_orders};
@@ -303,6 +303,157 @@ async fn an_unconfirmed_sale_a_failover_lost_resolves_and_the_buyer_buys_again()
         Some(1),
         "the buyer's count is the one unit they hold"
     );
+}
+
+/// Orders of record hold only what Redis kept: a sale answered `503 unconfirmed` (its
+/// replica lagging), its stream entry read by the instance's consumer, then its master
+/// killed and the replica, which lacks it, promoted — PostgreSQL never gets that order,
+/// and gets the next sale's once a replica has it: PostgreSQL's orders are Redis's. Before,
+/// the consumer inserted what it read from the master, asking no replica, and the database
+/// kept an order the failover erased (its unit sold again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_of_record_hold_only_what_a_failover_kept() {
+    let _turn = heavy_turn().await;
+    let postgres = Postgres::start();
+    let mut redis = RedisCluster::start(3, 1);
+    let db = postgres.url();
+    let seckill = on_cluster(
+        &redis,
+        &[
+            "--orders-db",
+            &db,
+            "--redis-wait-replicas",
+            "1",
+            "--redis-wait-timeout-ms",
+            "300",
+        ],
+    );
+    let api = seckill.api();
+    api.reset("101", 10, 1).await;
+    let (status, first) = api.deduct("101", "lua").await;
+    assert_eq!(status, 200, "{first}");
+    until_in_database(&postgres, &[first["order"].as_str().unwrap()]).await;
+
+    let master = master_of(&redis, "101");
+    let replica = redis.replica_of(master);
+    let shard = keys("101").whole();
+    tokio::task::block_in_place(|| redis.wait_replicas_caught_up(master));
+    lag(&redis, master, replica, &shard.stock).await;
+    let (status, lost) = api.deduct("101", "lua").await;
+    assert_eq!(
+        (status, lost["outcome"].as_str()),
+        (503, Some("unconfirmed")),
+        "{lost}"
+    );
+    // The consumer has read the sale's entry (the group's last delivered is the stream's
+    // last entry): the old consumer inserted it then.
+    let node = redis::Client::open(format!("redis://127.0.0.1:{master}")).unwrap();
+    let mut conn = node.get_multiplexed_async_connection().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !delivered(&mut conn, &shard.stream).await {
+        assert!(
+            Instant::now() < deadline,
+            "the consumer never read the sale"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    redis.kill(master);
+    redis.signal(replica, "CONT");
+    tokio::task::block_in_place(|| {
+        redis.wait_for_failover(Duration::from_secs(30));
+        redis.restart(master);
+        redis.wait_replica_synced(master, Duration::from_secs(30));
+    });
+    let (status, next) = until_sold(&api, "101").await;
+    assert_eq!(status, 200, "{next}");
+    until_in_database(&postgres, &[next["order"].as_str().unwrap()]).await;
+
+    let in_redis = recorded_orders(&mut redis.conn().await, "101").await;
+    let in_db = orders_in_database(&postgres);
+    let lost = lost["order"].as_str().unwrap();
+    assert!(
+        !in_redis.contains_key(lost),
+        "the failover took the sale back (the premise)"
+    );
+    assert!(
+        !in_db.contains(lost),
+        "PostgreSQL has the order a failover erased"
+    );
+    let in_redis: std::collections::BTreeSet<String> = in_redis.into_keys().collect();
+    assert_eq!(in_db, in_redis, "PostgreSQL's orders are Redis's");
+}
+
+/// Whether the orders' consumer group has read up to `stream`'s last entry.
+async fn delivered(conn: &mut redis::aio::MultiplexedConnection, stream: &str) -> bool {
+    let last: Vec<(String, Vec<(String, String)>)> = redis::cmd("XREVRANGE")
+        .arg(stream)
+        .arg("+")
+        .arg("-")
+        .arg("COUNT")
+        .arg(1)
+        .query_async(conn)
+        .await
+        .unwrap();
+    let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(stream)
+        .query_async(conn)
+        .await
+        .unwrap_or_default();
+    let Some((last, _)) = last.first() else {
+        return false;
+    };
+    groups.iter().any(|group| {
+        group
+            .get("last-delivered-id")
+            .and_then(|id| redis::from_redis_value_ref::<String>(id).ok())
+            .as_deref()
+            == Some(last)
+    })
+}
+
+/// Every order of product 101 in the orders' database (none while the instance has not
+/// made its tables yet).
+fn orders_in_database(postgres: &Postgres) -> std::collections::BTreeSet<String> {
+    let sql = "SELECT id FROM orders WHERE product = '101'";
+    let out = std::process::Command::new("psql")
+        .args([&postgres.url(), "-qAt", "-c", sql])
+        .output()
+        .expect("psql (postgresql-client, with the server)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Waits until the orders' database has every one of `orders` (30 s at most).
+async fn until_in_database(postgres: &Postgres, orders: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let held = orders_in_database(postgres);
+        if orders.iter().all(|o| held.contains(*o)) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{orders:?} never reached PostgreSQL: {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sells one unit of 101 (lua) until one is answered 200 (30 s at most): the last answer.
+async fn until_sold(api: &Api, product: &str) -> (u16, Value) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = api.deduct(product, "lua").await;
+        if answer.0 == 200 || Instant::now() >= deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A master promoted by a failover has none of the scripts (Redis does not replicate its
