@@ -23,10 +23,21 @@
 //! loaded is kept here by its SHA1, and an `EVALSHA` answered `NOSCRIPT` is sent again as
 //! `EVAL` of the script itself — which cannot have run, goes wherever the key's slot is
 //! served, and leaves the script cached there.
+//!
+//! And it makes the client anew after a timeout. redis-rs keeps a node's connection through
+//! a response timeout (it neither reconnects it nor looks at the slots again), so a master
+//! frozen for good — a hung host — keeps every command for its slots timing out even once
+//! its replica has been promoted, for as long as it stays frozen. A command that times out
+//! makes a new client (once for however many met the timeout on the same one, and at most
+//! once per timeout), which asks the nodes for the slots afresh; commands in flight finish
+//! on the old one.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, RwLock};
 use std::time::Duration;
+
+use redis::cluster::{ClusterClient, ClusterConfig};
+use tokio::time::Instant;
 
 use redis::aio::ConnectionLike;
 use redis::cluster_async::ClusterConnection;
@@ -51,19 +62,82 @@ const LONGEST_PAUSE: Duration = Duration::from_millis(200);
 /// A cluster connection; clones share the client's connections to the nodes.
 #[derive(Clone)]
 pub struct ClusterConn {
-    conn: ClusterConnection,
+    shared: Arc<Shared>,
     /// The slot of the `EVALSHA` this handle sent last, when Redis answered it `NOSCRIPT`:
     /// the `SCRIPT LOAD` redis-rs sends next on this handle goes to that slot's master.
     load_on: Option<u16>,
 }
 
+/// What every clone shares: the client, and its connection now.
+struct Shared {
+    client: ClusterClient,
+    config: ClusterConfig,
+    /// The connection now, how many times it was made anew, and when it last was. Held for
+    /// a clone or a swap, never across an await.
+    current: RwLock<Current>,
+    /// The bound on every command: a connection is made anew at most once per this.
+    timeout: Duration,
+}
+
+struct Current {
+    conn: ClusterConnection,
+    made: u64,
+    at: Instant,
+}
+
 impl ClusterConn {
-    /// Over a client built with `retries(0)`: this does the retrying.
-    pub fn new(conn: ClusterConnection) -> Self {
-        Self {
+    /// A connection (made lazily) of `client`, built with `retries(0)` (this does the
+    /// retrying), each command bounded by `timeout` in `config`.
+    pub fn new(client: ClusterClient, config: ClusterConfig, timeout: Duration) -> Self {
+        let conn = client.get_pending_async_connection_with_config(config.clone());
+        let current = Current {
             conn,
+            made: 0,
+            at: Instant::now(),
+        };
+        Self {
+            shared: Arc::new(Shared {
+                client,
+                config,
+                current: RwLock::new(current),
+                timeout,
+            }),
             load_on: None,
         }
+    }
+
+    /// The connection now, and which one it is.
+    fn conn(&self) -> (ClusterConnection, u64) {
+        let current = self
+            .shared
+            .current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        (current.conn.clone(), current.made)
+    }
+
+    /// After `result` on connection `made`: a timeout makes the connection anew, unless
+    /// another timeout on the same one did already, or one did less than a timeout ago.
+    fn after<T>(&self, made: u64, result: &RedisResult<T>) {
+        if !result.as_ref().is_err_and(RedisError::is_timeout) {
+            return;
+        }
+        let shared = &self.shared;
+        let mut current = shared
+            .current
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if current.made != made || current.at.elapsed() < shared.timeout {
+            return;
+        }
+        tracing::warn!(
+            "a cluster command timed out: the client is made anew, to find the slots' masters again"
+        );
+        current.conn = shared
+            .client
+            .get_pending_async_connection_with_config(shared.config.clone());
+        current.made += 1;
+        current.at = Instant::now();
     }
 
     /// `cmd` sent to every node the client knows, all at once: the first answer, whichever
@@ -73,7 +147,10 @@ impl ClusterConn {
             MultipleNodeRoutingInfo::AllNodes,
             Some(ResponsePolicy::OneSucceeded),
         ));
-        self.conn.route_command(cmd, routing).await
+        let (mut conn, made) = self.conn();
+        let result = conn.route_command(cmd, routing).await;
+        self.after(made, &result);
+        result
     }
 
     /// `cmd` sent to the node at `addr` (`host:port`, as `CLUSTER SLOTS` names it, which is
@@ -91,7 +168,10 @@ impl ClusterConn {
             )));
         };
         let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
-        self.conn.route_command(cmd, routing).await
+        let (mut conn, made) = self.conn();
+        let result = conn.route_command(cmd, routing).await;
+        self.after(made, &result);
+        result
     }
 }
 
@@ -226,16 +306,18 @@ impl ConnectionLike for ClusterConn {
             let mut eval: Option<Cmd> = None;
             let mut sends = Sends::first();
             loop {
+                let (mut conn, made) = self.conn();
                 let result = match (load_on, &eval) {
                     (Some(slot), _) => {
                         let master = Route::new(slot, SlotAddr::Master);
                         let routing =
                             RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(master));
-                        self.conn.route_command(cmd.clone(), routing).await
+                        conn.route_command(cmd.clone(), routing).await
                     }
-                    (None, Some(eval)) => self.conn.req_packed_command(eval).await,
-                    (None, None) => self.conn.req_packed_command(cmd).await,
+                    (None, Some(eval)) => conn.req_packed_command(eval).await,
+                    (None, None) => conn.req_packed_command(cmd).await,
                 };
+                self.after(made, &result);
                 if eval.is_none() && is_noscript(&result) {
                     // It did not run: sent again as EVAL, once, when the script is known;
                     // else redis-rs's Script loads it, on this slot's master.
@@ -261,7 +343,9 @@ impl ConnectionLike for ClusterConn {
         Box::pin(async move {
             let mut sends = Sends::first();
             loop {
-                let result = self.conn.req_packed_commands(pipeline, offset, count).await;
+                let (mut conn, made) = self.conn();
+                let result = conn.req_packed_commands(pipeline, offset, count).await;
+                self.after(made, &result);
                 if !sends.again(&result).await {
                     return result;
                 }
@@ -270,7 +354,7 @@ impl ConnectionLike for ClusterConn {
     }
 
     fn get_db(&self) -> i64 {
-        self.conn.get_db()
+        self.conn().0.get_db()
     }
 }
 

@@ -242,9 +242,7 @@ impl Store {
                 let cluster_config = ClusterConfig::new()
                     .set_connection_timeout(config.timeout)
                     .set_response_timeout(config.timeout);
-                RedisConn::Cluster(ClusterConn::new(
-                    client.get_pending_async_connection_with_config(cluster_config),
-                ))
+                RedisConn::Cluster(ClusterConn::new(client, cluster_config, config.timeout))
             }
             RedisMode::Sentinel => unreachable!("handled above"),
         };

@@ -456,6 +456,53 @@ async fn until_sold(api: &Api, product: &str) -> (u16, Value) {
     }
 }
 
+/// A master frozen for good (a hung host) while its replica is promoted: the instance's
+/// sales of its product recover — its connection to the frozen node times out, and the
+/// Cluster client is made anew (once, however many requests met the timeout), which finds
+/// the promoted master. Before, redis-rs kept the frozen node's connection (a response
+/// timeout neither reconnects it nor makes the client look at the slots again): every sale
+/// of that product timed out for as long as the node stayed frozen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sales_recover_while_a_failed_over_master_stays_frozen() {
+    let _turn = heavy_turn().await;
+    let redis = RedisCluster::start(3, 1);
+    let seckill = on_cluster(
+        &redis,
+        &[
+            "--redis-timeout-ms",
+            "400",
+            "--redis-wait-timeout-ms",
+            "200",
+        ],
+    );
+    let api = seckill.api();
+    api.reset("101", 1_000, 1).await;
+    let (status, body) = api.deduct("101", "lua").await;
+    assert_eq!(status, 200, "{body}");
+    let master = master_of(&redis, "101");
+    let replica = redis.replica_of(master);
+    redis.signal(master, "STOP");
+    // The replica promoted (asked of it alone: the frozen node answers nothing).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !redis.cli(replica, &["role"]).starts_with("master") {
+        assert!(Instant::now() < deadline, "the replica was never promoted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut answers = std::collections::BTreeMap::new();
+    let sold = loop {
+        let (status, body) = api.deduct("101", "lua").await;
+        *answers.entry(status).or_insert(0) += 1;
+        if status == 200 || Instant::now() >= deadline {
+            break (status, body);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    redis.signal(master, "CONT");
+    eprintln!("answers while the old master stayed frozen: {answers:?}");
+    assert_eq!(sold.0, 200, "101 sells on its promoted master: {}", sold.1);
+}
+
 /// A master promoted by a failover has none of the scripts (Redis does not replicate its
 /// script cache): the first sale there loads them on that master alone, so it sells while
 /// another master is frozen. Before, redis-rs loaded a script on every master it had a
