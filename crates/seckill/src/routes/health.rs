@@ -27,7 +27,8 @@ async fn healthz(State(state): State<AppState>) -> Json<Value> {
 /// Ready while a master answers: on a Cluster with a master away, the instance still sells
 /// every product of the others (and answers the rest `503` at once), and so does every
 /// other instance: taking them all out of the upstream would stop every sale for the
-/// sake of some. The body says how many masters answer, of how many.
+/// sake of some. The body says how many masters answer, of how many, and names each that
+/// does not with the slots it serves (`masters.away`): what cannot sell now.
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
     let masters = state.store.answering().await?;
     Ok(Json(json!({

@@ -284,6 +284,7 @@ impl Store {
             return Ok(Answering {
                 answering: 1,
                 of: 1,
+                away: Vec::new(),
             });
         };
         let cluster = cluster.clone();
@@ -298,25 +299,35 @@ impl Store {
         });
         let answers = futures_util::future::join_all(pings).await;
         let answering = answers.iter().filter(|answer| answer.is_ok()).count();
+        let of = masters.len();
+        let away = masters
+            .into_iter()
+            .zip(&answers)
+            .filter(|(_, answer)| answer.is_err())
+            .map(|(master, _)| master)
+            .collect();
         match answers.into_iter().find_map(Result::err) {
             Some(err) if answering == 0 => Err(err),
-            None if masters.is_empty() => Err(RedisError::from((
+            None if of == 0 => Err(RedisError::from((
                 ErrorKind::ClusterConnectionNotFound,
                 "the Cluster names no master",
             ))),
             _ => Ok(Answering {
                 answering,
-                of: masters.len(),
+                of,
+                away,
             }),
         }
     }
 }
 
-/// What [`Store::answering`] found: `answering` masters of `of`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// What [`Store::answering`] found: `answering` masters of `of`, and those that did not
+/// answer (`away`), each with the slots it serves: what cannot sell now.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Answering {
     pub answering: usize,
     pub of: usize,
+    pub away: Vec<Master>,
 }
 
 /// A client for one URL, trusting `ca` for TLS when given.

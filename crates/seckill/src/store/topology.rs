@@ -4,7 +4,7 @@
 use redis::Value;
 
 /// One master of the store, and the slot ranges it serves.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Master {
     /// `host:port`, as the Cluster announces it.
     pub addr: String,

@@ -482,12 +482,17 @@ async fn sales_recover_while_a_failed_over_master_stays_frozen() {
     let master = master_of(&redis, "101");
     let replica = redis.replica_of(master);
     redis.signal(master, "STOP");
+    // Ready all along: the other masters' products sell (the frozen one named, once seen).
+    let (status, ready) = api.get("/readyz").await;
+    assert_eq!(status, 200, "ready while a master is frozen: {ready}");
     // The replica promoted (asked of it alone: the frozen node answers nothing).
     let deadline = Instant::now() + Duration::from_secs(30);
     while !redis.cli(replica, &["role"]).starts_with("master") {
         assert!(Instant::now() < deadline, "the replica was never promoted");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let (status, ready) = api.get("/readyz").await;
+    assert_eq!(status, 200, "ready once its replica took over: {ready}");
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut answers = std::collections::BTreeMap::new();
     let sold = loop {

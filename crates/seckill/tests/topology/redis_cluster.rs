@@ -374,6 +374,16 @@ async fn watchdog_waiters_are_woken_after_the_subscribed_node_fails() {
 }
 
 /// The master serving `product`'s stock key now.
+/// A live master other than the one on `port`.
+fn other_port(redis: &RedisCluster, port: u16) -> u16 {
+    redis
+        .nodes
+        .iter()
+        .find(|n| n.port != port && n.is_running())
+        .expect("another live node")
+        .port
+}
+
 fn master_of(redis: &RedisCluster, product: &str) -> u16 {
     let stock = keys(product).whole().stock.clone();
     let live = redis
@@ -555,7 +565,8 @@ async fn multi_carts_across_masters_and_the_close_on_a_cluster() {
 /// One master of three killed, with no replica to take over and the Cluster set to serve
 /// the slots it still can (`cluster-require-full-coverage no`): the instance stays ready
 /// (2 of 3) and sells a product of another master, while the dead master's product is
-/// never answered 200. Every master killed: `503`. The instance is given its seeds by name
+/// never answered 200, and `/readyz` names the dead master and its slots (what cannot
+/// sell). Every master killed: `503`. The instance is given its seeds by name
 /// (`localhost`), as Kubernetes gives them, not as the Cluster announces its nodes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_is_ready_while_a_master_answers_and_says_how_many() {
@@ -592,6 +603,33 @@ async fn readyz_is_ready_while_a_master_answers_and_says_how_many() {
     redis.kill(dead);
     let (status, body) = api.get("/readyz").await;
     assert_eq!((status, masters(&body)), (200, (2, 3)), "{body}");
+    // The body names what cannot sell: the dead master, with the slots it serves (101's).
+    let away = body["masters"]["away"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(away.len(), 1, "{body}");
+    let addr = away[0]["addr"].as_str().unwrap_or_default();
+    assert!(
+        addr.ends_with(&format!(":{dead}")),
+        "the dead master: {body}"
+    );
+    let slot: u64 = redis
+        .cli(
+            other_port(&redis, dead),
+            &["cluster", "keyslot", &keys("101").whole().stock],
+        )
+        .trim()
+        .parse()
+        .unwrap();
+    let serves = away[0]["slots"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|range| {
+            (range[0].as_u64().unwrap_or(1)..=range[1].as_u64().unwrap_or(0)).contains(&slot)
+        });
+    assert!(serves, "its slots include 101's ({slot}): {body}");
     let (status, body) = api.deduct(&other, "lua").await;
     assert_eq!(status, 200, "another master's product sells: {body}");
     let (status, body) = api.deduct("101", "lua").await;
