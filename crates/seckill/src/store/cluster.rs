@@ -24,6 +24,10 @@
 //! `EVAL` of the script itself — which cannot have run, goes wherever the key's slot is
 //! served, and leaves the script cached there.
 //!
+//! A command answered `ASK` (its slot is migrating, and its keys have moved) is sent again
+//! to the node the answer names, after `ASKING` on the same connection: without it, that
+//! node would send it back with `MOVED`, and the command would fail while the slot moves.
+//!
 //! And it makes the client anew after a timeout. redis-rs keeps a node's connection through
 //! a response timeout (it neither reconnects it nor looks at the slots again), so a master
 //! frozen for good — a hung host — keeps every command for its slots timing out even once
@@ -104,6 +108,38 @@ impl ClusterConn {
             }),
             load_on: None,
         }
+    }
+
+    /// `cmd` sent to the node at `host:port` after `ASKING`, on one connection, once: the
+    /// node imports the slot, and takes the command for it.
+    async fn asking(&self, host: String, port: u16, cmd: &Cmd) -> RedisResult<Value> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("ASKING").add_command(cmd.clone());
+        let route = SingleNodeRoutingInfo::ByAddress { host, port };
+        let (mut conn, made) = self.conn();
+        let result = conn.route_pipeline(pipe, 1, 1, route).await;
+        self.after(made, &result);
+        let mut replies = result?;
+        replies.pop().ok_or_else(|| {
+            RedisError::from((ErrorKind::UnexpectedReturnType, "no reply after ASKING"))
+        })
+    }
+
+    /// The commands of `pipeline` (not a transaction), each sent to `host:port` after
+    /// `ASKING`, one after another: the replies from `offset`, `count` of them.
+    async fn asking_each(
+        &self,
+        host: String,
+        port: u16,
+        pipeline: &Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        let mut replies = Vec::with_capacity(pipeline.len());
+        for cmd in pipeline.cmd_iter() {
+            replies.push(self.asking(host.clone(), port, cmd).await?);
+        }
+        Ok(replies.into_iter().skip(offset).take(count).collect())
     }
 
     /// The connection now, and which one it is.
@@ -248,6 +284,17 @@ fn is_noscript(result: &RedisResult<Value>) -> bool {
     }
 }
 
+/// The node an `ASK` answer names, `(host, port)`, when `result` is one.
+fn asked_of<T>(result: &RedisResult<T>) -> Option<(String, u16)> {
+    let err = result.as_ref().err()?;
+    if err.kind() != ErrorKind::Server(ServerErrorKind::Ask) {
+        return None;
+    }
+    let (node, _slot) = err.redirect_node()?;
+    let (host, port) = node.rsplit_once(':')?;
+    Some((host.to_owned(), port.parse().ok()?))
+}
+
 /// Whether `cmd` is `SCRIPT LOAD`.
 fn is_script_load(cmd: &Cmd) -> bool {
     let word =
@@ -318,6 +365,13 @@ impl ConnectionLike for ClusterConn {
                     (None, None) => conn.req_packed_command(cmd).await,
                 };
                 self.after(made, &result);
+                let result = match asked_of(&result) {
+                    Some((host, port)) => {
+                        let sent = eval.as_ref().unwrap_or(cmd);
+                        self.asking(host, port, sent).await
+                    }
+                    None => result,
+                };
                 if eval.is_none() && is_noscript(&result) {
                     // It did not run: sent again as EVAL, once, when the script is known;
                     // else redis-rs's Script loads it, on this slot's master.
@@ -346,6 +400,13 @@ impl ConnectionLike for ClusterConn {
                 let (mut conn, made) = self.conn();
                 let result = conn.req_packed_commands(pipeline, offset, count).await;
                 self.after(made, &result);
+                let result = match asked_of(&result) {
+                    // A transaction takes its keys as one: it waits for the slot to move.
+                    Some((host, port)) if !pipeline.is_transaction() => {
+                        self.asking_each(host, port, pipeline, offset, count).await
+                    }
+                    _ => result,
+                };
                 if !sends.again(&result).await {
                     return result;
                 }
@@ -392,6 +453,20 @@ mod tests {
             redis::cmd("SCRIPT").arg("LOAD").arg("return 1")
         ));
         assert!(!super::is_script_load(redis::cmd("SCRIPT").arg("FLUSH")));
+    }
+
+    /// An `ASK` answer names the node the command goes to next; nothing else does.
+    #[test]
+    fn an_ask_names_the_node_to_ask() {
+        let ask = redis::parse_redis_value(b"-ASK 3999 127.0.0.1:6381\r\n")
+            .and_then(|v| v.extract_error())
+            .map(|_| ());
+        assert_eq!(super::asked_of(&ask), Some(("127.0.0.1".to_owned(), 6381)));
+        let moved = redis::parse_redis_value(b"-MOVED 3999 127.0.0.1:6381\r\n")
+            .and_then(|v| v.extract_error())
+            .map(|_| ());
+        assert_eq!(super::asked_of(&moved), None);
+        assert_eq!(super::asked_of(&Ok(())), None);
     }
 
     /// A script once loaded is sent as `EVAL` of itself, with the same keys and arguments,

@@ -508,6 +508,82 @@ async fn sales_recover_while_a_failed_over_master_stays_frozen() {
     assert_eq!(sold.0, 200, "101 sells on its promoted master: {}", sold.1);
 }
 
+/// A product whose slot is migrating to another master, its keys moved already: what
+/// reads one key at a time goes on (`/stock`: the source answers `ASK`, and the command is
+/// sent to the importing master after `ASKING`); a sale, whose script takes keys that are
+/// on neither master yet (its void hash, its keys hash), is refused by Redis itself
+/// (`TRYAGAIN`: no multi-key command while a slot is split) and answered `503`, nothing
+/// sold, retry — and sells again once the slot is the other master's. Before, the command
+/// was sent again without `ASKING`, the importing master sent it back (`MOVED`), and
+/// `/stock` failed `503` while the slot moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migrating_slot_is_read_through_asking_and_sells_once_moved() {
+    let _turn = heavy_turn().await;
+    let redis = RedisCluster::start(3, 1);
+    let seckill = on_cluster(&redis, &[]);
+    let api = seckill.api();
+    api.reset("101", 100, 1).await;
+    let (status, body) = api.deduct("101", "lua").await;
+    assert_eq!(status, 200, "{body}");
+    let source = master_of(&redis, "101");
+    let target = *redis
+        .master_ports()
+        .iter()
+        .find(|&&p| p != source)
+        .expect("another master");
+    let slot = redis
+        .cli(source, &["cluster", "keyslot", &keys("101").whole().stock])
+        .trim()
+        .to_owned();
+    let id = |port: u16| redis.cli(port, &["cluster", "myid"]).trim().to_owned();
+    let (source_id, target_id) = (id(source), id(target));
+    let set = |port: u16, args: &[&str]| {
+        let out = redis.cli(port, args);
+        assert!(out.contains("OK"), "{args:?}: {out}");
+    };
+    set(
+        target,
+        &["cluster", "setslot", &slot, "importing", &source_id],
+    );
+    set(
+        source,
+        &["cluster", "setslot", &slot, "migrating", &target_id],
+    );
+    // Every key of the slot moved: the source answers ASK for any of them.
+    let keys_of_slot = redis.cli(source, &["cluster", "getkeysinslot", &slot, "1000"]);
+    let moved: Vec<&str> = keys_of_slot.lines().filter(|k| !k.is_empty()).collect();
+    assert!(!moved.is_empty(), "101's keys on its slot");
+    let port = target.to_string();
+    let mut migrate = vec!["migrate", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+    migrate.extend(&moved);
+    let out = redis.cli(source, &migrate);
+    assert!(out.contains("OK"), "MIGRATE: {out}");
+
+    let (status, stock) = api.get("/stock?product=101").await;
+    assert_eq!(status, 200, "/stock while 101's slot migrates: {stock}");
+    assert_eq!(int(&stock, "remaining"), 99, "{stock}");
+    for variant in ["lua", "watchdog"] {
+        let (status, during) = api.deduct("101", variant).await;
+        assert!(
+            status == 200
+                || (status, during["outcome"].as_str()) == (503, Some("redis_unavailable")),
+            "{variant} while 101's slot migrates: {status} {during}"
+        );
+    }
+    for port in redis.master_ports() {
+        set(port, &["cluster", "setslot", &slot, "node", &target_id]);
+    }
+    let (status, after) = until_sold(&api, "101").await;
+    assert_eq!(status, 200, "once the slot moved: {after}");
+    let stats = api.stats("101").await;
+    let sold = int(&stats, "sold");
+    assert!(
+        sold >= 2,
+        "the sale before and the one after the move: {stats}"
+    );
+    assert_eq!(sold + int(&stats, "remaining"), 100, "{stats}");
+}
+
 /// A master promoted by a failover has none of the scripts (Redis does not replicate its
 /// script cache): the first sale there loads them on that master alone, so it sells while
 /// another master is frozen. Before, redis-rs loaded a script on every master it had a
