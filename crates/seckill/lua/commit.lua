@@ -31,6 +31,7 @@
 --          cart's line), else '0'
 -- ARGV[13] this shard's index
 -- ARGV[14] what the holder says of itself on the timeline, or '' (not on it)
+-- ARGV[15] the sale's epoch the holder's entry read (enter.lua), or '' (not checked)
 --
 -- Returns: the units left, or why nothing was sold ('gone', 'lock_lost', 'fenced',
 --          'limit_reached', 'user_required', 'taken_over', 'voided': lib/critical.lua's
@@ -38,5 +39,5 @@
 return commit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1],
   ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10],
   { claim = KEYS[9], keys = KEYS[10], key = ARGV[11], split = ARGV[12], shard = ARGV[13],
-    stream = KEYS[11], unpaid = KEYS[12], void = KEYS[14], call = {},
+    stream = KEYS[11], unpaid = KEYS[12], void = KEYS[14], call = {}, epoch = ARGV[15],
     trace = { key = KEYS[13], note = ARGV[14] } })

@@ -170,12 +170,13 @@ end
 -- answer was lost — is not somebody else.) The stock remembers the highest token that has read it.
 -- With `trace` (see the top), while the product is traced, the entry goes on its timeline:
 -- the one read this costs a product that is not traced.
--- Returns { stock, 1 on an overlap else 0, 1 when traced else 0 }; { false, 0, 0 } without
--- a stock key (the holder does not enter).
+-- Returns { stock, 1 on an overlap else 0, 1 when traced else 0, the sale's epoch (the
+-- audit's: a commit that presents it sells only in the sale it entered, not in one a reset
+-- started since) }; { false, 0, 0, false } without a stock key (the holder does not enter).
 local function enter(stock, inside, audit, fence, holder, stay, token, trace)
   local units = redis.call('GET', stock)
   if not units then
-    return { false, 0, 0 }
+    return { false, 0, 0, false }
   end
   local now = now_ms()
   redis.call('ZREMRANGEBYSCORE', inside, '-inf', now)
@@ -200,7 +201,7 @@ local function enter(stock, inside, audit, fence, holder, stay, token, trace)
     on_timeline = 1
     traced(trace, 'enter', holder, 'o', overlap)
   end
-  return { units, overlap, on_timeline }
+  return { units, overlap, on_timeline, redis.call('HGET', audit, 'epoch') or '0' }
 end
 
 -- The product's per-user limit (0: none), from its meta; a batch reads it once, unless it
@@ -398,7 +399,8 @@ end
 -- 'limit_reached' (the user has bought their limit), 'user_required' (the product has a
 -- limit and no user was named), 'taken_over' (another request now serves the idempotency
 -- key), 'voided' (the order id's answer was lost, and lua/resolve.lua found it had not
--- run).
+-- run), 'reset' (the holder entered the sale before a reset: `sale.epoch`, the epoch its
+-- entry read, is not the shard's now).
 local function sell(stock, inside, orders, audit, lock, fence, buyers, meta, holder, order,
                     instance, variant, take, value, lock_holder, token, user, limit, sale)
   redis.call('ZREM', inside, holder)
@@ -415,6 +417,11 @@ local function sell(stock, inside, orders, audit, lock, fence, buyers, meta, hol
   local taken_over = keyed(sale, audit, holder)
   if taken_over then
     return taken_over
+  end
+  -- A holder that entered the sale before a reset sells nothing in the one after: the
+  -- reset gave its lock up (wherever the lock lives, which the commit may not see).
+  if sale.epoch and sale.epoch ~= '' and sale.epoch ~= terms(sale, audit).epoch then
+    return 'reset'
   end
   if lock_holder ~= '' and (redis.call('TYPE', lock).ok ~= 'hash'
       or redis.call('HEXISTS', lock, lock_holder) == 0) then

@@ -40,6 +40,9 @@ pub(crate) struct Credentials<'a> {
     pub lock_holder: Option<&'a str>,
     /// `fence=on`: the fencing token the holder was granted.
     pub token: Option<i64>,
+    /// The sale's epoch the holder's entry read (`enter.lua`): it sells only in that sale,
+    /// never in one a reset started since (which gave its lock up, wherever it lives).
+    pub epoch: Option<&'a str>,
 }
 
 /// How the commit takes the unit.
@@ -257,6 +260,7 @@ pub(crate) fn commit(
         .arg(sale.user)
         .arg(limit);
     sale.fill_keyed(&mut script);
+    script.arg(credentials.epoch.unwrap_or_default());
     script
 }
 

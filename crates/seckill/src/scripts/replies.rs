@@ -25,6 +25,9 @@ pub enum Refusal {
     /// found it had not run (`lua/resolve.lua`). Only a command sent again (by a client
     /// library) can meet it.
     Voided,
+    /// `reset`: the holder entered the sale before a reset; it sells nothing in the new one
+    /// (the reset gave its lock up).
+    Reset,
     /// `share_gone`: `shares` only — the share the instance held ran out (its lease, or a
     /// reset) before the sale reached Redis; its units went back to the pool.
     ShareGone,
@@ -41,6 +44,7 @@ impl Refusal {
             "taken_over" => Self::TakenOver,
             "voided" => Self::Voided,
             "share_gone" => Self::ShareGone,
+            "reset" => Self::Reset,
             _ => return None,
         })
     }

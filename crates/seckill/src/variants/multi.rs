@@ -168,7 +168,7 @@ async fn count(
 /// stock; sell one unit of each, or nothing when one is out.
 async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> {
     let shards: Vec<Arc<ShardKeys>> = cart.iter().map(ProductKeys::whole).collect();
-    let stocks = enter_all(d, &shards).await?;
+    let (stocks, epochs) = enter_all(d, &shards).await?;
     let out = stocks.iter().position(|s| s.is_none_or(|units| units <= 0));
     if let Some(out) = out {
         leave(d, &shards).await?;
@@ -187,12 +187,13 @@ async fn sell(d: &Deduction, cart: &[ProductKeys]) -> Result<Outcome, AppError> 
     }
     section::work(d).await;
     let checkable = d.app.locks_beside_stock;
-    let credentials = Credentials {
-        lock_holder: checkable.then_some(d.holder.as_str()),
-        token: None,
-    };
     let mut sold = Sold::default();
-    for (line, shard) in shards.iter().enumerate() {
+    for (line, (shard, epoch)) in shards.iter().zip(&epochs).enumerate() {
+        let credentials = Credentials {
+            lock_holder: checkable.then_some(d.holder.as_str()),
+            token: None,
+            epoch: epoch.as_deref(),
+        };
         let ends = match commit_line(d, shard, credentials).await {
             Line::Sold(taken) => {
                 sold.lines.push((shard.clone(), taken));
@@ -273,19 +274,25 @@ enum Refused {
     Error(AppError),
 }
 
-/// Enters every line's critical section: each product's stock (`None`: no such product).
-async fn enter_all(d: &Deduction, shards: &[Arc<ShardKeys>]) -> Result<Vec<Option<i64>>, AppError> {
+/// Enters every line's critical section: each product's stock (`None`: no such product),
+/// and the epoch of its sale the entry read (each line's commit sells only in it).
+async fn enter_all(d: &Deduction, shards: &[Arc<ShardKeys>]) -> Result<Entered, AppError> {
     let stay = d.knobs.work() + INSIDE_MARGIN;
     let mut stocks = Vec::with_capacity(shards.len());
+    let mut epochs = Vec::with_capacity(shards.len());
     for shard in shards {
-        let (stock, _overlap, _traced): (Option<i64>, i64, bool) =
+        let (stock, _overlap, _traced, epoch): (Option<i64>, i64, bool, Option<String>) =
             scripts::enter(shard, &d.holder, stay, None, "")
                 .invoke_async(&mut d.redis())
                 .await?;
         stocks.push(stock);
+        epochs.push(epoch);
     }
-    Ok(stocks)
+    Ok((stocks, epochs))
 }
+
+/// Each line's stock and epoch, as [`enter_all`] read them.
+type Entered = (Vec<Option<i64>>, Vec<Option<String>>);
 
 /// Under the cart's locks, before any line sells: why a line would refuse this buyer — its
 /// product limits each buyer and the request named none, or the buyer has the limit there.

@@ -81,7 +81,9 @@ impl Deduction {
     pub(super) async fn refused(&self, why: Refusal) -> Result<Outcome, AppError> {
         match why {
             Refusal::Gone => Err(self.not_for_sale().await),
-            Refusal::LockLost => Ok(Outcome::LockLost),
+            // A reset since the holder entered gave its lock up, as an operator deleting it
+            // would: nothing was sold, retrying is safe (in the new sale).
+            Refusal::LockLost | Refusal::Reset => Ok(Outcome::LockLost),
             Refusal::Fenced => Ok(Outcome::Fenced),
             Refusal::LimitReached => Ok(Outcome::LimitReached),
             Refusal::UserRequired => Err(AppError::BadRequest(format!(

@@ -199,6 +199,8 @@ pub(super) struct FourTrips<L: Lock> {
     /// Whether the commit presents the holder, checked against the lock hash.
     checkable: bool,
     token: Option<i64>,
+    /// The sale's epoch its entry read: the commit sells only in that sale.
+    epoch: Option<String>,
 }
 
 impl<L: Lock> FourTrips<L> {
@@ -209,6 +211,7 @@ impl<L: Lock> FourTrips<L> {
             store,
             checkable: false,
             token: None,
+            epoch: None,
         }
     }
 }
@@ -256,10 +259,11 @@ impl<L: Lock> FourTrips<L> {
         let stop = d.knobs.stop_before_commit().unwrap_or_default();
         let stay = d.knobs.work() + stop + INSIDE_MARGIN;
         let note = d.entering(self.held_lock().lease());
-        let (stock, _overlap, traced): (Option<i64>, i64, bool) =
+        let (stock, _overlap, traced, epoch): (Option<i64>, i64, bool, Option<String>) =
             scripts::enter(shard, &d.holder, stay, self.token, &note)
                 .invoke_async(&mut d.redis())
                 .await?;
+        self.epoch = epoch;
         d.timeline.set_traced(traced);
         d.timeline.entered_now();
         Ok(Entry::Inside { stock })
@@ -324,6 +328,7 @@ impl<L: Lock> Trips for FourTrips<L> {
         let credentials = Credentials {
             lock_holder: self.checkable.then(|| self.held_lock().holder()),
             token: self.token,
+            epoch: self.epoch.as_deref(),
         };
         let sale = d.sale(shard, order);
         let reply = scripts::commit(&sale, StockWrite::Decrement, credentials)

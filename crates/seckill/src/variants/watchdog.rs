@@ -287,7 +287,8 @@ async fn inside(
 ) -> Result<Option<i64>, AppError> {
     let (stock, traced) = if entered == Value::Nil {
         let note = d.entering(Some(lease));
-        let (stock, _overlap, traced): (Option<i64>, i64, bool) =
+        // The sale's epoch is not needed: the commit checks the lock, beside the stock.
+        let (stock, _overlap, traced, _epoch): (Option<i64>, i64, bool, Option<String>) =
             scripts::enter(shard, &d.holder, stay, None, &note)
                 .invoke_async(&mut d.redis())
                 .await?;

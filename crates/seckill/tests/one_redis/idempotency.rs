@@ -230,6 +230,62 @@ async fn a_keyed_request_that_outlives_a_reset_sells_once_in_the_new_sale() {
     }
 }
 
+/// With a lock store of its own (`--lock-redis-url`), where the commit cannot see the
+/// lock, a request inside its critical section when the product is reset sells nothing in
+/// the new sale: its entry read the sale's epoch, and the commit refuses another
+/// (`503 lock_lost`). Unkeyed on a whole product (token), and keyed on a split one
+/// (segmented), whose key's repeat is then its one sale. Before, only a keyed request on a
+/// whole product was refused (by its claim's epoch): the others sold into the new sale.
+#[tokio::test]
+async fn a_request_that_outlives_a_reset_sells_nothing_in_the_new_sale_with_locks_apart() {
+    let locks = seckill_testkit::RedisServer::start();
+    let lock_url = locks.url();
+    let cluster = service(1, &["--lock-redis-url", &lock_url]);
+    let api = cluster.api(0);
+    for (path, shards, key) in [
+        ("token?work_ms=1500", 1, None),
+        ("segmented?work_ms=1500", 4, Some("k-reset-apart")),
+    ] {
+        api.reset("101", 10, shards).await;
+        let first = {
+            let api = api.clone();
+            tokio::spawn(async move {
+                match key {
+                    Some(key) => {
+                        let (status, body, _) = api.deduct_keyed("101", path, key).await;
+                        (status, body)
+                    }
+                    None => api.deduct("101", path).await,
+                }
+            })
+        };
+        crate::someone_inside(&cluster.redis).await;
+        api.reset("101", 10, shards).await;
+        let (status, body) = first.await.unwrap();
+        assert_eq!(
+            (status, body["outcome"].as_str()),
+            (503, Some("lock_lost")),
+            "{path}: the request that outlived the reset: {body}"
+        );
+        let stats = api.stats("101").await;
+        assert_eq!(
+            int(&stats, "sold"),
+            0,
+            "{path}: nothing sold in the new sale: {stats}"
+        );
+        if let Some(key) = key {
+            let (status, again, _) = api.deduct_keyed("101", path, key).await;
+            assert_eq!(status, 200, "{path}: {again}");
+            let stats = api.stats("101").await;
+            assert_eq!(int(&stats, "sold"), 1, "{path}: {stats}");
+            assert_eq!(
+                stats["idempotency"]["keys_sold_twice"], 0,
+                "{path}: {stats}"
+            );
+        }
+    }
+}
+
 /// A client that hangs up once its key is claimed: the request goes on to its answer (it
 /// runs on a task of its own from the claim on), so the key's repeat gets that answer —
 /// before, a variant that is not spawned (naive, lua) dropped the request there, leaving
