@@ -118,6 +118,7 @@ impl seckill_lessons::Service for Instance {
                 reset,
                 terms,
                 streaming,
+                state.settings.idempotency_ttl,
             )
             .await
             .map_err(|err| format!("reset: {err}"))?;

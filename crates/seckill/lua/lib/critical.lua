@@ -16,7 +16,8 @@
 --   meta    the product's meta hash (`per_user`: units one user may buy, 0 or none for no
 --           limit) when the shard is the whole product; a key that does not exist for a
 --           shard of a split product, whose limit is checked before (lua/reserve.lua)
---   keys    hash: idempotency key -> the order sold under it here
+--   keys    hash: idempotency key -> "<the order sold under it here> <until ms>", which
+--           counts for the key's TTL (`key_record`)
 --   claim   an idempotency key's claim (lua/idem_claim.lua) on this slot: the key's one
 --           claim when the shard is the whole product. Where the claim gets its answer
 --           after the sale instead (`sale.split`: a shard of a split product, whose claim is
@@ -74,7 +75,7 @@ local function terms(sale, audit)
   local call = sale.call
   if call.epoch == nil then
     local t = redis.call('HMGET', audit, 'epoch', 'streamed', 'pay_within_ms', 'closed_at',
-      'per_user', 'voided')
+      'per_user', 'voided', 'key_ttl_ms')
     call.epoch = t[1] or '0'
     call.streaming = t[2] == '1'
     call.pay_within = tonumber(t[3] or '0')
@@ -83,8 +84,27 @@ local function terms(sale, audit)
       call.per_user = tonumber(t[5])
     end
     call.voided = t[6] ~= false
+    call.key_ttl = tonumber(t[7] or '0')
   end
   return call
+end
+
+-- The order a shard's `keys` record of an idempotency key names, while it still counts:
+-- the record is "<order> <until ms>", kept for the key's TTL (`key_ttl_ms` in the sale's
+-- terms); past it, a reuse of the key is a new request (nil). A record without a time (a
+-- sale of an older version) counts until the next reset.
+local function key_record(record)
+  if not record then
+    return nil
+  end
+  local order, until_ms = string.match(record, '^(%S+) (%d+)$')
+  if not order then
+    return record
+  end
+  if tonumber(until_ms) <= STARTED_MS then
+    return nil
+  end
+  return order
 end
 
 -- Whether a sale under idempotency key `sale.key` ('' for none) may go on. Where the claim
@@ -100,7 +120,7 @@ local function keyed(sale, audit, holder)
     return nil
   end
   if sale.split == '1' then
-    if redis.call('HEXISTS', sale.keys, sale.key) == 1 then
+    if key_record(redis.call('HGET', sale.keys, sale.key)) then
       return 'taken_over'
     end
     local fence = redis.call('GET', sale.claim)
@@ -131,8 +151,15 @@ local function keyed_sale(sale, audit, order, instance, remaining)
   if sale.key == '' then
     return
   end
-  if redis.call('HSETNX', sale.keys, sale.key, order) == 0 then
+  if key_record(redis.call('HGET', sale.keys, sale.key)) then
     redis.call('HINCRBY', audit, 'keys_sold_twice', 1)
+  else
+    local ttl = terms(sale, audit).key_ttl
+    local record = order
+    if ttl > 0 then
+      record = order .. ' ' .. (STARTED_MS + ttl)
+    end
+    redis.call('HSET', sale.keys, sale.key, record)
   end
   if sale.split ~= '1' then
     redis.call('HSET', sale.claim, 'state', 'done', 'status', 200, 'outcome', 'deducted',

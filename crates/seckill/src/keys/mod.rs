@@ -61,6 +61,20 @@ pub fn shard_of_stream(stream: &str) -> Option<ShardKeys> {
     Some(ShardKeys::with_tag(&tag(inner), 0))
 }
 
+/// The order a shard's `keys` record of an idempotency key names, while it still counts
+/// (`lib/critical.lua`'s `key_record`): the record is `<order> <until ms>`, kept for the
+/// key's TTL, and past it (by `now_ms`, the wall clock, which the TTL's hours dwarf any skew
+/// of) a reuse of the key is a new request. A record without a time counts.
+pub fn key_record(record: &str, now_ms: i64) -> Option<&str> {
+    match record.split_once(' ') {
+        None => Some(record),
+        Some((order, until)) => match until.parse::<i64>() {
+            Ok(until) if until <= now_ms => None,
+            _ => Some(order),
+        },
+    }
+}
+
 /// The product whose shard's orders stream `stream` is (`seckill:{101/3.1}:orders:stream`
 /// is 101's), if it is one.
 pub fn product_of_stream(stream: &str) -> Option<ProductId> {
@@ -395,6 +409,13 @@ mod tests {
         ] {
             assert!(shard_of_unpaid(bad).is_none(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_key_record_counts_until_its_time() {
+        assert_eq!(key_record("o-1 2000", 1_999), Some("o-1"));
+        assert_eq!(key_record("o-1 2000", 2_000), None);
+        assert_eq!(key_record("o-1", i64::MAX), Some("o-1"));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! A reset: a new sale of a product — its stock set, its orders, buyers, reservations,
 //! audit and locks cleared, shard by shard, then its meta.
 
+use std::time::Duration;
+
 use futures_util::future::try_join_all;
 use redis::AsyncCommands;
 
@@ -31,6 +33,7 @@ pub async fn reset(
     product: &ProductId,
     terms: Terms,
     streaming: Streaming,
+    key_ttl: Duration,
 ) -> Result<Layout, AppError> {
     let keys = ProductKeys::new(product);
     // A new sale: idempotency keys claimed before it no longer answer for it, and its
@@ -46,6 +49,7 @@ pub async fn reset(
         epoch,
         terms,
         streaming,
+        key_ttl,
     };
     let clear = shards_to_clear(&keys, &new, old, terms.stock);
     let (conn, lock_conn) = (store.conn(), locks.conn());
@@ -72,6 +76,10 @@ struct NewSale {
     epoch: i64,
     terms: Terms,
     streaming: Streaming,
+    /// How long an idempotency key is kept (`--idempotency-ttl-s`): a shard's record of
+    /// the order sold under a key (`keys`) counts for as long, then a reuse of the key is
+    /// a new request.
+    key_ttl: Duration,
 }
 
 /// The shards a reset clears: the new layout's (each with its share of `stock`), and the
@@ -140,6 +148,10 @@ async fn reset_shard(
                 (
                     "per_user",
                     if terms.shards <= 1 { terms.per_user } else { 0 },
+                ),
+                (
+                    "key_ttl_ms",
+                    i64::try_from(sale.key_ttl.as_millis()).unwrap_or(i64::MAX),
                 ),
             ],
         )
@@ -230,13 +242,14 @@ pub async fn reset_with_database(
     product: &ProductId,
     terms: Terms,
     streaming: Streaming,
+    key_ttl: Duration,
 ) -> Result<Layout, AppError> {
     if terms.in_database && db.is_none() {
         return Err(AppError::NotConfigured(
             "stock_in postgres needs PostgreSQL: start the instance with --orders-db".into(),
         ));
     }
-    let layout = reset(store, locks, product, terms, streaming).await?;
+    let layout = reset(store, locks, product, terms, streaming, key_ttl).await?;
     let Some(db) = db else {
         return Ok(layout);
     };

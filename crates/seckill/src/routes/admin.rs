@@ -213,6 +213,7 @@ async fn reset(State(state): State<AppState>, body: Bytes) -> Result<Json<Value>
         &product,
         terms,
         streaming,
+        state.settings.idempotency_ttl,
     )
     .await?;
     state.admission.forget(&product);

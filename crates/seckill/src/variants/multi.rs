@@ -33,8 +33,9 @@ use super::holding::Holding;
 use super::lost;
 use super::section::{self, INSIDE_MARGIN};
 use super::{Deduction, Outcome, Spec};
+use crate::admission::wall_clock_ms;
 use crate::error::AppError;
-use crate::keys::{ProductKeys, ShardKeys};
+use crate::keys::{ProductKeys, ShardKeys, key_record};
 use crate::knobs::{DEFAULT_LOCK_WAIT_MS, Kind, Knob, WAIT_MS, WORK_MS};
 use crate::outcome::Counter;
 use crate::outcome::sale::{self, Taken};
@@ -291,6 +292,9 @@ async fn enter_all(d: &Deduction, shards: &[Arc<ShardKeys>]) -> Result<Entered, 
     Ok((stocks, epochs))
 }
 
+/// A line's limit (the audit's, the meta's), the buyer's units, and the key's record.
+type Limits = (Option<i64>, Option<i64>, Option<i64>, Option<String>);
+
 /// Each line's stock and epoch, as [`enter_all`] read them.
 type Entered = (Vec<Option<i64>>, Vec<Option<String>>);
 
@@ -302,14 +306,14 @@ async fn over_limit(d: &Deduction, shards: &[Arc<ShardKeys>]) -> Result<Option<R
     let user = d.user();
     let key = d.claim.as_ref().map_or("", |claim| claim.key.as_str());
     for shard in shards {
-        let (in_audit, in_meta, bought, ours): (Option<i64>, Option<i64>, Option<i64>, bool) =
-            redis::pipe()
-                .hget(&shard.audit, "per_user")
-                .hget(&shard.meta, "per_user")
-                .hget(&shard.buyers, user)
-                .hexists(&shard.keys, key)
-                .query_async(&mut d.redis())
-                .await?;
+        let (in_audit, in_meta, bought, record): Limits = redis::pipe()
+            .hget(&shard.audit, "per_user")
+            .hget(&shard.meta, "per_user")
+            .hget(&shard.buyers, user)
+            .hget(&shard.keys, key)
+            .query_async(&mut d.redis())
+            .await?;
+        let ours = record.is_some_and(|r| key_record(&r, wall_clock_ms()).is_some());
         let limit = in_audit.or(in_meta).unwrap_or(0);
         // A line an earlier try of this cart sold under its key is the cart's own: the
         // unit the buyer holds there is this one (`commit_line` takes it as sold).
@@ -380,11 +384,12 @@ async fn earlier_line(
     let Some(claim) = &d.claim else {
         return Ok(None);
     };
-    let (sold, stock): (Option<String>, Option<i64>) = redis::pipe()
+    let (record, stock): (Option<String>, Option<i64>) = redis::pipe()
         .hget(&shard.keys, claim.key.as_str())
         .get(&shard.stock)
         .query_async(&mut d.redis())
         .await?;
+    let sold = record.and_then(|r| key_record(&r, wall_clock_ms()).map(str::to_owned));
     Ok(sold.map(|sold| (sold, stock)))
 }
 

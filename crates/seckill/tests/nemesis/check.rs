@@ -362,7 +362,9 @@ async fn in_redis(world: &World, product: &str) -> InRedis {
             .hgetall(&shard.keys)
             .await
             .expect("the keys sold under");
-        for (key, order) in sold {
+        // Each record is "<order> <until ms>" (kept for the key's TTL).
+        for (key, record) in sold {
+            let order = record.split(' ').next().unwrap_or_default().to_owned();
             held.keys.entry(key).or_default().push(order);
         }
         let twice: Option<i64> = conn.hget(&shard.audit, "keys_sold_twice").await.unwrap();

@@ -286,6 +286,81 @@ async fn a_request_that_outlives_a_reset_sells_nothing_in_the_new_sale_with_lock
     }
 }
 
+/// A key used again once its claim expired (`--idempotency-ttl-s`) is a new request, on a
+/// split product and a cart too: a new sale with its own order. Before, the shards' record
+/// of the first sale under the key never expired: the split product's refused the reuse
+/// (`423`, until the next reset), and the cart answered the first cart's order, selling
+/// nothing.
+#[tokio::test]
+async fn a_key_used_again_after_its_claim_expired_is_a_new_request() {
+    // Every bound small, so that the key's TTL may be 3 s (above twice a 1 s request).
+    let cluster = service(
+        1,
+        &[
+            "--idempotency-ttl-s",
+            "3",
+            "--request-timeout-ms",
+            "1000",
+            "--redis-timeout-ms",
+            "100",
+            "--redis-wait-timeout-ms",
+            "50",
+            "--max-work-ms",
+            "100",
+            "--max-wait-ms",
+            "100",
+            "--max-pause-ms",
+            "100",
+        ],
+    );
+    let api = cluster.api(0);
+    // Split, in one shard: the sale is on the shard the first sold on.
+    api.reset("101", 10, 1).await;
+    for product in ["102", "103"] {
+        api.reset(product, 10, 1).await;
+    }
+    let mut redis = cluster.redis.conn().await;
+    for (product, path, key) in [
+        ("101", "segmented?user=u1", "k-again-split"),
+        (
+            "102",
+            "multi?products=102,103&user=u1&wait_ms=100",
+            "k-again-cart",
+        ),
+    ] {
+        let (status, first, _) = api.deduct_keyed(product, path, key).await;
+        assert_eq!(status, 200, "{path}: {first}");
+        // The claim gone with its TTL (looked at, not waited for by the clock).
+        let claim = keys(product).whole().claim(key);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let held: bool = redis::AsyncCommands::exists(&mut redis, &claim)
+                .await
+                .unwrap();
+            if !held {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{key}: the claim never expired"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let (status, again, replayed) = api.deduct_keyed(product, path, key).await;
+        assert_eq!((status, replayed), (200, false), "{path}: {again}");
+        assert_ne!(
+            again["order"], first["order"],
+            "{path}: a new sale: {again}"
+        );
+    }
+    let stats = api.stats("101").await;
+    assert_eq!(int(&stats, "sold"), 2, "{stats}");
+    for product in ["102", "103"] {
+        let stats = api.stats(product).await;
+        assert_eq!(int(&stats, "sold"), 2, "{product}: {stats}");
+    }
+}
+
 /// A client that hangs up once its key is claimed: the request goes on to its answer (it
 /// runs on a task of its own from the claim on), so the key's repeat gets that answer —
 /// before, a variant that is not spawned (naive, lua) dropped the request there, leaving

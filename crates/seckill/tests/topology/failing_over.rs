@@ -177,6 +177,71 @@ async fn a_repeat_is_not_answered_200_before_a_replica_has_the_sale() {
     assert_eq!(int(&stats, "sold"), 1, "{stats}");
 }
 
+/// A repeat that takes a key over from a request that died after its sale (a split
+/// product's, whose claim gets its answer after the sale) and finds that sale is not
+/// answered `200` before a replica has it: the sale found is asked of the replicas as any
+/// recorded answer is, and answered `503 unconfirmed` while they are frozen, `200` with
+/// the same order once they go on. Before, the take-over's find was answered `200` at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_over_that_finds_the_sale_waits_for_a_replica_to_have_it() {
+    let _turn = heavy_turn().await;
+    let redis = RedisCluster::start(3, 1);
+    let mut first = on_cluster(&redis, &PATIENT_WAIT);
+    let second = on_cluster(
+        &redis,
+        &[
+            "--redis-wait-replicas",
+            "1",
+            "--redis-wait-timeout-ms",
+            "300",
+        ],
+    );
+    second.api().reset("101", 10, 3).await;
+    let masters = redis.master_ports();
+    let urls: Vec<String> = masters
+        .iter()
+        .map(|port| format!("redis://127.0.0.1:{port}"))
+        .collect();
+    let replicas: Vec<u16> = masters.iter().map(|&m| redis.replica_of(m)).collect();
+    for &replica in &replicas {
+        redis.signal(replica, "STOP");
+    }
+    let path = "segmented?user=u1";
+    let sale = {
+        let api = first.api();
+        tokio::spawn(async move { api.deduct_keyed("101", path, "k-took").await })
+    };
+    // The sale made, and its confirmation waiting: then its instance dies.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    'waiting: loop {
+        for url in &urls {
+            if !blocked_in_wait(url).await.is_empty() {
+                break 'waiting;
+            }
+        }
+        assert!(Instant::now() < deadline, "the sale never blocked in WAIT");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    first.kill();
+    let _ = sale.await;
+    let (status, repeat, _) = second.api().deduct_keyed("101", path, "k-took").await;
+    for &replica in &replicas {
+        redis.signal(replica, "CONT");
+    }
+    eprintln!("the repeat that took the key over: {status} {repeat}");
+    assert_ne!(
+        status, 200,
+        "a take-over's find answered before a replica had it: {repeat}"
+    );
+    let (status, again, _) = until_200(&second.api(), "101", path, "k-took").await;
+    assert_eq!(status, 200, "once the replicas have it: {again}");
+    let stats = second.api().stats("101").await;
+    assert_eq!(int(&stats, "sold"), 1, "one sale under the key: {stats}");
+    if repeat["order"].is_string() {
+        assert_eq!(again["order"], repeat["order"], "the sale found: {again}");
+    }
+}
+
 /// A cart is answered `200` only once a replica has every line: with the replica of one
 /// line's master frozen, the cart is answered `503 unconfirmed`, and its key's repeat
 /// `200` with the same orders once the replica goes on. Before, a cart was answered `200`

@@ -5,9 +5,10 @@
 
 use axum::http::StatusCode;
 
+use crate::admission::wall_clock_ms;
 use crate::error::AppError;
 use crate::idempotency::{self, Elsewhere, Recorded};
-use crate::keys::{IdempotencyKey, ShardKeys};
+use crate::keys::{IdempotencyKey, ShardKeys, key_record};
 use crate::outcome::sale::{self, Again, Confirmed, Taken};
 use crate::scripts;
 use crate::variants::Deduction;
@@ -70,11 +71,12 @@ pub(crate) async fn replay(
         let line = if n == 0 {
             taken.clone()
         } else {
-            let sold: Option<String> = redis::cmd("HGET")
+            let record: Option<String> = redis::cmd("HGET")
                 .arg(&shard.keys)
                 .arg(key.as_str())
                 .query_async(&mut d.redis())
                 .await?;
+            let sold = record.and_then(|r| key_record(&r, wall_clock_ms()).map(str::to_owned));
             let Some(order) = sold else {
                 // The line's record went with a failover (its sale with it): the cart is
                 // not whole; a repeat completes it.
