@@ -33,8 +33,9 @@
 //! frozen for good — a hung host — keeps every command for its slots timing out even once
 //! its replica has been promoted, for as long as it stays frozen. A command that times out
 //! makes a new client (once for however many met the timeout on the same one, and at most
-//! once per timeout), which asks the nodes for the slots afresh; commands in flight finish
-//! on the old one.
+//! once per timeout), which connects and asks the nodes for the slots afresh on a task of
+//! its own, and replaces the old one only then; commands meanwhile, and in flight, go on
+//! the old one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError, RwLock};
@@ -152,28 +153,58 @@ impl ClusterConn {
         (current.conn.clone(), current.made)
     }
 
-    /// After `result` on connection `made`: a timeout makes the connection anew, unless
-    /// another timeout on the same one did already, or one did less than a timeout ago.
+    /// After `result` on connection `made`: a timeout makes the connection anew — on a task
+    /// of its own, connected and with the slots read before it replaces the one in use,
+    /// which serves meanwhile — unless another timeout on the same one did already, or one
+    /// was started less than a timeout ago.
     fn after<T>(&self, made: u64, result: &RedisResult<T>) {
         if !result.as_ref().is_err_and(RedisError::is_timeout) {
             return;
         }
         let shared = &self.shared;
-        let mut current = shared
-            .current
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if current.made != made || current.at.elapsed() < shared.timeout {
-            return;
+        {
+            let mut current = shared
+                .current
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            if current.made != made || current.at.elapsed() < shared.timeout {
+                return;
+            }
+            // Marks the attempt: the next timeout on this connection waits its turn.
+            current.at = Instant::now();
         }
-        tracing::warn!(
-            "a cluster command timed out: the client is made anew, to find the slots' masters again"
-        );
-        current.conn = shared
-            .client
-            .get_pending_async_connection_with_config(shared.config.clone());
-        current.made += 1;
-        current.at = Instant::now();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = self.shared.clone();
+        runtime.spawn(async move {
+            // Each node's connection is bounded by the timeout; a few nodes may be tried.
+            let connecting = shared
+                .client
+                .get_async_connection_with_config(shared.config.clone());
+            let conn = match tokio::time::timeout(shared.timeout * 8, connecting).await {
+                Ok(Ok(conn)) => conn,
+                Ok(Err(err)) => {
+                    tracing::warn!(error = %err, "a new cluster client could not connect yet");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!("a new cluster client could not connect in time yet");
+                    return;
+                }
+            };
+            let mut current = shared
+                .current
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            if current.made == made {
+                tracing::warn!(
+                    "a cluster command timed out: the client was made anew, with the slots' masters found again"
+                );
+                current.conn = conn;
+                current.made += 1;
+            }
+        });
     }
 
     /// `cmd` sent to every node the client knows, all at once: the first answer, whichever

@@ -295,7 +295,17 @@ impl Store {
         let masters = parse_cluster_slots(slots?);
         let pings = masters.iter().map(|master| {
             let mut cluster = cluster.clone();
-            async move { cluster.ask_node(&master.addr, redis::cmd("PING")).await }
+            async move {
+                let asked = cluster.ask_node(&master.addr, redis::cmd("PING")).await;
+                match asked {
+                    // A master the client has no connection to yet (one promoted since it
+                    // last read the slots): asked on a connection of its own.
+                    Err(err) if err.kind() == ErrorKind::ClusterConnectionNotFound => {
+                        self.ping_directly(&master.addr).await
+                    }
+                    asked => asked,
+                }
+            }
         });
         let answers = futures_util::future::join_all(pings).await;
         let answering = answers.iter().filter(|answer| answer.is_ok()).count();
@@ -319,6 +329,43 @@ impl Store {
             }),
         }
     }
+}
+
+impl Store {
+    /// `PING` to the node at `addr` on a connection of its own, made with the credentials
+    /// and TLS of the first URL given, bounded by the store's timeout.
+    async fn ping_directly(&self, addr: &str) -> Result<Value, RedisError> {
+        let first = self.config.url_list().first().copied().unwrap_or_default();
+        let url = with_address(first, addr);
+        let client = client(&url, self.config.tls_ca.as_deref()).map_err(|err| {
+            RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "a node's URL",
+                err.to_string(),
+            ))
+        })?;
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.config.timeout))
+            .set_response_timeout(Some(self.config.timeout));
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        redis::cmd("PING").query_async(&mut conn).await
+    }
+}
+
+/// `url` (`redis://[user:password@]host:port[/db]`, or `rediss://`) with its `host:port`
+/// replaced by `addr`.
+fn with_address(url: &str, addr: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return format!("redis://{addr}");
+    };
+    let (auth, hostpath) = match rest.rsplit_once('@') {
+        Some((auth, hostpath)) => (format!("{auth}@"), hostpath),
+        None => (String::new(), rest),
+    };
+    let path = hostpath.find('/').map_or("", |i| &hostpath[i..]);
+    format!("{scheme}://{auth}{addr}{path}")
 }
 
 /// What [`Store::answering`] found: `answering` masters of `of`, and those that did not
@@ -352,4 +399,24 @@ fn manager_config(timeout: Duration) -> ConnectionManagerConfig {
         .set_number_of_retries(1)
         .set_min_delay(Duration::from_millis(50))
         .set_max_delay(Duration::from_millis(500))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_address;
+
+    /// A node's URL keeps the given URL's scheme, credentials and database.
+    #[test]
+    fn a_nodes_url_keeps_the_credentials_and_tls_of_the_first() {
+        let node = "10.0.0.7:7001";
+        assert_eq!(
+            with_address("redis://127.0.0.1:7000", node),
+            "redis://10.0.0.7:7001"
+        );
+        assert_eq!(
+            with_address("rediss://:pw@redis-0.svc:6379/0", node),
+            "rediss://:pw@10.0.0.7:7001/0"
+        );
+        assert_eq!(with_address("oops", node), "redis://10.0.0.7:7001");
+    }
 }

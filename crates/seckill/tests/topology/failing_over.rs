@@ -546,6 +546,8 @@ async fn sales_recover_while_a_failed_over_master_stays_frozen() {
     assert_eq!(status, 200, "{body}");
     let master = master_of(&redis, "101");
     let replica = redis.replica_of(master);
+    // The replica has the reset and the sale (no sale here waits for it): then the freeze.
+    tokio::task::block_in_place(|| redis.wait_replicas_caught_up(master));
     redis.signal(master, "STOP");
     // Ready all along: the other masters' products sell (the frozen one named, once seen).
     let (status, ready) = api.get("/readyz").await;
