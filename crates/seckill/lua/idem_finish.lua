@@ -8,7 +8,8 @@
 -- ARGV[1]  holder id (with 'forget': the order id the answer names)
 -- ARGV[2]  'done' (the answer follows), 'release' (nothing was sold, for sure, and the
 --          answer is worth no replay — lock busy, an error before the sale: a repeat is
---          served anew), 'unknown' (the sale's answer was lost and could not be looked up:
+--          served anew; a claim that was taken over is marked 'unknown' instead, so that
+--          the repeat takes it over and fences anew), 'unknown' (the sale's answer was lost and could not be looked up:
 --          a repeat takes the claim over at once, and finds out) or 'forget' (by anyone: the
 --          answer's sale is known not to have survived a failover, and its id was voided:
 --          the claim goes, unless it has another answer by now, and a repeat is served anew)
@@ -29,7 +30,15 @@ if c[1] ~= ARGV[1] then
 end
 if ARGV[2] == 'release' then
   if c[2] ~= 'done' then
-    redis.call('DEL', KEYS[1])
+    if redis.call('HEXISTS', KEYS[1], 'took_from') == 1 then
+      -- Taken over: its holder fenced the key's shards (a split product's, a cart's
+      -- lines) for itself alone. A fresh claim would meet those fences and be refused on
+      -- every one of them for the key's TTL; so the claim is left for the next repeat to
+      -- take over at once, fencing them anew for itself.
+      redis.call('HSET', KEYS[1], 'state', 'unknown')
+    else
+      redis.call('DEL', KEYS[1])
+    end
   end
   return 1
 end

@@ -166,3 +166,64 @@ async fn a_cart_with_a_product_at_the_buyers_limit_sells_nothing() {
     let (status, body) = api.deduct("101", "multi?products=101,102&user=bob").await;
     assert_eq!(status, 200, "bob, at no limit, buys the cart: {body}");
 }
+
+/// A keyed cart whose first request died inside, whose key a repeat took over (fencing
+/// every line for itself) and then gave up (`429`: a line's lock held elsewhere): the next
+/// repeat takes the key over in turn and completes the cart. Before, the give-up deleted the
+/// claim; the next repeat claimed the key afresh, met the lines fenced for the one before,
+/// and was refused on each for the key's TTL (`423`). (The failover nemesis found it, seed
+/// 17: a key answered `partly_sold` to every repeat.)
+#[tokio::test]
+async fn a_keyed_cart_whose_take_over_gave_up_is_taken_over_again_and_completed() {
+    let _turn = seckill_testkit::heavy_turn().await;
+    let mut cluster = service(2, &["--lock-lease-ms", "1000"]);
+    let api = cluster.api(1);
+    for product in ["101", "102"] {
+        api.reset(product, 10, 1).await;
+    }
+    let path = "multi?products=101,102&work_ms=2000&wait_ms=100&user=u1";
+    let first = {
+        let api = cluster.api(0);
+        tokio::spawn(async move { api.deduct_keyed("101", path, "k-cart-again").await })
+    };
+    crate::someone_inside(&cluster.redis).await;
+    cluster.instances[0].kill();
+    let _ = first.await;
+    // A holder of 102's lock for a while, on the other instance: the take-over's cart
+    // waits 100 ms for it and gives up.
+    let holder = {
+        let api = api.clone();
+        tokio::spawn(async move { api.deduct("102", "watchdog?work_ms=5000").await })
+    };
+    // The holder has 102's lock (a field of the lock hash named by the other instance).
+    let lock = crate::keys("102").whole().lock.clone();
+    let by = cluster.instances[1].addr.to_string();
+    let mut redis = cluster.redis.conn().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let holders: Vec<String> = redis::AsyncCommands::hkeys(&mut redis, &lock)
+            .await
+            .unwrap_or_default();
+        if holders.iter().any(|h| h.starts_with(&by)) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the holder never took 102's lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let (status, gave_up, _) = api.deduct_keyed("101", path, "k-cart-again").await;
+    assert_eq!(
+        status, 429,
+        "the take-over gave up on 102's lock: {gave_up}"
+    );
+    let (status, held) = holder.await.unwrap();
+    assert_eq!(status, 200, "{held}");
+    let (status, done, _) = api.deduct_keyed("101", path, "k-cart-again").await;
+    assert_eq!(status, 200, "the next repeat completes the cart: {done}");
+    for (product, sold) in [("101", 1), ("102", 2)] {
+        let stats = api.stats(product).await;
+        assert_eq!(int(&stats, "sold"), sold, "{product}: {stats}");
+    }
+}
